@@ -1,0 +1,33 @@
+# The two commands of the README:
+#   make run   — install what is missing, build, and run the main job
+#   make test  — install what is missing, vet, and run the whole test suite
+SHELL := /bin/bash
+export PATH := $(PATH):/usr/local/go/bin
+GO ?= go
+BIN := bin/rdmaprobe
+# The verbs fabric needs libibverbs headers; without them the binary is
+# built without it (sim only) and says so.
+TAGS := $(shell test -f /usr/include/infiniband/verbs.h && echo verbs)
+RUN_ARGS ?= search --lo 300 --hi 600
+
+.PHONY: run test setup build vet clean
+
+run: setup build
+	./$(BIN) $(RUN_ARGS)
+
+test: setup vet
+	$(GO) test -count=1 -timeout 60m ./...
+
+setup:
+	./scripts/setup.sh
+
+build:
+	$(GO) build -tags "$(TAGS)" -o $(BIN) .
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	$(GO) vet ./...
+	$(GO) vet -tags verbs ./...
+
+clean:
+	rm -rf bin

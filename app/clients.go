@@ -1,0 +1,146 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rdmaprobe/rdmaprobe/certs"
+	"github.com/rdmaprobe/rdmaprobe/client"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
+)
+
+func clientsCommand(s Streams) *cli.Command {
+	return &cli.Command{
+		Name:   "clients",
+		Usage:  "load generator: run N concurrent clients against a server (used by search and ramp)",
+		Hidden: true,
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:4433", Usage: "server address"},
+			&cli.IntFlag{Name: "n", Value: 1, Usage: "clients in this process"},
+			&cli.IntFlag{Name: "id-base", Usage: "ID of the first client"},
+			&cli.IntFlag{Name: "proc", Usage: "index of this process"},
+			&cli.Float64Flag{Name: "rate", Usage: "client launches per second (0 = all at once)"},
+			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "per-client deadline"},
+			&cli.IntFlag{Name: "rounds", Value: 3, Usage: "verified round trips per client"},
+			&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "payload bytes per message"},
+			&cli.StringFlag{Name: "ca", Required: true, Usage: "server certificate PEM to pin"},
+			&cli.DurationFlag{Name: "hold", Usage: "keep connected clients open this long before exiting (without --events)"},
+			&cli.BoolFlag{Name: "events", Hidden: true, Usage: "JSON events on stdout; hold clients until stdin closes"},
+		}, fabricFlags()...),
+		Action: func(c *cli.Context) error {
+			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			return runClients(ctx, c, s)
+		},
+	}
+}
+
+func runClients(ctx context.Context, c *cli.Context, s Streams) error {
+	events := c.Bool("events")
+	emit := runner.NewEmitter(s.Out)
+	failf := func(err error) error {
+		if events {
+			emit.Emit(runner.Event{Event: "error", Error: err.Error()})
+		}
+		return err
+	}
+	if c.Int("n") < 1 {
+		return failf(fmt.Errorf("--n must be at least 1"))
+	}
+	ca, err := os.ReadFile(c.String("ca"))
+	if err != nil {
+		return failf(err)
+	}
+	tlsConf, err := certs.Client(ca)
+	if err != nil {
+		return failf(err)
+	}
+	p, err := provider(c)
+	if err != nil {
+		return failf(err)
+	}
+	dev, err := p.Open(ctx, deviceConfig(c))
+	if err != nil {
+		return failf(fmt.Errorf("open device: %w", err))
+	}
+	defer dev.Close()
+	d, err := client.NewDialer(dev, client.Config{Addr: c.String("addr"), TLS: tlsConf,
+		Rounds: c.Int("rounds"), MsgSize: c.Int("msg-size"), Timeout: c.Duration("timeout")})
+	if err != nil {
+		return failf(err)
+	}
+	defer d.Close()
+
+	var done, ok atomic.Int64
+	tick := time.NewTicker(250 * time.Millisecond)
+	stopTick := make(chan struct{})
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		last := int64(-1)
+		for {
+			select {
+			case <-tick.C:
+				if n := done.Load(); events && n != last {
+					last = n
+					emit.Emit(runner.Event{Event: "progress", Done: int(n), OK: int(ok.Load())})
+				}
+			case <-stopTick:
+				return
+			}
+		}
+	}()
+	recs, conns := client.Run(ctx, d, client.Load{N: c.Int("n"), IDBase: c.Int("id-base"),
+		Proc: c.Int("proc"), Rate: c.Float64("rate")}, func(n, k int) {
+		done.Store(int64(n))
+		ok.Store(int64(k))
+	})
+	tick.Stop()
+	close(stopTick)
+	<-ticked
+
+	if events {
+		emit.Emit(runner.Event{Event: "done", OK: len(conns), Records: recs})
+		// Hold every connected client until the runner releases them.
+		released := make(chan struct{})
+		go func() {
+			io.Copy(io.Discard, s.In)
+			close(released)
+		}()
+		select {
+		case <-released:
+		case <-ctx.Done():
+		}
+	} else {
+		counts := map[string]int{}
+		for _, r := range recs {
+			counts[r.Outcome]++
+		}
+		fmt.Fprintf(s.Out, "%d/%d clients connected", len(conns), len(recs))
+		for _, o := range result.Outcomes {
+			if o != result.OutcomeOK && counts[o] > 0 {
+				fmt.Fprintf(s.Out, ", %s %d", o, counts[o])
+			}
+		}
+		fmt.Fprintln(s.Out)
+		if h := c.Duration("hold"); h > 0 {
+			t := time.NewTimer(h)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+		}
+	}
+	client.CloseAll(conns)
+	return nil
+}

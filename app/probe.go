@@ -1,0 +1,330 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/urfave/cli/v2"
+
+	"github.com/rdmaprobe/rdmaprobe/certs"
+	"github.com/rdmaprobe/rdmaprobe/collectors"
+	"github.com/rdmaprobe/rdmaprobe/probe"
+	"github.com/rdmaprobe/rdmaprobe/report"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/server"
+)
+
+// probeFlags are shared by search and ramp.
+func probeFlags() []cli.Flag {
+	return append([]cli.Flag{
+		&cli.Float64Flag{Name: "threshold", Value: 100, Usage: "success rate in percent a point must reach to pass"},
+		&cli.IntFlag{Name: "trials", Value: 1, Usage: "trials per client count (pooled for the pass decision)"},
+		&cli.IntFlag{Name: "max-clients", Usage: "server cap; default: each point's client count"},
+		&cli.StringFlag{Name: "mode", Value: server.ModePerClient, Usage: "server resources per client: per-client or shared-cq"},
+		&cli.IntFlag{Name: "procs", Value: 1, Usage: "load-generator processes the clients are spread over"},
+		&cli.Float64Flag{Name: "rate", Usage: "client launches per second over all generators (0 = all at once)"},
+		&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "per-client deadline"},
+		&cli.IntFlag{Name: "rounds", Value: 3, Usage: "verified round trips per client"},
+		&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "payload bytes per message"},
+		&cli.StringFlag{Name: "results", Value: "results", Usage: "directory that receives <UTC time>-<backend>/run.json"},
+		&cli.StringFlag{Name: "backlog", Usage: "server listen queue length (default: somaxconn)"},
+	}, append(vmFlags(), fabricFlags()...)...)
+}
+
+func searchCommand(s Streams) *cli.Command {
+	return &cli.Command{
+		Name:      "search",
+		Usage:     "binary-search the largest client count that connects at --threshold",
+		UsageText: "rdmaprobe search --lo 300 --hi 600 [--backend auto|verbs|vm|sim] [--trials k] [--threshold 100]",
+		Flags: append([]cli.Flag{
+			&cli.IntFlag{Name: "lo", Value: 100, Usage: "lowest client count to test"},
+			&cli.IntFlag{Name: "hi", Usage: "highest client count; omitted = search upward exponentially from --lo"},
+			&cli.IntFlag{Name: "max-n", Value: 1000000, Usage: "upper bound for the exponential search when --hi is omitted"},
+		}, probeFlags()...),
+		Action: func(c *cli.Context) error {
+			lo, hi := c.Int("lo"), c.Int("hi")
+			if lo < 1 {
+				return fail(2, "--lo must be at least 1 (got %d)", lo)
+			}
+			if hi != 0 && hi < lo {
+				return fail(2, "--hi %d is below --lo %d", hi, lo)
+			}
+			return runProbe(c, s, "search", func(ctx context.Context, cfg probe.Config, m probe.Measure, obs func(probe.Event)) (result.Search, []result.Point, error) {
+				cfg.Lo, cfg.Hi, cfg.MaxN = lo, hi, c.Int("max-n")
+				return probe.Search(ctx, cfg, m, obs)
+			})
+		},
+	}
+}
+
+func rampCommand(s Streams) *cli.Command {
+	return &cli.Command{
+		Name:      "ramp",
+		Usage:     "measure each client count of a list",
+		UsageText: "rdmaprobe ramp --clients 10,50,100,200 [--backend ...]",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "clients", Value: "10,50,100,200,300", Usage: "comma-separated client counts"},
+		}, probeFlags()...),
+		Action: func(c *cli.Context) error {
+			list, err := parseCounts(c.String("clients"))
+			if err != nil {
+				return fail(2, "--clients: %v", err)
+			}
+			return runProbe(c, s, "ramp", func(ctx context.Context, cfg probe.Config, m probe.Measure, obs func(probe.Event)) (result.Search, []result.Point, error) {
+				return probe.Ramp(ctx, list, cfg, m, obs)
+			})
+		},
+	}
+}
+
+func parseCounts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(strings.ReplaceAll(f, "_", ""))
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive client count", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no client counts given")
+	}
+	return out, nil
+}
+
+type strategy func(ctx context.Context, cfg probe.Config, m probe.Measure, obs func(probe.Event)) (result.Search, []result.Point, error)
+
+// runProbe is search and ramp: choose the backend, run the points through
+// the runner, save run.json after every point, print the table.
+func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
+	thr := c.Float64("threshold")
+	if thr <= 0 || thr > 100 {
+		return fail(2, "--threshold is a percentage in (0, 100], got %g", thr)
+	}
+	if c.Int("trials") < 1 {
+		return fail(2, "--trials must be at least 1")
+	}
+	if c.Int("procs") < 1 {
+		return fail(2, "--procs must be at least 1")
+	}
+	if m := c.String("mode"); m != server.ModePerClient && m != server.ModeSharedCQ {
+		return fail(2, "--mode %q: want %s or %s", m, server.ModePerClient, server.ModeSharedCQ)
+	}
+	be, err := chooseBackend(c)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	fmt.Fprintf(s.Out, "backend: %s (%s)\n", be.Description, be.Reason)
+
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	dir, err := result.NewRunDir(c.String("results"), be.Name, time.Now())
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, result.FileName)
+	run := &result.Run{
+		SchemaVersion: result.SchemaVersion, Tool: "rdmaprobe", ToolVersion: Version,
+		Command: os.Args, Mode: mode, StartedAt: time.Now().UTC(),
+		Backend: be.Backend, Environment: collectors.Environment(),
+		Config: result.Config{
+			ResourceMode: c.String("mode"), Rounds: c.Int("rounds"), PayloadBytes: c.Int("msg-size"),
+			ClientTimeout: c.Duration("timeout").Seconds(), Rate: c.Float64("rate"), Procs: c.Int("procs"),
+			Threshold: thr / 100, Trials: c.Int("trials"), MaxClients: c.Int("max-clients"),
+		},
+	}
+	if mode == "search" {
+		run.Config.Lo, run.Config.Hi = c.Int("lo"), c.Int("hi")
+	} else {
+		run.Config.RampClients, _ = parseCounts(c.String("clients"))
+	}
+	if be.Name == "sim" {
+		caps := simCaps(c)
+		run.Config.SimCaps = &caps
+	}
+	if err := result.Save(path, run); err != nil {
+		return err
+	}
+
+	work, err := os.MkdirTemp("", "rdmaprobe-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	pair, err := certs.SelfSigned()
+	if err != nil {
+		return err
+	}
+	certFile, keyFile, err := pair.WriteFiles(work)
+	if err != nil {
+		return err
+	}
+
+	prog := newProgress(s.Err)
+	serverArgs := simCapArgs(c)
+	if b := c.String("backlog"); b != "" {
+		serverArgs = append(serverArgs, "--backlog", b)
+	}
+	measure, closeBackend, err := be.open(ctx, runner.Config{
+		FabricArgs: be.childArgs, MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
+		Procs: c.Int("procs"), Rate: c.Float64("rate"), Timeout: c.Duration("timeout"),
+		Rounds: c.Int("rounds"), MsgSize: c.Int("msg-size"), Threshold: thr / 100,
+		CertFile: certFile, KeyFile: keyFile, ServerArgs: serverArgs,
+		Progress: prog.update,
+	}, run, dir)
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
+
+	var mu sync.Mutex
+	var saveErr error
+	record := func(ctx context.Context, n, trial int) (result.Point, error) {
+		prog.start(n, trial, run.Config.Trials)
+		pt, err := measure(ctx, n, trial)
+		prog.clear()
+		if err != nil && ctx.Err() == nil {
+			return pt, err
+		}
+		if ctx.Err() != nil && pt.Error == "interrupted" {
+			return pt, ctx.Err() // an incomplete point is not a measurement
+		}
+		mu.Lock()
+		run.Points = append(run.Points, pt)
+		run.PSN = result.CheckPSNs(run.Points)
+		if e := result.Save(path, run); e != nil && saveErr == nil {
+			saveErr = e
+		}
+		mu.Unlock()
+		fmt.Fprintln(s.Out, pointLine(pt, be.Backend.Simulated))
+		return pt, err
+	}
+	obs := func(ev probe.Event) {
+		if ev.Kind == "note" {
+			prog.clear()
+			fmt.Fprintln(s.Out, "note: "+ev.Note)
+		}
+	}
+	cfg := probe.Config{Threshold: thr / 100, Trials: c.Int("trials")}
+	srch, _, perr := strat(ctx, cfg, record, obs)
+	run.Search = &srch
+	run.FinishedAt = time.Now().UTC()
+	run.PSN = result.CheckPSNs(run.Points)
+	run.Complete = perr == nil
+	if perr != nil {
+		run.Error = perr.Error()
+		if errors.Is(perr, context.Canceled) {
+			run.Error = "interrupted"
+		}
+	}
+	if err := result.Save(path, run); err != nil {
+		return err
+	}
+	if saveErr != nil {
+		return saveErr
+	}
+	fmt.Fprintln(s.Out)
+	if err := report.Terminal(s.Out, run, func(k, n int) (float64, float64) { return probe.Wilson(k, n, probe.Z95) }); err != nil {
+		return err
+	}
+	fmt.Fprintf(s.Out, "PSNs: %d connections, %d distinct (client, server) pairs", run.PSN.Connections, run.PSN.DistinctPairs)
+	if !run.PSN.Unique {
+		fmt.Fprintf(s.Out, ", %d REPEATED", run.PSN.DuplicatePairs)
+	}
+	fmt.Fprintln(s.Out)
+	fmt.Fprintf(s.Out, "saved %s\n", path)
+	if perr != nil {
+		if errors.Is(perr, context.Canceled) {
+			return fail(130, "interrupted: %d points saved in %s", len(run.Points), path)
+		}
+		return fail(1, "%v (%d points saved in %s)", perr, len(run.Points), path)
+	}
+	return nil
+}
+
+func pointLine(pt result.Point, simulated bool) string {
+	tag := ""
+	if simulated {
+		tag = " [simulated]"
+	}
+	s := fmt.Sprintf("%6d clients: %d/%d connected (%s) connect p50 %.1f ms p99 %.1f ms, %.1f s%s",
+		pt.Clients, pt.Connected, pt.Attempted, report.Pct(pt.SuccessRate), pt.Connect.P50, pt.Connect.P99, pt.DurationSec, tag)
+	var fails []string
+	for _, o := range result.Outcomes {
+		if o != result.OutcomeOK && pt.Outcomes[o] > 0 {
+			fails = append(fails, fmt.Sprintf("%s %d", o, pt.Outcomes[o]))
+		}
+	}
+	if len(fails) > 0 {
+		s += " — " + strings.Join(fails, ", ")
+	}
+	if pt.Error != "" {
+		s += " — point error: " + pt.Error
+	}
+	return s
+}
+
+// progress draws a live line on a terminal and nothing otherwise (the
+// per-point lines are the log when output is not a TTY).
+type progress struct {
+	w     io.Writer
+	tty   bool
+	mu    sync.Mutex
+	label string
+	last  time.Time
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w}
+	if f, ok := w.(*os.File); ok {
+		p.tty = isatty.IsTerminal(f.Fd())
+	}
+	return p
+}
+
+func (p *progress) start(n, trial, trials int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.label = fmt.Sprintf("%d clients", n)
+	if trials > 1 || trial > 1 {
+		p.label += fmt.Sprintf(" (trial %d)", trial)
+	}
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K%s: starting server…", p.label)
+	}
+}
+
+func (p *progress) update(pr runner.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.tty || time.Since(p.last) < 100*time.Millisecond && pr.Done < pr.Clients {
+		return
+	}
+	p.last = time.Now()
+	fmt.Fprintf(p.w, "\r\033[K%s: %d/%d attempted, %d connected", p.label, pr.Done, pr.Clients, pr.OK)
+}
+
+func (p *progress) clear() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}

@@ -1,0 +1,190 @@
+package app
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+func loadOnlyRun(t *testing.T, root string) *result.Run {
+	t.Helper()
+	runs, _ := filepath.Glob(filepath.Join(root, "*", result.FileName))
+	if len(runs) != 1 {
+		t.Fatalf("want one run.json under %s, found %v", root, runs)
+	}
+	r, err := result.Load(runs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A simulated device cap makes the true capacity a known number: with
+// max_qp = 45 the server can hold 45 clients (one QP each), and search
+// must report exactly that.
+func TestSearchFindsSimulatedCap(t *testing.T) {
+	root := t.TempDir()
+	out, errOut, code := run(t, "search", "--backend", "sim", "--lo", "30", "--hi", "60",
+		"--sim-max-qp", "45", "--rounds", "1", "--msg-size", "64", "--timeout", "20s", "--results", root)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if !strings.HasPrefix(out, "backend: sim") || !strings.Contains(strings.SplitN(out, "\n", 2)[0], "simulated") {
+		t.Errorf("first line must name the simulated backend: %q", strings.SplitN(out, "\n", 2)[0])
+	}
+	r := loadOnlyRun(t, root)
+	if r.Search == nil || r.Search.Capacity != 45 {
+		t.Fatalf("capacity %+v, want 45\n%s", r.Search, out)
+	}
+	if !r.Complete || !r.Backend.Simulated || r.Backend.Name != "sim" {
+		t.Errorf("run: complete %v, backend %+v", r.Complete, r.Backend)
+	}
+	if !r.PSN.Unique || r.PSN.Connections == 0 {
+		t.Errorf("PSN check: %+v", r.PSN)
+	}
+	// The first failing point's failures are the server's QP creation,
+	// classified and carrying the errno.
+	var failed *result.Point
+	for i := range r.Points {
+		if r.Points[i].Clients == 46 {
+			failed = &r.Points[i]
+		}
+	}
+	if failed == nil {
+		t.Fatalf("46 clients not tested; points %v", clientsOf(r))
+	}
+	if failed.Outcomes[result.OutcomeQPCreate] == 0 {
+		t.Errorf("46 clients: outcomes %v, want qp-create failures", failed.Outcomes)
+	}
+	if !regexp.MustCompile(`(?m)^\(simulated\) .*45`).MatchString(out) {
+		t.Errorf("verdict line missing or not labelled simulated:\n%s", out)
+	}
+	if !strings.Contains(out, "Connect p50") {
+		t.Errorf("no table in output:\n%s", out)
+	}
+}
+
+func clientsOf(r *result.Run) []int {
+	var ns []int
+	for _, p := range r.Points {
+		ns = append(ns, p.Clients)
+	}
+	return ns
+}
+
+// With the server capped below the point, the extra clients are refused
+// and classified as refused-at-capacity, not as errors.
+func TestRampClassifiesRefusals(t *testing.T) {
+	root := t.TempDir()
+	out, errOut, code := run(t, "ramp", "--backend", "sim", "--clients", "10,30", "--max-clients", "20",
+		"--rounds", "2", "--msg-size", "64", "--timeout", "20s", "--results", root)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	r := loadOnlyRun(t, root)
+	if len(r.Points) != 2 {
+		t.Fatalf("points %v", clientsOf(r))
+	}
+	p10, p30 := r.Points[0], r.Points[1]
+	if p10.Connected != 10 || p10.SuccessRate != 1 {
+		t.Errorf("10 clients: %d connected", p10.Connected)
+	}
+	if p30.Connected != 20 || p30.Outcomes[result.OutcomeRefused] != 10 {
+		t.Errorf("30 clients: %d connected, outcomes %v; want 20 ok + 10 refused", p30.Connected, p30.Outcomes)
+	}
+	if p30.Server.Refused != 10 || p30.Server.PeakActive != 20 {
+		t.Errorf("server view: %+v", p30.Server)
+	}
+	if r.Search.Capacity != 10 || r.Search.FirstFail != 30 {
+		t.Errorf("search %+v", r.Search)
+	}
+	for _, rec := range p30.Records {
+		if rec.Outcome != result.OutcomeOK {
+			continue
+		}
+		if len(rec.RTTsUS) != 2 || rec.PhasesUS[result.PhaseTLS] <= 0 || rec.ConnectUS <= 0 {
+			t.Errorf("ok record without RTTs or timings: %+v", rec)
+		}
+		for _, ph := range result.Phases {
+			if _, ok := rec.PhasesUS[ph]; !ok {
+				t.Errorf("ok record lacks phase %s: %+v", ph, rec)
+			}
+		}
+	}
+	if !strings.Contains(out, "refused-at-capacity 10") {
+		t.Errorf("refusals not shown:\n%s", out)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"search", "--backend", "sim", "--lo", "0"}, "--lo must be at least 1"},
+		{[]string{"search", "--backend", "sim", "--lo", "50", "--hi", "10"}, "--hi 10 is below --lo 50"},
+		{[]string{"search", "--backend", "sim", "--threshold", "150"}, "--threshold"},
+		{[]string{"ramp", "--backend", "sim", "--clients", "10,x"}, `"x" is not a positive client count`},
+		{[]string{"ramp", "--backend", "nosuch"}, `unknown --backend "nosuch"`},
+		{[]string{"ramp", "--backend", "sim", "--mode", "weird"}, `--mode "weird"`},
+		{[]string{"search", "--lo", "abc"}, "invalid value"},
+	}
+	for _, tc := range tests {
+		out, errOut, code := run(t, append(tc.args, "--results", t.TempDir())...)
+		if code == 0 {
+			t.Errorf("%v: exit 0", tc.args)
+			continue
+		}
+		if !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: stderr %q does not say %q (stdout %q)", tc.args, errOut, tc.want, out)
+		}
+		if n := strings.Count(strings.TrimSpace(errOut), "\n"); n > 3 {
+			t.Errorf("%v: %d lines of error output:\n%s", tc.args, n+1, errOut)
+		}
+	}
+}
+
+func TestMain_NoStrayProcesses(t *testing.T) {
+	// After the probes above (and this short one), no child of this test
+	// process is left.
+	root := t.TempDir()
+	if _, e, code := run(t, "ramp", "--backend", "sim", "--clients", "5", "--procs", "2", "--rounds", "1",
+		"--msg-size", "64", "--results", root); code != 0 {
+		t.Fatal(e)
+	}
+	if kids := children(t); len(kids) != 0 {
+		t.Errorf("child processes left: %v", kids)
+	}
+}
+
+// children lists the PIDs whose parent is this process.
+func children(t *testing.T) []string {
+	t.Helper()
+	self := os.Getpid()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skip("no /proc")
+	}
+	var kids []string
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 1 && f[1] == itoa(self) {
+			kids = append(kids, e.Name()+" "+s[:i+1])
+		}
+	}
+	return kids
+}

@@ -1,0 +1,115 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rdmaprobe/rdmaprobe/certs"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/server"
+)
+
+func serveCommand(s Streams) *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "run the secure verbs server for --max-clients clients until SIGTERM",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:4433", Usage: "TCP address of the TLS exchange"},
+			&cli.IntFlag{Name: "max-clients", Required: true, Usage: "clients admitted at once; client N+1 is refused as at capacity"},
+			&cli.StringFlag{Name: "mode", Value: server.ModePerClient, Usage: "resources per client: per-client (1 QP + 2 CQ + 2 MR) or shared-cq"},
+			&cli.StringFlag{Name: "cert", Usage: "server certificate PEM (default: a self-signed one generated at start)"},
+			&cli.StringFlag{Name: "key", Usage: "server key PEM"},
+			&cli.StringFlag{Name: "cert-out", Usage: "write the generated certificate here for clients to pin"},
+			&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "largest payload a client may send, bytes"},
+			&cli.IntFlag{Name: "backlog", Usage: "listen queue length (default: the kernel's somaxconn)"},
+			&cli.StringFlag{Name: "ready-file", Usage: "write the listening address to this file once ready"},
+			&cli.BoolFlag{Name: "events", Hidden: true, Usage: "write JSON events on stdout for the runner"},
+		}, fabricFlags()...),
+		Action: func(c *cli.Context) error {
+			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			return serve(ctx, c, s)
+		},
+	}
+}
+
+func serve(ctx context.Context, c *cli.Context, s Streams) error {
+	emit := runner.NewEmitter(s.Out)
+	events := c.Bool("events")
+	pair, err := serverPair(c)
+	if err != nil {
+		return err
+	}
+	tlsConf, err := pair.Server()
+	if err != nil {
+		return err
+	}
+	p, err := provider(c)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(ctx, server.Config{
+		Listen: c.String("listen"), MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
+		TLS: tlsConf, Provider: p, Device: deviceConfig(c), MsgSize: c.Int("msg-size"),
+		Backlog: c.Int("backlog"),
+	})
+	if err != nil {
+		if events {
+			emit.Emit(runner.Event{Event: "error", Error: err.Error()})
+		}
+		return err
+	}
+	dev := srv.Device()
+	info := &result.DeviceInfo{Name: dev.Name(), Caps: dev.Caps(), Port: dev.Port()}
+	addr := srv.Addr().String()
+	if f := c.String("ready-file"); f != "" {
+		if err := result.WriteFileAtomic(f, []byte(addr+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	if events {
+		emit.Emit(runner.Event{Event: "ready", Addr: addr, PID: os.Getpid(), Device: info})
+	} else {
+		sim := ""
+		if p.Simulated() {
+			sim = " (simulated fabric)"
+		}
+		fmt.Fprintf(s.Out, "ready: listening on %s, device %s%s, max %d clients, mode %s\n",
+			addr, dev.Name(), sim, c.Int("max-clients"), c.String("mode"))
+	}
+	err = srv.Serve(ctx)
+	st := srv.Stats()
+	if events {
+		emit.Emit(runner.Event{Event: "stats", Server: &st})
+	} else {
+		fmt.Fprintf(s.Out, "stopped: %d accepted, %d connected, %d refused at capacity, peak %d, %d released\n",
+			st.Accepted, st.Connected, st.Refused, st.PeakActive, st.Released)
+	}
+	return err
+}
+
+func serverPair(c *cli.Context) (certs.Pair, error) {
+	cert, key := c.String("cert"), c.String("key")
+	if (cert == "") != (key == "") {
+		return certs.Pair{}, fmt.Errorf("--cert and --key go together")
+	}
+	if cert != "" {
+		return certs.Load(cert, key)
+	}
+	pair, err := certs.SelfSigned()
+	if err != nil {
+		return pair, err
+	}
+	if out := c.String("cert-out"); out != "" {
+		if err := result.WriteFileAtomic(out, pair.CertPEM, 0o644); err != nil {
+			return pair, err
+		}
+	}
+	return pair, nil
+}

@@ -1,0 +1,189 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rdmaprobe/rdmaprobe/certs"
+	"github.com/rdmaprobe/rdmaprobe/probe"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/softroce"
+)
+
+// vmFlags size the Soft-RoCE guest; the defaults are the predecessor's
+// t3.large (2 vCPU, 8 GiB).
+func vmFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "vm-cpus", Value: 2, Usage: "vm: guest vCPUs"},
+		&cli.IntFlag{Name: "vm-mem", Value: 8192, Usage: "vm: guest memory in MiB"},
+	}
+}
+
+// opPoint runs one probe point inside the guest.
+const opPoint = "point"
+
+// pointRequest is what the host sends for one point.
+type pointRequest struct {
+	N, Trial int
+	Config   runner.Config
+}
+
+func init() {
+	vmAvailable = softroce.Available
+	vmBackend = newVMBackend
+}
+
+func newVMBackend(c *cli.Context, reason string) (*backend, error) {
+	if ok, why := softroce.Available(); !ok {
+		return nil, fmt.Errorf("--backend vm: %s", why)
+	}
+	b := &backend{
+		Backend: result.Backend{Name: "vm", Reason: reason,
+			Description: "vm: rxe0 (Soft-RoCE in a QEMU guest)"},
+		childArgs: []string{"--backend", "verbs", "--gid-index", "-1"},
+	}
+	cpus, mem := c.Int("vm-cpus"), c.Int("vm-mem")
+	b.open = func(ctx context.Context, cfg runner.Config, run *result.Run, dir string) (probe.Measure, func(), error) {
+		exe, err := verbsBinary(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		img, err := softroce.BuildImage(ctx, softroce.ImageConfig{Binary: exe, ExtraBinaries: softroce.DefaultExtraBinaries})
+		if err != nil {
+			return nil, nil, err
+		}
+		logPath := filepath.Join(dir, "guest-console.log")
+		g, err := softroce.Boot(ctx, softroce.BootConfig{Image: img, CPUs: cpus, MemMiB: mem, LogPath: logPath})
+		if err != nil {
+			return nil, nil, err
+		}
+		info := g.Ready
+		genv := guestEnvironment(info)
+		run.Environment.Guest = &genv
+		run.Backend.Description = fmt.Sprintf("vm: %s on Linux %s (Soft-RoCE, QEMU TCG, %d vCPU, %s)",
+			info.Device, shortRelease(info.KernelRelease), cpus, memString(mem))
+		if tool, cmd, figs, out, err := softroce.Reference(ctx, g); err != nil {
+			run.Environment.Reference = &result.Reference{Tool: tool, Command: cmd, Error: err.Error(), Output: out}
+		} else {
+			run.Environment.Reference = &result.Reference{Tool: tool, Command: cmd, Figures: figs}
+		}
+		measure := func(ctx context.Context, n, trial int) (result.Point, error) {
+			gcfg := cfg
+			gcfg.Exe, gcfg.CertFile, gcfg.KeyFile = "", "", ""
+			raw, err := g.Call(ctx, opPoint, pointRequest{N: n, Trial: trial, Config: gcfg}, func(m json.RawMessage) {
+				var p runner.Progress
+				if cfg.Progress != nil && json.Unmarshal(m, &p) == nil {
+					cfg.Progress(p)
+				}
+			})
+			if err != nil {
+				return result.Point{Clients: n, Trial: trial}, fmt.Errorf("guest: %w", err)
+			}
+			var pt result.Point
+			if err := json.Unmarshal(raw, &pt); err != nil {
+				return pt, fmt.Errorf("guest sent an unreadable point: %w", err)
+			}
+			if run.Environment.Device == nil {
+				var dev struct{ Device *result.DeviceInfo }
+				if r2, err := g.Call(ctx, opDevice, nil, nil); err == nil && json.Unmarshal(r2, &dev) == nil {
+					run.Environment.Device = dev.Device
+				}
+			}
+			return pt, nil
+		}
+		return measure, func() { g.Close() }, nil
+	}
+	return b, nil
+}
+
+// opDevice reports the device the guest's last server opened.
+const opDevice = "device"
+
+func guestEnvironment(info softroce.Info) result.Environment {
+	return result.Environment{
+		OS: "Debian (rdmaprobe guest)", Kernel: info.KernelRelease, Arch: "amd64",
+		CPUs: info.CPUs, MemoryBytes: info.MemTotalKiB * 1024,
+	}
+}
+
+// shortRelease turns "6.1.0-56-amd64" into "6.1".
+func shortRelease(r string) string {
+	parts := strings.SplitN(r, ".", 3)
+	if len(parts) < 2 {
+		return r
+	}
+	return parts[0] + "." + strings.TrimFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' })
+}
+
+func memString(mib int) string {
+	if mib%1024 == 0 {
+		return fmt.Sprintf("%d GiB", mib/1024)
+	}
+	return fmt.Sprintf("%d MiB", mib)
+}
+
+// guestMain is PID 1 inside the guest: it serves probe points by running
+// the server and load generators (this same binary) on rxe0.
+func guestMain() {
+	var last *result.DeviceInfo
+	var certFile, keyFile string
+	softroce.GuestMain(func(ctx context.Context, op string, payload json.RawMessage, progress func(any)) (any, error) {
+		switch op {
+		case opPoint:
+			var req pointRequest
+			if err := json.Unmarshal(payload, &req); err != nil {
+				return nil, err
+			}
+			if certFile == "" {
+				var err error
+				if certFile, keyFile, err = guestCerts(); err != nil {
+					return nil, err
+				}
+			}
+			cfg := req.Config
+			cfg.CertFile, cfg.KeyFile = certFile, keyFile
+			var lastSent time.Time
+			cfg.Progress = func(p runner.Progress) {
+				if time.Since(lastSent) > 250*time.Millisecond || p.Done == p.Clients {
+					lastSent = time.Now()
+					progress(p)
+				}
+			}
+			r, err := runner.NewLocal(cfg)
+			if err != nil {
+				return nil, err
+			}
+			pt, err := r.RunPoint(ctx, req.N, req.Trial)
+			if r.Device != nil {
+				last = r.Device
+			}
+			if err != nil {
+				return nil, err
+			}
+			return pt, nil
+		case opDevice:
+			return struct{ Device *result.DeviceInfo }{last}, nil
+		}
+		return nil, fmt.Errorf("unknown op %q", op)
+	})
+}
+
+func guestCerts() (string, string, error) {
+	dir, err := os.MkdirTemp("", "certs")
+	if err != nil {
+		return "", "", err
+	}
+	pair, err := certs.SelfSigned()
+	if err != nil {
+		return "", "", err
+	}
+	return pair.WriteFiles(dir)
+}

@@ -1,0 +1,348 @@
+// Package client is one RDMA client of the server under test and the load
+// generator that runs many of them per process. A client counts as
+// connected only after its QP reached RTS and a checksummed payload came
+// back intact.
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/exchange"
+	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/payload"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/server"
+)
+
+// Config of the clients of one process.
+type Config struct {
+	Addr    string
+	TLS     *tls.Config
+	Rounds  int           // verified round trips per client (≥ 1)
+	MsgSize int           // bytes per message (≥ payload.HeaderLen)
+	Timeout time.Duration // per-client deadline for the whole attempt
+}
+
+// Dialer connects clients over one device context and PD, as a
+// multi-client process would.
+type Dialer struct {
+	cfg  Config
+	dev  fabric.Device
+	pd   fabric.PD
+	port fabric.PortInfo
+}
+
+// NewDialer allocates the shared PD on dev.
+func NewDialer(dev fabric.Device, cfg Config) (*Dialer, error) {
+	if cfg.Rounds < 1 {
+		cfg.Rounds = 1
+	}
+	if cfg.MsgSize < payload.HeaderLen {
+		cfg.MsgSize = 64
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	pd, err := dev.AllocPD()
+	if err != nil {
+		return nil, err
+	}
+	return &Dialer{cfg: cfg, dev: dev, pd: pd, port: dev.Port()}, nil
+}
+
+// Close releases the PD; every Conn must be closed first.
+func (d *Dialer) Close() error { return d.pd.Dealloc() }
+
+// Conn is a connected client. It holds its QP and TLS connection until
+// Close, so the server sees it as a concurrent client.
+type Conn struct {
+	tls    net.Conn
+	cq     fabric.CQ
+	sendMR fabric.MR
+	recvMR fabric.MR
+	qp     fabric.QP
+}
+
+// Close releases the client's QP, CQ and MRs and closes its connection.
+func (c *Conn) Close() {
+	if c.tls != nil {
+		c.tls.Close()
+	}
+	if c.qp != nil {
+		c.qp.Destroy()
+	}
+	for _, mr := range []fabric.MR{c.sendMR, c.recvMR} {
+		if mr != nil {
+			mr.Dereg()
+		}
+	}
+	if c.cq != nil {
+		c.cq.Destroy()
+	}
+}
+
+// attempt tracks the phases of one Connect for its record.
+type attempt struct {
+	rec   result.ClientRecord
+	last  time.Time
+	start time.Time
+}
+
+func (a *attempt) phase(name string) {
+	now := time.Now()
+	a.rec.PhasesUS[name] = now.Sub(a.last).Microseconds()
+	a.last = now
+}
+
+// fail classifies err into the record. A context deadline is a timeout
+// whatever the phase, with the phase named in the text.
+func (a *attempt) fail(ctx context.Context, class string, err error) {
+	if ctx.Err() != nil || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		a.rec.Outcome = result.OutcomeTimeout
+		a.rec.Error = fmt.Sprintf("deadline during %s: %v", class, err)
+		return
+	}
+	a.rec.Outcome = class
+	a.rec.Error = err.Error()
+	if e := fabric.Errno(err); e != 0 {
+		a.rec.Errno = fabric.ErrnoName(e)
+	} else if e := errnoOf(err); e != 0 {
+		a.rec.Errno = fabric.ErrnoName(e)
+	} else if m := errnoText.FindStringSubmatch(a.rec.Error); m != nil {
+		a.rec.Errno = m[1]
+	}
+}
+
+var errnoText = regexp.MustCompile(`: (E[A-Z0-9]+) \(`)
+
+func errnoOf(err error) syscall.Errno {
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return 0
+}
+
+// Connect runs one client to its first verified round trips. On success
+// the returned Conn is open; on failure it is nil and everything the
+// attempt allocated is released.
+func (d *Dialer) Connect(ctx context.Context, id, proc int) (*Conn, result.ClientRecord) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
+	defer cancel()
+	now := time.Now()
+	a := &attempt{start: now, last: now}
+	a.rec = result.ClientRecord{ID: id, Proc: proc, PhasesUS: map[string]int64{}}
+	c, err := d.connect(ctx, a)
+	if err != nil {
+		if c != nil {
+			c.Close()
+		}
+		return nil, a.rec
+	}
+	a.rec.Outcome = result.OutcomeOK
+	a.rec.ConnectUS = time.Since(a.start).Microseconds()
+	return c, a.rec
+}
+
+func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
+	c := &Conn{}
+	var nd net.Dialer
+	raw, err := nd.DialContext(ctx, "tcp", d.cfg.Addr)
+	if err != nil {
+		a.fail(ctx, result.OutcomeTCPConnect, err)
+		return nil, err
+	}
+	a.phase(result.PhaseTCP)
+	tc := tls.Client(raw, d.cfg.TLS)
+	c.tls = tc
+	if err := tc.HandshakeContext(ctx); err != nil {
+		a.fail(ctx, result.OutcomeTLS, err)
+		return c, err
+	}
+	a.phase(result.PhaseTLS)
+	if dl, ok := ctx.Deadline(); ok {
+		tc.SetDeadline(dl)
+	}
+	// Cancelling ctx must unblock reads too.
+	stop := context.AfterFunc(ctx, func() { tc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	psn, err := randPSN()
+	if err != nil {
+		a.fail(ctx, result.OutcomeExchange, fmt.Errorf("generate PSN: %w", err))
+		return c, err
+	}
+	a.rec.LocalPSN = psn
+	a.phase(result.PhasePSN)
+
+	size := d.cfg.MsgSize
+	if c.cq, err = d.dev.CreateCQ(QPDepth * 2); err != nil {
+		a.fail(ctx, result.OutcomeQPCreate, err)
+		return c, err
+	}
+	if c.sendMR, err = d.pd.RegMR(size, fabric.AccessLocalWrite); err != nil {
+		a.fail(ctx, result.OutcomeQPCreate, err)
+		return c, err
+	}
+	if c.recvMR, err = d.pd.RegMR(size, fabric.AccessLocalWrite); err != nil {
+		a.fail(ctx, result.OutcomeQPCreate, err)
+		return c, err
+	}
+	c.qp, err = d.pd.CreateQP(fabric.QPInitAttr{SendCQ: c.cq, RecvCQ: c.cq,
+		MaxSendWR: QPDepth, MaxRecvWR: QPDepth, MaxSendSGE: 1, MaxRecvSGE: 1})
+	if err != nil {
+		a.fail(ctx, result.OutcomeQPCreate, err)
+		return c, err
+	}
+	a.rec.LocalQPN = c.qp.QPN()
+	a.phase(result.PhaseQPCreate)
+	if err := c.qp.ToInit(fabric.InitAttr{Port: d.port.Port, Access: fabric.AccessLocalWrite}); err != nil {
+		a.fail(ctx, result.OutcomeInit, err)
+		return c, err
+	}
+	if err := c.qp.PostRecv(0, c.recvMR, 0, size); err != nil {
+		a.fail(ctx, result.OutcomeInit, err)
+		return c, err
+	}
+	a.phase(result.PhaseInit)
+
+	hello := exchange.Msg{Type: exchange.Hello, QPN: c.qp.QPN(), PSN: psn,
+		LID: d.port.LID, MTU: d.port.ActiveMTU, GID: d.port.GID}
+	if err := exchange.Write(tc, hello); err != nil {
+		a.fail(ctx, result.OutcomeExchange, fmt.Errorf("send hello: %w", err))
+		return c, err
+	}
+	reply, err := exchange.Read(tc)
+	if err != nil {
+		a.fail(ctx, result.OutcomeExchange, fmt.Errorf("read reply: %w", err))
+		return c, err
+	}
+	switch reply.Type {
+	case exchange.Accept:
+	case exchange.Refuse:
+		err := refusal(reply.Reason)
+		a.fail(ctx, classOfRefusal(reply.Reason), err)
+		return c, err
+	default:
+		err := fmt.Errorf("unexpected reply type %d", reply.Type)
+		a.fail(ctx, result.OutcomeExchange, err)
+		return c, err
+	}
+	a.rec.RemoteQPN, a.rec.RemotePSN = reply.QPN, reply.PSN
+	a.phase(result.PhaseExchange)
+
+	mtu := reply.MTU
+	if d.port.ActiveMTU < mtu {
+		mtu = d.port.ActiveMTU
+	}
+	if err := c.qp.ToRTR(server.RTR(d.port, reply, mtu)); err != nil {
+		a.fail(ctx, result.OutcomeRTR, err)
+		return c, err
+	}
+	a.phase(result.PhaseRTR)
+	if err := c.qp.ToRTS(server.RTS(psn)); err != nil {
+		a.fail(ctx, result.OutcomeRTS, err)
+		return c, err
+	}
+	a.phase(result.PhaseRTS)
+
+	for i := 0; i < d.cfg.Rounds; i++ {
+		t0 := time.Now()
+		if err := c.roundTrip(ctx, uint64(i)+1, size); err != nil {
+			a.fail(ctx, result.OutcomeMessage, fmt.Errorf("round trip %d: %w", i+1, err))
+			return c, err
+		}
+		rtt := time.Since(t0)
+		if i == 0 {
+			a.phase(result.PhaseFirstRTT)
+		}
+		a.rec.RTTsUS = append(a.rec.RTTsUS, float64(rtt.Nanoseconds())/1e3)
+	}
+	return c, nil
+}
+
+// QPDepth is the client QP's send and receive queue depth.
+const QPDepth = 2
+
+// roundTrip sends one checksummed payload and waits for its intact echo.
+// The receive for it is already posted; the next one is posted before
+// returning. Send and receive complete on the same CQ in either order.
+func (c *Conn) roundTrip(ctx context.Context, seq uint64, size int) error {
+	payload.Fill(c.sendMR.Buf(), seq, size)
+	if err := c.qp.PostSend(seq, c.sendMR, 0, size); err != nil {
+		return err
+	}
+	var sent, got bool
+	for !sent || !got {
+		wc, err := fabric.Await(ctx, c.cq)
+		if err != nil {
+			return err
+		}
+		op := "send"
+		if wc.Opcode == fabric.WCRecv {
+			op = "recv"
+		}
+		if wc.Status != fabric.WCSuccess {
+			return &fabric.WCError{Op: op, Status: wc.Status}
+		}
+		if wc.Opcode == fabric.WCRecv {
+			got = true
+			if wc.ByteLen != size {
+				return fmt.Errorf("echo of %d bytes, sent %d", wc.ByteLen, size)
+			}
+			echo := c.recvMR.Buf()[:size]
+			s, err := payload.Check(echo)
+			if err != nil {
+				return err
+			}
+			if s != seq || string(echo) != string(c.sendMR.Buf()[:size]) {
+				return fmt.Errorf("echo of message %d does not match message %d", s, seq)
+			}
+		} else {
+			sent = true
+		}
+	}
+	return c.qp.PostRecv(0, c.recvMR, 0, size)
+}
+
+func randPSN() (uint32, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, err
+	}
+	return binary.BigEndian.Uint32(b[:]) & 0xffffff, nil
+}
+
+func refusal(reason string) error {
+	if reason == exchange.ReasonAtCapacity {
+		return errors.New("server refused: at capacity")
+	}
+	return fmt.Errorf("server: %s", reason)
+}
+
+// classOfRefusal maps the server's reason to an outcome: "at capacity",
+// or the failing class the server put before its error text.
+func classOfRefusal(reason string) string {
+	if reason == exchange.ReasonAtCapacity {
+		return result.OutcomeRefused
+	}
+	if class, _, ok := strings.Cut(reason, ": "); ok {
+		for _, o := range result.Outcomes {
+			if o == class {
+				return class
+			}
+		}
+	}
+	return result.OutcomeExchange
+}

@@ -1,0 +1,80 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// Load is what one load-generator process runs.
+type Load struct {
+	N      int     // clients in this process
+	IDBase int     // first client ID (IDs are unique across processes)
+	Proc   int     // this process's index
+	Rate   float64 // launches per second; 0 = all at once
+}
+
+// Run launches l.N clients concurrently, paced by l.Rate, and waits until
+// every one has connected or failed. The connected ones stay open (the
+// caller closes them) so the server holds them all at once. progress, if
+// set, is called after each attempt with the totals so far.
+func Run(ctx context.Context, d *Dialer, l Load, progress func(done, ok int)) ([]result.ClientRecord, []*Conn) {
+	recs := make([]result.ClientRecord, l.N)
+	conns := make([]*Conn, l.N)
+	var done, ok atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < l.N; i++ {
+		if l.Rate > 0 && i > 0 {
+			// Pace against the schedule, not the previous launch, so slow
+			// goroutine starts do not lower the rate.
+			due := start.Add(time.Duration(float64(i) / l.Rate * float64(time.Second)))
+			if wait := time.Until(due); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+				}
+			}
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			c, rec := d.Connect(ctx, l.IDBase+i, l.Proc)
+			recs[i], conns[i] = rec, c
+			n := done.Add(1)
+			k := ok.Load()
+			if c != nil {
+				k = ok.Add(1)
+			}
+			if progress != nil {
+				progress(int(n), int(k))
+			}
+		}(i)
+	}
+	wg.Wait()
+	open := conns[:0]
+	for _, c := range conns {
+		if c != nil {
+			open = append(open, c)
+		}
+	}
+	return recs, open
+}
+
+// CloseAll closes conns concurrently.
+func CloseAll(conns []*Conn) {
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func(c *Conn) {
+			defer wg.Done()
+			c.Close()
+		}(c)
+	}
+	wg.Wait()
+}

@@ -1,0 +1,168 @@
+// Package exchange is the connection-setup message carried over TLS between
+// a client and the server: who I am on the fabric (QPN, PSN, GID, LID, MTU),
+// or why the server will not take the client. Frames are length-prefixed
+// and versioned so a malformed or foreign peer is rejected before any verbs
+// resource is touched.
+//
+// Wire format (big endian):
+//
+//	u16 body length | u8 version | u8 type | u32 QPN | u32 PSN | u16 LID |
+//	u8 MTU | 16 B GID | u16 reason length | reason bytes
+package exchange
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/rdmaprobe/rdmaprobe/fabric"
+)
+
+// Version is the protocol version this build speaks.
+const Version = 1
+
+// MaxBody bounds a frame so a hostile peer cannot make us allocate much.
+const MaxBody = 1024
+
+const fixedLen = 1 + 1 + 4 + 4 + 2 + 1 + 16 + 2
+
+// Type of a message.
+type Type uint8
+
+const (
+	// Hello is the client's endpoint, sent once its QP is in INIT.
+	Hello Type = 1
+	// Accept is the server's endpoint; its QP is already in RTS.
+	Accept Type = 2
+	// Refuse says the server will not take the client; Reason says why.
+	Refuse Type = 3
+)
+
+// Refusal reasons the client classifies.
+const (
+	ReasonAtCapacity = "at capacity"
+)
+
+// Msg is one exchange message.
+type Msg struct {
+	Type   Type
+	QPN    uint32
+	PSN    uint32
+	LID    uint16
+	MTU    fabric.MTU
+	GID    fabric.GID
+	Reason string // Refuse only; "at capacity" or the server's error text
+}
+
+// Errors returned by Decode.
+var (
+	ErrVersion  = errors.New("unsupported exchange version")
+	ErrTooLarge = errors.New("exchange message too large")
+	ErrShort    = errors.New("exchange message too short")
+)
+
+// Validate checks field ranges: QPN and PSN are 24-bit, QPN non-zero, MTU
+// one of the IB values. A Refuse carries only a reason.
+func (m Msg) Validate() error {
+	switch m.Type {
+	case Hello, Accept:
+		if m.QPN == 0 || m.QPN > 0xffffff {
+			return fmt.Errorf("invalid QPN %#x", m.QPN)
+		}
+		if m.PSN > 0xffffff {
+			return fmt.Errorf("invalid PSN %#x", m.PSN)
+		}
+		if !m.MTU.Valid() {
+			return fmt.Errorf("invalid MTU %d", m.MTU)
+		}
+	case Refuse:
+		if m.Reason == "" {
+			return errors.New("refusal without a reason")
+		}
+	default:
+		return fmt.Errorf("unknown message type %d", m.Type)
+	}
+	if len(m.Reason) > MaxBody-fixedLen {
+		return ErrTooLarge
+	}
+	return nil
+}
+
+// Encode returns the framed message.
+func Encode(m Msg) ([]byte, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	body := fixedLen + len(m.Reason)
+	b := make([]byte, 2+body)
+	binary.BigEndian.PutUint16(b, uint16(body))
+	p := b[2:]
+	p[0] = Version
+	p[1] = byte(m.Type)
+	binary.BigEndian.PutUint32(p[2:], m.QPN)
+	binary.BigEndian.PutUint32(p[6:], m.PSN)
+	binary.BigEndian.PutUint16(p[10:], m.LID)
+	p[12] = byte(m.MTU)
+	copy(p[13:29], m.GID[:])
+	binary.BigEndian.PutUint16(p[29:], uint16(len(m.Reason)))
+	copy(p[31:], m.Reason)
+	return b, nil
+}
+
+// Decode parses one frame body (without the length prefix).
+func Decode(p []byte) (Msg, error) {
+	if len(p) < 1 {
+		return Msg{}, ErrShort
+	}
+	if p[0] != Version {
+		return Msg{}, fmt.Errorf("%w %d (this build speaks %d)", ErrVersion, p[0], Version)
+	}
+	if len(p) < fixedLen {
+		return Msg{}, ErrShort
+	}
+	m := Msg{
+		Type: Type(p[1]),
+		QPN:  binary.BigEndian.Uint32(p[2:]),
+		PSN:  binary.BigEndian.Uint32(p[6:]),
+		LID:  binary.BigEndian.Uint16(p[10:]),
+		MTU:  fabric.MTU(p[12]),
+	}
+	copy(m.GID[:], p[13:29])
+	n := int(binary.BigEndian.Uint16(p[29:]))
+	if fixedLen+n != len(p) {
+		return Msg{}, fmt.Errorf("exchange reason length %d does not match frame (%d bytes)", n, len(p))
+	}
+	m.Reason = string(p[31:])
+	return m, m.Validate()
+}
+
+// Write encodes m and writes it to w.
+func Write(w io.Writer, m Msg) error {
+	b, err := Encode(m)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// Read reads one frame from r and decodes it.
+func Read(r io.Reader) (Msg, error) {
+	var hdr [2]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return Msg{}, err
+	}
+	n := int(binary.BigEndian.Uint16(hdr[:]))
+	if n > MaxBody {
+		return Msg{}, fmt.Errorf("%w: %d bytes (max %d)", ErrTooLarge, n, MaxBody)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return Msg{}, err
+	}
+	return Decode(body)
+}

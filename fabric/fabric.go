@@ -1,0 +1,420 @@
+// Package fabric is the seam between rdmaprobe's server/client and the thing
+// that provides queue pairs. It mirrors libibverbs closely (device, PD, CQ,
+// MR, RC QP, manual RESET→INIT→RTR→RTS, post send/recv, poll CQ) so the cgo
+// implementation in fabric/verbs and the pure-Go one in fabric/sim are
+// interchangeable without touching the server or client code.
+//
+// Errors that correspond to a verbs call failing carry the verb name and the
+// errno (see VerbError), so outcomes can record "ibv_create_qp: ENOMEM".
+package fabric
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+)
+
+// Provider opens devices. One per backend ("sim", "verbs").
+type Provider interface {
+	// Name is the backend name recorded in results ("sim", "verbs").
+	Name() string
+	// Simulated is true for fabrics whose numbers are not RDMA measurements.
+	Simulated() bool
+	// Devices lists device names the provider can open.
+	Devices() ([]string, error)
+	// Open opens a device context (ibv_open_device) and checks the port.
+	Open(ctx context.Context, cfg DeviceConfig) (Device, error)
+}
+
+// DeviceConfig selects a device, port and GID index.
+type DeviceConfig struct {
+	Name     string // "" = first device
+	Port     int    // 0 = 1
+	GIDIndex int    // -1 = auto (first RoCE v2 IPv4-mapped GID, else 0)
+}
+
+// Caps are the device attributes that bound capacity (ibv_query_device).
+type Caps struct {
+	MaxQP      int    `json:"max_qp"`
+	MaxQPWR    int    `json:"max_qp_wr"`
+	MaxSGE     int    `json:"max_sge"`
+	MaxCQ      int    `json:"max_cq"`
+	MaxCQE     int    `json:"max_cqe"`
+	MaxMR      int    `json:"max_mr"`
+	MaxMRSize  uint64 `json:"max_mr_size"`
+	MaxPD      int    `json:"max_pd"`
+	MaxSRQ     int    `json:"max_srq"`
+	MaxSRQWR   int    `json:"max_srq_wr"`
+	FWVersion  string `json:"fw_ver,omitempty"`
+	VendorID   uint32 `json:"vendor_id,omitempty"`
+	VendorPart uint32 `json:"vendor_part_id,omitempty"`
+}
+
+// PortInfo is what ibv_query_port and ibv_query_gid report for the chosen port.
+type PortInfo struct {
+	Port      int    `json:"port"`
+	State     string `json:"state"` // "ACTIVE", "DOWN", ...
+	LID       uint16 `json:"lid"`
+	ActiveMTU MTU    `json:"active_mtu"`
+	GIDIndex  int    `json:"gid_index"`
+	GID       GID    `json:"gid"`
+	LinkLayer string `json:"link_layer"` // "Ethernet", "InfiniBand", "simulated"
+}
+
+// GID is a 128-bit global identifier (an IPv6 address on RoCE).
+type GID [16]byte
+
+func (g GID) String() string { return net.IP(g[:]).String() }
+
+// MarshalText renders the GID as an IPv6 address.
+func (g GID) MarshalText() ([]byte, error) { return []byte(g.String()), nil }
+
+// UnmarshalText parses an IPv6/IPv4-mapped address.
+func (g *GID) UnmarshalText(b []byte) error {
+	ip := net.ParseIP(string(b))
+	if ip == nil {
+		return fmt.Errorf("invalid GID %q", b)
+	}
+	copy(g[:], ip.To16())
+	return nil
+}
+
+// MTU is an IB path MTU enum value, as in enum ibv_mtu (1=256 ... 5=4096).
+type MTU int
+
+const (
+	MTU256  MTU = 1
+	MTU512  MTU = 2
+	MTU1024 MTU = 3
+	MTU2048 MTU = 4
+	MTU4096 MTU = 5
+)
+
+// Bytes returns the MTU in bytes, 0 if invalid.
+func (m MTU) Bytes() int {
+	if m < MTU256 || m > MTU4096 {
+		return 0
+	}
+	return 128 << int(m)
+}
+
+// Valid reports whether m is one of the five IB MTUs.
+func (m MTU) Valid() bool { return m.Bytes() != 0 }
+
+// Device is an open device context (struct ibv_context).
+type Device interface {
+	Name() string
+	Caps() Caps
+	Port() PortInfo
+	AllocPD() (PD, error)
+	// CreateCQ creates a completion queue with at least cqe entries.
+	CreateCQ(cqe int) (CQ, error)
+	// Close releases the context (ibv_close_device). Resources must be
+	// destroyed first, as with verbs.
+	Close() error
+}
+
+// Access flags for RegMR (enum ibv_access_flags).
+type Access int
+
+const (
+	AccessLocalWrite  Access = 1
+	AccessRemoteWrite Access = 2
+	AccessRemoteRead  Access = 4
+)
+
+// PD is a protection domain.
+type PD interface {
+	// RegMR allocates size bytes of memory the device may access and
+	// registers them (ibv_reg_mr). The fabric owns the memory (C memory for
+	// verbs, so no Go pointer is retained by C); Buf exposes it until Dereg.
+	RegMR(size int, access Access) (MR, error)
+	// CreateQP creates an RC QP in RESET state (ibv_create_qp).
+	CreateQP(attr QPInitAttr) (QP, error)
+	Dealloc() error
+}
+
+// MR is a registered memory region.
+type MR interface {
+	Buf() []byte
+	LKey() uint32
+	RKey() uint32
+	Dereg() error
+}
+
+// QPInitAttr mirrors struct ibv_qp_init_attr for an RC QP.
+type QPInitAttr struct {
+	SendCQ     CQ
+	RecvCQ     CQ
+	MaxSendWR  int
+	MaxRecvWR  int
+	MaxSendSGE int
+	MaxRecvSGE int
+}
+
+// QPState mirrors enum ibv_qp_state.
+type QPState int
+
+const (
+	QPSReset QPState = iota
+	QPSInit
+	QPSRTR
+	QPSRTS
+	QPSSQD
+	QPSSQE
+	QPSErr
+)
+
+func (s QPState) String() string {
+	switch s {
+	case QPSReset:
+		return "RESET"
+	case QPSInit:
+		return "INIT"
+	case QPSRTR:
+		return "RTR"
+	case QPSRTS:
+		return "RTS"
+	case QPSSQD:
+		return "SQD"
+	case QPSSQE:
+		return "SQE"
+	case QPSErr:
+		return "ERR"
+	}
+	return fmt.Sprintf("QPState(%d)", int(s))
+}
+
+// InitAttr are the attributes of the RESET→INIT transition
+// (IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS).
+type InitAttr struct {
+	PKeyIndex int
+	Port      int
+	Access    Access
+}
+
+// RTRAttr are the attributes of INIT→RTR for an RC QP.
+type RTRAttr struct {
+	PathMTU         MTU
+	DestQPN         uint32
+	RQPSN           uint32 // the remote side's send PSN
+	MaxDestRdAtomic int
+	MinRNRTimer     int
+	// Address vector.
+	DLID     uint16
+	DGID     GID
+	GIDIndex int // source GID index; <0 means no GRH (IB LID routing)
+	HopLimit int
+	Port     int
+}
+
+// RTSAttr are the attributes of RTR→RTS for an RC QP.
+type RTSAttr struct {
+	SQPSN       uint32 // our own send PSN
+	Timeout     int    // 4.096 µs × 2^Timeout
+	RetryCnt    int
+	RNRRetry    int // 7 = infinite
+	MaxRdAtomic int
+}
+
+// QP is an RC queue pair.
+type QP interface {
+	QPN() uint32
+	State() QPState
+	ToInit(a InitAttr) error
+	ToRTR(a RTRAttr) error
+	ToRTS(a RTSAttr) error
+	// PostSend posts one signaled IBV_WR_SEND of mr.Buf()[off:off+length].
+	PostSend(wrID uint64, mr MR, off, length int) error
+	// PostRecv posts one receive into mr.Buf()[off:off+length].
+	PostRecv(wrID uint64, mr MR, off, length int) error
+	Destroy() error
+}
+
+// Opcode of a work completion.
+type Opcode int
+
+const (
+	WCSend Opcode = iota
+	WCRecv
+)
+
+// WCStatus mirrors enum ibv_wc_status (only the values we produce or test).
+type WCStatus int
+
+const (
+	WCSuccess        WCStatus = 0
+	WCLocLenErr      WCStatus = 1
+	WCLocQPOpErr     WCStatus = 2
+	WCLocProtErr     WCStatus = 4
+	WCWRFlushErr     WCStatus = 5
+	WCRemInvReqErr   WCStatus = 9
+	WCRemAccessErr   WCStatus = 10
+	WCRemOpErr       WCStatus = 11
+	WCRetryExcErr    WCStatus = 12
+	WCRNRRetryExcErr WCStatus = 13
+	WCFatalErr       WCStatus = 19
+	WCRespTimeoutErr WCStatus = 20
+	WCGeneralErr     WCStatus = 21
+)
+
+// String returns the name used by ibv_wc_status_str.
+func (s WCStatus) String() string {
+	switch s {
+	case WCSuccess:
+		return "success"
+	case WCLocLenErr:
+		return "local length error"
+	case WCLocQPOpErr:
+		return "local QP operation error"
+	case WCLocProtErr:
+		return "local protection error"
+	case WCWRFlushErr:
+		return "Work Request Flushed Error"
+	case WCRemInvReqErr:
+		return "remote invalid request error"
+	case WCRemAccessErr:
+		return "remote access error"
+	case WCRemOpErr:
+		return "remote operation error"
+	case WCRetryExcErr:
+		return "transport retry counter exceeded"
+	case WCRNRRetryExcErr:
+		return "RNR retry counter exceeded"
+	case WCFatalErr:
+		return "fatal error"
+	case WCRespTimeoutErr:
+		return "response timeout error"
+	case WCGeneralErr:
+		return "general error"
+	}
+	return fmt.Sprintf("wc status %d", int(s))
+}
+
+// WC is a work completion (struct ibv_wc).
+type WC struct {
+	WRID    uint64
+	Status  WCStatus
+	Opcode  Opcode
+	ByteLen int
+	QPN     uint32 // local QP the completion belongs to
+}
+
+// CQ is a completion queue. Completions are reaped with Poll; a caller with
+// nothing to poll arms the CQ and waits, as with ibv_req_notify_cq and a
+// completion channel (see Await).
+type CQ interface {
+	// Poll fills wc with up to len(wc) completions and returns how many.
+	Poll(wc []WC) (int, error)
+	// Arm requests an event for the next completion (ibv_req_notify_cq).
+	Arm() error
+	// Wait blocks until an armed event fires or ctx ends.
+	Wait(ctx context.Context) error
+	Destroy() error
+}
+
+// Await returns the next completion of cq, blocking without spinning:
+// poll, arm, poll again (closing the race), then wait for the event.
+func Await(ctx context.Context, cq CQ) (WC, error) {
+	var wc [1]WC
+	for {
+		n, err := cq.Poll(wc[:])
+		if err != nil {
+			return WC{}, err
+		}
+		if n == 1 {
+			return wc[0], nil
+		}
+		if err := cq.Arm(); err != nil {
+			return WC{}, err
+		}
+		n, err = cq.Poll(wc[:])
+		if err != nil {
+			return WC{}, err
+		}
+		if n == 1 {
+			return wc[0], nil
+		}
+		if err := cq.Wait(ctx); err != nil {
+			return WC{}, err
+		}
+	}
+}
+
+// VerbError is a failed verbs call: the verb's name and its errno.
+type VerbError struct {
+	Verb  string // e.g. "ibv_create_qp", "ibv_modify_qp(RTR)"
+	Errno syscall.Errno
+	// Detail adds context that the errno alone does not give.
+	Detail string
+}
+
+func (e *VerbError) Error() string {
+	s := fmt.Sprintf("%s: %s (%s)", e.Verb, ErrnoName(e.Errno), e.Errno.Error())
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
+	return s
+}
+
+func (e *VerbError) Unwrap() error { return e.Errno }
+
+// Errno extracts the errno of a VerbError in err's chain, or 0.
+func Errno(err error) syscall.Errno {
+	var ve *VerbError
+	if errors.As(err, &ve) {
+		return ve.Errno
+	}
+	return 0
+}
+
+// ErrnoName returns the symbolic name of common errnos ("ENOMEM").
+func ErrnoName(e syscall.Errno) string {
+	switch e {
+	case syscall.ENOMEM:
+		return "ENOMEM"
+	case syscall.EINVAL:
+		return "EINVAL"
+	case syscall.EAGAIN:
+		return "EAGAIN"
+	case syscall.ENOSPC:
+		return "ENOSPC"
+	case syscall.EMFILE:
+		return "EMFILE"
+	case syscall.ENFILE:
+		return "ENFILE"
+	case syscall.EPERM:
+		return "EPERM"
+	case syscall.EACCES:
+		return "EACCES"
+	case syscall.ENODEV:
+		return "ENODEV"
+	case syscall.ENOENT:
+		return "ENOENT"
+	case syscall.EBUSY:
+		return "EBUSY"
+	case syscall.ETIMEDOUT:
+		return "ETIMEDOUT"
+	case syscall.ENOSYS:
+		return "ENOSYS"
+	case syscall.EOPNOTSUPP:
+		return "EOPNOTSUPP"
+	case syscall.EFAULT:
+		return "EFAULT"
+	case syscall.EIO:
+		return "EIO"
+	}
+	return fmt.Sprintf("errno %d", int(e))
+}
+
+// WCError is a completion with a non-success status.
+type WCError struct {
+	Op     string // "send", "recv"
+	Status WCStatus
+}
+
+func (e *WCError) Error() string {
+	return fmt.Sprintf("%s completion: %s (status %d)", e.Op, e.Status, int(e.Status))
+}

@@ -1,0 +1,298 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// Verdict states in one sentence what s concluded, with the pooled rates and
+// 95% Wilson intervals recomputed from points, so that a saved run can be
+// re-rendered from its JSON alone. lo and hi are the search bounds (hi 0 for
+// an exponential search); pass lo = hi = 0 for a ramp.
+func Verdict(s result.Search, points []result.Point, lo, hi int, threshold float64) string {
+	ps := pool(points)
+	by := map[int]pooled{}
+	for _, q := range ps {
+		by[q.n] = q
+	}
+	// The sentence should survive a run saved without its points.
+	retested := map[int]bool{}
+	for _, st := range s.Steps {
+		if q, ok := by[st.Clients]; !ok || q.fromStep {
+			by[st.Clients] = pooled{n: st.Clients, stepRate: st.Rate, stepPassed: st.Passed, fromStep: true}
+		}
+		if st.Note == NoteRetest {
+			retested[st.Clients] = true
+		}
+	}
+	if len(by) == 0 {
+		return "No client count was measured."
+	}
+	if threshold <= 0 {
+		threshold = DefaultThreshold
+	}
+	thr := pct(threshold)
+	at := ""
+	if threshold < 1 {
+		at = " at the " + thr + " threshold"
+	}
+	var parts []string
+	switch {
+	case s.AboveHi && lo == 0 && hi == 0:
+		parts = append(parts, fmt.Sprintf("Every tested client count passed%s: up to %d clients connect at %s", at, s.Capacity, by[s.Capacity].describe()))
+	case s.AboveHi && hi > 0:
+		parts = append(parts, fmt.Sprintf("Capacity > %d: every tested N in [%d, %d] passed%s", hi, lo, hi, at),
+			fmt.Sprintf("%d clients connect at %s", s.Capacity, by[s.Capacity].describe()))
+	case s.AboveHi:
+		parts = append(parts, fmt.Sprintf("Capacity ≥ %d, the search limit: every tested N from %d up passed%s", s.Capacity, lo, at),
+			fmt.Sprintf("%d clients connect at %s", s.Capacity, by[s.Capacity].describe()))
+	case s.Capacity == 0 && s.FirstFail > 0 && lo > 0:
+		parts = append(parts, fmt.Sprintf("Capacity < %d: %d clients connect at %s, below the %s threshold; try a lower --lo",
+			s.FirstFail, s.FirstFail, by[s.FirstFail].describe(), thr))
+	case s.Capacity == 0 && s.FirstFail > 0:
+		// Not "nothing passed": a larger count may have, which the
+		// non-monotonic clause below then names.
+		parts = append(parts, fmt.Sprintf("Capacity < %d: %d clients connect at %s, below the %s threshold",
+			s.FirstFail, s.FirstFail, by[s.FirstFail].describe(), thr))
+	case s.Capacity > 0 && s.FirstFail > 0:
+		gap := ""
+		if s.FirstFail > s.Capacity+1 {
+			gap = ", nothing tested in between"
+		}
+		// A ramp only brackets the breaking point between two listed
+		// counts, so it states a capacity rather than a breaking point.
+		label := "Breaking point"
+		if lo == 0 && hi == 0 {
+			label = "Capacity"
+		}
+		parts = append(parts, fmt.Sprintf("%s%s: %d clients connect at %s", label, at, s.Capacity, by[s.Capacity].describe()),
+			fmt.Sprintf("%d is the first failure (%s)%s", s.FirstFail, pct(by[s.FirstFail].rate()), gap))
+	default:
+		return "No conclusion: nothing passed and nothing failed."
+	}
+	if len(s.NonMonotonic) > 0 {
+		// Name the largest count that passed: it is the strongest evidence
+		// that the failures below it are not the whole story.
+		top := 0
+		for n, q := range by {
+			if n > top && q.ok(threshold) {
+				top = n
+			}
+		}
+		verb := "failed"
+		for _, n := range s.NonMonotonic {
+			if retested[n] {
+				verb = "failed, also on re-test"
+			}
+		}
+		parts = append(parts, fmt.Sprintf("not monotonic: %d passed (%s) although %s %s, so the capacity stated is the conservative one",
+			top, pct(by[top].rate()), joinInts(s.NonMonotonic), verb))
+	} else if a, b, ok := rateInversion(ps, threshold); ok {
+		parts = append(parts, fmt.Sprintf("the success rate is not monotonic in N: %d clients reached %s but %d reached %s (95%% intervals disjoint)",
+			a.n, pct(a.rate()), b.n, pct(b.rate())))
+	}
+	return strings.Join(parts, "; ") + "."
+}
+
+// interrupted is the verdict of a probe that stopped before concluding; it
+// claims only what the points measured so far show.
+func interrupted(points []result.Point, capacity, first int, err error) string {
+	why := "stopped by an error"
+	switch {
+	case errors.Is(err, context.Canceled):
+		why = "cancelled"
+	case errors.Is(err, context.DeadlineExceeded):
+		why = "timed out"
+	}
+	rate := map[int]float64{}
+	for _, q := range pool(points) {
+		rate[q.n] = q.rate()
+	}
+	head := fmt.Sprintf("Interrupted (%s) after %d %s", why, len(points), plural(len(points), "point", "points"))
+	switch {
+	case capacity > 0 && first > 0:
+		return fmt.Sprintf("%s: so far %d passed and %d failed (%s); no breaking point stated.", head, capacity, first, pct(rate[first]))
+	case capacity > 0:
+		return fmt.Sprintf("%s: so far every tested count up to %d passed; no breaking point stated.", head, capacity)
+	case first > 0:
+		return fmt.Sprintf("%s: %d failed (%s); no breaking point stated.", head, first, pct(rate[first]))
+	}
+	return head + "; nothing to conclude."
+}
+
+// pooled is one client count with its trials pooled.
+type pooled struct {
+	n int
+	tally
+	// stepRate and stepPassed stand in when only a Step, not the points,
+	// is known.
+	stepRate   float64
+	stepPassed bool
+	fromStep   bool
+}
+
+func (q pooled) ok(threshold float64) bool {
+	if q.fromStep {
+		return q.stepPassed
+	}
+	return q.passed(threshold)
+}
+
+func (q pooled) rate() float64 {
+	if q.fromStep {
+		return q.stepRate
+	}
+	return q.tally.rate()
+}
+
+// describe is "100% (95% CI 99.2–100%)", with the trial count when pooled.
+func (q pooled) describe() string {
+	if q.fromStep {
+		return pct(q.stepRate)
+	}
+	lo, hi := Wilson(q.connected, q.attempted, Z95)
+	tr := ""
+	if q.trials > 1 {
+		tr = fmt.Sprintf(", %d trials", q.trials)
+	}
+	return fmt.Sprintf("%s (95%% CI %s–%s%%%s)", pct(q.rate()), pctNum(lo, down), pctNum(hi, up), tr)
+}
+
+func pool(points []result.Point) []pooled {
+	by := map[int]*pooled{}
+	for _, pt := range points {
+		q := by[pt.Clients]
+		if q == nil {
+			q = &pooled{n: pt.Clients}
+			by[pt.Clients] = q
+		}
+		q.add(pt)
+	}
+	out := make([]pooled, 0, len(by))
+	for _, q := range by {
+		out = append(out, *q)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].n < out[j].n })
+	return out
+}
+
+// rateInversion finds a failing count whose success rate is credibly below
+// a larger count's: the upper end of its 95% interval is under the lower end
+// of the other's. Pass/fail alone misses this at a 100% threshold, where 85%
+// at 450 and 98% at 500 are both just "failed". Only failing counts are
+// considered because differences above the threshold change nothing the
+// operator acts on. The widest gap is reported.
+func rateInversion(ps []pooled, threshold float64) (a, b pooled, ok bool) {
+	best := 0.0
+	for i, x := range ps {
+		if x.attempted == 0 || x.passed(threshold) {
+			continue
+		}
+		_, xHi := Wilson(x.connected, x.attempted, Z95)
+		for _, y := range ps[i+1:] {
+			if y.attempted == 0 {
+				continue
+			}
+			yLo, _ := Wilson(y.connected, y.attempted, Z95)
+			if gap := yLo - xHi; gap > best {
+				best, a, b, ok = gap, x, y, true
+			}
+		}
+	}
+	return a, b, ok
+}
+
+// pct formats a rate in 0..1 as a percentage with one decimal where needed,
+// and more only when one decimal would round a non-perfect rate to 100% (or
+// a non-zero one to 0%): at 25,000 clients 99.996% is not 100%.
+func pct(r float64) string {
+	return pctNum(r, nearest) + "%"
+}
+
+type rounding int
+
+const (
+	nearest rounding = iota
+	down
+	up
+)
+
+// pctNum formats r as a percentage number. Interval ends round outward
+// (down for the low end, up for the high end) so the printed interval always
+// contains the computed one.
+func pctNum(r float64, how rounding) string {
+	if r >= 1 {
+		return "100"
+	}
+	if r <= 0 {
+		return "0"
+	}
+	const maxDigits = 4
+	for d := 1; ; d++ {
+		scale := math.Pow(10, float64(d))
+		x := r * 100 * scale
+		// The nudges keep exact decimals such as 0.92 from becoming 91.9 or
+		// 92.1 through binary representation error.
+		switch how {
+		case down:
+			x = math.Floor(x + 1e-6)
+		case up:
+			x = math.Ceil(x - 1e-6)
+		default:
+			x = math.Round(x)
+		}
+		x /= scale
+		if (x > 0 && x < 100) || d == maxDigits {
+			s := strconv.FormatFloat(x, 'f', d, 64)
+			s = strings.TrimRight(s, "0")
+			return strings.TrimSuffix(s, ".")
+		}
+	}
+}
+
+// joinInts lists counts in prose; long lists are abbreviated to their ends.
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	switch len(s) {
+	case 0:
+		return ""
+	case 1:
+		return s[0]
+	case 2, 3, 4:
+		return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
+	}
+	return fmt.Sprintf("%s, %s, …, %s (%d counts)", s[0], s[1], s[len(s)-1], len(s))
+}
+
+func joinClauses(c []string) string { return strings.Join(c, "; ") }
+
+func times(k, counts int) string {
+	s := fmt.Sprintf("%d more times", k)
+	switch k {
+	case 1:
+		s = "once more"
+	case 2:
+		s = "twice more"
+	}
+	if counts > 1 {
+		s += " each"
+	}
+	return s
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

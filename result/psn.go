@@ -1,0 +1,36 @@
+package result
+
+// CheckPSNs checks the PSNs of every connected client in points.
+func CheckPSNs(points []Point) PSNCheck {
+	type pair struct{ local, remote uint32 }
+	pairs := map[pair]int{}
+	values := map[uint32]int{}
+	var c PSNCheck
+	for _, p := range points {
+		for _, r := range p.Records {
+			if r.Outcome != OutcomeOK {
+				continue
+			}
+			c.Connections++
+			pairs[pair{r.LocalPSN, r.RemotePSN}]++
+			values[r.LocalPSN]++
+			values[r.RemotePSN]++
+		}
+	}
+	c.DistinctPairs = len(pairs)
+	c.DuplicatePairs = c.Connections - len(pairs)
+	c.Unique = c.DuplicatePairs == 0
+	draws := 0
+	for _, n := range values {
+		draws += n
+		if n > 1 {
+			c.RepeatedPSNs += n - 1
+		}
+	}
+	// Expected repeats among k uniform draws from m values:
+	// k - m·(1 - (1-1/m)^k) ≈ k²/2m for k ≪ m.
+	const m = 1 << 24
+	k := float64(draws)
+	c.ExpectedRepeats = k * k / (2 * m)
+	return c
+}

@@ -1,0 +1,35 @@
+package result
+
+import "testing"
+
+func TestCheckPSNs(t *testing.T) {
+	rec := func(l, r uint32, ok bool) ClientRecord {
+		o := OutcomeOK
+		if !ok {
+			o = OutcomeTLS
+		}
+		return ClientRecord{Outcome: o, LocalPSN: l, RemotePSN: r}
+	}
+	tests := []struct {
+		name    string
+		recs    []ClientRecord
+		conns   int
+		dupPair int
+		repeat  int
+		unique  bool
+	}{
+		{"all distinct", []ClientRecord{rec(1, 2, true), rec(3, 4, true)}, 2, 0, 0, true},
+		{"value repeats, pairs distinct", []ClientRecord{rec(1, 2, true), rec(1, 3, true)}, 2, 0, 1, true},
+		{"pair repeats", []ClientRecord{rec(1, 2, true), rec(1, 2, true), rec(5, 6, true)}, 3, 1, 2, false},
+		{"failed clients ignored", []ClientRecord{rec(1, 2, true), rec(1, 2, false)}, 1, 0, 0, true},
+	}
+	for _, tc := range tests {
+		c := CheckPSNs([]Point{{Records: tc.recs}})
+		if c.Connections != tc.conns || c.DuplicatePairs != tc.dupPair || c.RepeatedPSNs != tc.repeat || c.Unique != tc.unique {
+			t.Errorf("%s: got %+v", tc.name, c)
+		}
+	}
+	if c := CheckPSNs([]Point{{Records: []ClientRecord{rec(1, 2, true)}}}); c.ExpectedRepeats <= 0 || c.ExpectedRepeats > 1e-6 {
+		t.Errorf("expected repeats for 2 draws: %g", c.ExpectedRepeats)
+	}
+}

@@ -1,0 +1,242 @@
+// Package result holds the run JSON schema: what a probe run saves under
+// results/ and what reports are rendered from. Bump SchemaVersion on any
+// incompatible change and keep Load able to read (or precisely refuse) older
+// versions.
+package result
+
+import (
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/fabric"
+)
+
+// SchemaVersion is the version written by this build.
+const SchemaVersion = 1
+
+// Outcome classes of one client attempt.
+const (
+	OutcomeOK         = "ok"
+	OutcomeRefused    = "refused-at-capacity"
+	OutcomeTCPConnect = "tcp-connect"
+	OutcomeTLS        = "tls"
+	OutcomeExchange   = "exchange"
+	OutcomeQPCreate   = "qp-create"
+	OutcomeInit       = "INIT"
+	OutcomeRTR        = "RTR"
+	OutcomeRTS        = "RTS"
+	OutcomeMessage    = "message"
+	OutcomeTimeout    = "timeout"
+)
+
+// Outcomes lists every outcome class in display order.
+var Outcomes = []string{OutcomeOK, OutcomeRefused, OutcomeTCPConnect, OutcomeTLS,
+	OutcomeExchange, OutcomeQPCreate, OutcomeInit, OutcomeRTR, OutcomeRTS,
+	OutcomeMessage, OutcomeTimeout}
+
+// Connection phases timed per client, in order.
+const (
+	PhaseTCP      = "tcp"
+	PhaseTLS      = "tls"
+	PhasePSN      = "psn"
+	PhaseQPCreate = "qp_create"
+	PhaseInit     = "init"
+	PhaseExchange = "exchange"
+	PhaseRTR      = "rtr"
+	PhaseRTS      = "rts"
+	PhaseFirstRTT = "first_rtt"
+)
+
+// Phases lists the phases in connection order.
+var Phases = []string{PhaseTCP, PhaseTLS, PhasePSN, PhaseQPCreate, PhaseInit, PhaseExchange, PhaseRTR, PhaseRTS, PhaseFirstRTT}
+
+// Run is one saved run (run.json).
+type Run struct {
+	SchemaVersion int         `json:"schema_version"`
+	Tool          string      `json:"tool"`
+	ToolVersion   string      `json:"tool_version"`
+	Command       []string    `json:"command"`
+	Mode          string      `json:"mode"` // "search", "ramp"
+	StartedAt     time.Time   `json:"started_at"`
+	FinishedAt    time.Time   `json:"finished_at,omitempty"`
+	Backend       Backend     `json:"backend"`
+	Environment   Environment `json:"environment"`
+	Config        Config      `json:"config"`
+	Points        []Point     `json:"points"`
+	Search        *Search     `json:"search,omitempty"`
+	PSN           PSNCheck    `json:"psn_check"`
+	// Complete is false while a run is in progress or when it was
+	// interrupted; Error says why it stopped early.
+	Complete bool   `json:"complete"`
+	Error    string `json:"error,omitempty"`
+}
+
+// Backend says where the QPs came from.
+type Backend struct {
+	Name      string `json:"name"` // "sim", "verbs", "vm"
+	Simulated bool   `json:"simulated"`
+	// Reason is why --backend auto picked it (or "requested").
+	Reason string `json:"reason"`
+	// Description is the one-line label used in titles, e.g.
+	// "vm: rxe0 on Linux 6.1 (Soft-RoCE, QEMU TCG, 2 vCPU, 8 GiB)".
+	Description string `json:"description"`
+}
+
+// Environment describes the machine the points ran on.
+type Environment struct {
+	Hostname    string      `json:"hostname"`
+	OS          string      `json:"os"`
+	Kernel      string      `json:"kernel"`
+	Arch        string      `json:"arch"`
+	CPUs        int         `json:"cpus"`
+	MemoryBytes uint64      `json:"memory_bytes"`
+	GoVersion   string      `json:"go_version"`
+	Device      *DeviceInfo `json:"device,omitempty"`
+	// Guest is the environment inside the VM for the vm backend; the
+	// fields above then describe the host.
+	Guest *Environment `json:"guest,omitempty"`
+	// Reference holds an independent tool's figures on the same device.
+	Reference *Reference `json:"reference,omitempty"`
+}
+
+// DeviceInfo is the device the server used.
+type DeviceInfo struct {
+	Name string          `json:"name"`
+	Caps fabric.Caps     `json:"caps"`
+	Port fabric.PortInfo `json:"port"`
+}
+
+// Reference is the output of an independent tool run on the device.
+type Reference struct {
+	Tool    string             `json:"tool"`
+	Command string             `json:"command"`
+	Figures map[string]float64 `json:"figures,omitempty"`
+	Output  string             `json:"output,omitempty"`
+	Error   string             `json:"error,omitempty"`
+}
+
+// Config is what the points were run with.
+type Config struct {
+	ResourceMode  string       `json:"resource_mode"` // "per-client", "shared-cq"
+	Rounds        int          `json:"rounds"`        // verified round trips per client
+	PayloadBytes  int          `json:"payload_bytes"`
+	ClientTimeout float64      `json:"client_timeout_sec"`
+	Rate          float64      `json:"rate_per_sec,omitempty"` // launch pacing, 0 = all at once
+	Procs         int          `json:"procs"`                  // load-generator processes
+	Threshold     float64      `json:"threshold"`
+	Trials        int          `json:"trials"`
+	Lo            int          `json:"lo,omitempty"`
+	Hi            int          `json:"hi,omitempty"`
+	RampClients   []int        `json:"ramp_clients,omitempty"`
+	MaxClients    int          `json:"max_clients,omitempty"` // server cap; 0 = the probe point's N
+	SimCaps       *fabric.Caps `json:"sim_caps,omitempty"`
+}
+
+// Point is one trial at one client count.
+type Point struct {
+	Clients     int       `json:"clients"`
+	Trial       int       `json:"trial"`
+	StartedAt   time.Time `json:"started_at"`
+	DurationSec float64   `json:"duration_sec"`
+	Attempted   int       `json:"attempted"`
+	Connected   int       `json:"connected"`
+	SuccessRate float64   `json:"success_rate"` // 0..1
+	CILow       float64   `json:"ci_low"`       // 95% Wilson
+	CIHigh      float64   `json:"ci_high"`
+	Passed      bool      `json:"passed"` // success rate reached the threshold
+	// Outcomes counts clients by outcome class.
+	Outcomes map[string]int `json:"outcomes"`
+	// Errors counts the distinct error texts of failed clients (top ones).
+	Errors map[string]int `json:"errors,omitempty"`
+	// Phases holds per-phase duration percentiles in milliseconds.
+	Phases map[string]Percentiles `json:"phases"`
+	// Connect is the total connect time (TCP start to first verified round
+	// trip) in milliseconds.
+	Connect Percentiles `json:"connect_ms"`
+	// RTT is the message round-trip time in microseconds.
+	RTT     Percentiles    `json:"rtt_us"`
+	Server  ServerStats    `json:"server"`
+	Records []ClientRecord `json:"records,omitempty"`
+	// Error is set when the point itself failed (server died, generator
+	// crashed); the counts above then hold what was collected.
+	Error string `json:"error,omitempty"`
+}
+
+// Percentiles summarises a sample.
+type Percentiles struct {
+	N    int     `json:"n"`
+	Min  float64 `json:"min"`
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P95  float64 `json:"p95"`
+	P99  float64 `json:"p99"`
+	Max  float64 `json:"max"`
+}
+
+// ServerStats is the server's own view of a point.
+type ServerStats struct {
+	Accepted   int            `json:"accepted"`
+	Connected  int            `json:"connected"` // clients that reached RTS
+	Refused    int            `json:"refused"`   // at capacity
+	PeakActive int            `json:"peak_active"`
+	Failures   map[string]int `json:"failures,omitempty"` // by outcome class
+	Errors     map[string]int `json:"errors,omitempty"`
+	Released   int            `json:"released"` // clients whose resources were freed
+	ExitError  string         `json:"exit_error,omitempty"`
+}
+
+// ClientRecord is one client attempt.
+type ClientRecord struct {
+	ID      int    `json:"id"`
+	Proc    int    `json:"proc"`
+	Outcome string `json:"outcome"`
+	Error   string `json:"error,omitempty"`
+	Errno   string `json:"errno,omitempty"`
+	// PhasesUS holds each completed phase's duration in microseconds,
+	// indexed as Phases.
+	PhasesUS  map[string]int64 `json:"phases_us,omitempty"`
+	ConnectUS int64            `json:"connect_us,omitempty"`
+	RTTsUS    []float64        `json:"rtts_us,omitempty"`
+	LocalQPN  uint32           `json:"local_qpn,omitempty"`
+	RemoteQPN uint32           `json:"remote_qpn,omitempty"`
+	LocalPSN  uint32           `json:"local_psn,omitempty"`
+	RemotePSN uint32           `json:"remote_psn,omitempty"`
+}
+
+// Search records how a search ran and what it concluded.
+type Search struct {
+	Steps []Step `json:"steps"`
+	// Capacity is the largest N whose points all passed, 0 if none did.
+	Capacity int `json:"capacity"`
+	// AboveHi is true when every tested N up to Hi passed ("capacity > hi").
+	AboveHi bool `json:"above_hi"`
+	// FirstFail is the smallest N that failed, 0 if none.
+	FirstFail int `json:"first_fail"`
+	// NonMonotonic lists N that failed while a larger N passed.
+	NonMonotonic []int  `json:"non_monotonic,omitempty"`
+	Verdict      string `json:"verdict"` // one sentence
+}
+
+// Step is one decision of the search, in order.
+type Step struct {
+	Clients int     `json:"clients"`
+	Trials  int     `json:"trials"`
+	Passed  bool    `json:"passed"`
+	Rate    float64 `json:"rate"`
+	Note    string  `json:"note,omitempty"`
+}
+
+// PSNCheck records whether the PSNs of a run's connections were unique.
+// Each PSN is 24 random bits, so single values repeat by the birthday
+// bound once a run has thousands of connections; what identifies a
+// connection's sequence space is the (client PSN, server PSN) pair, and
+// that must never repeat.
+type PSNCheck struct {
+	Connections    int  `json:"connections"`
+	DistinctPairs  int  `json:"distinct_pairs"`
+	DuplicatePairs int  `json:"duplicate_pairs"`
+	Unique         bool `json:"unique"`
+	// RepeatedPSNs counts single PSN values drawn more than once, and
+	// ExpectedRepeats what uniform 24-bit draws give on average.
+	RepeatedPSNs    int     `json:"repeated_psns"`
+	ExpectedRepeats float64 `json:"expected_repeats"`
+}

@@ -1,0 +1,138 @@
+package result
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// FileName is the run file inside a run directory.
+const FileName = "run.json"
+
+// NewRunDir creates results/<UTC timestamp>-<backend>/ under root and
+// returns its path; a second run in the same second gets a suffix.
+func NewRunDir(root, backend string, t time.Time) (string, error) {
+	base := filepath.Join(root, t.UTC().Format("20060102T150405Z")+"-"+backend)
+	dir := base
+	for i := 2; ; i++ {
+		err := os.MkdirAll(filepath.Dir(dir), 0o755)
+		if err == nil {
+			err = os.Mkdir(dir, 0o755)
+		}
+		if err == nil {
+			return dir, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return "", fmt.Errorf("create results directory: %w", err)
+		}
+		dir = fmt.Sprintf("%s-%d", base, i)
+	}
+}
+
+// Save writes run to path atomically: a temporary file in the same
+// directory, synced, then renamed over path. A reader never sees a torn
+// file, and an interrupted run keeps the last complete version.
+func Save(path string, run *Run) error {
+	b, err := json.MarshalIndent(run, "", " ")
+	if err != nil {
+		return fmt.Errorf("encode run: %w", err)
+	}
+	b = append(b, '\n')
+	return WriteFileAtomic(path, b, 0o644)
+}
+
+// WriteFileAtomic writes data to path through a temporary file and rename.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	tmp := f.Name()
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("save %s: %w", path, err)
+	}
+	return nil
+}
+
+// Load reads a run file. Every problem is one line naming the file:
+// unreadable, truncated or corrupt JSON, not an rdmaprobe run, or a
+// schema newer than this build.
+func Load(path string) (*Run, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	run, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return run, nil
+}
+
+// Parse decodes a run from JSON (see Load).
+func Parse(b []byte) (*Run, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, errors.New("empty file, not a run")
+	}
+	var head struct {
+		SchemaVersion *int    `json:"schema_version"`
+		Tool          *string `json:"tool"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return nil, describeJSONError(b, err)
+	}
+	if head.SchemaVersion == nil || head.Tool == nil || *head.Tool != "rdmaprobe" {
+		return nil, errors.New("not an rdmaprobe run (no schema_version/tool fields)")
+	}
+	v := *head.SchemaVersion
+	if v > SchemaVersion {
+		return nil, fmt.Errorf("schema version %d is newer than this build reads (%d): use a newer rdmaprobe", v, SchemaVersion)
+	}
+	if v < 1 {
+		return nil, fmt.Errorf("invalid schema version %d", v)
+	}
+	var run Run
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&run); err != nil {
+		return nil, describeJSONError(b, err)
+	}
+	return &run, nil
+}
+
+func describeJSONError(b []byte, err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || (errors.As(err, &se) && se.Offset >= int64(len(bytes.TrimRight(b, " \n\r\t")))):
+		return fmt.Errorf("truncated JSON (%d bytes): the run was cut off while being written or copied", len(b))
+	case errors.As(err, &se):
+		return fmt.Errorf("corrupt JSON at byte %d: %v", se.Offset, err)
+	case errors.As(err, &te):
+		return fmt.Errorf("field %q has the wrong type (%s where %s was expected)", te.Field, te.Value, te.Type)
+	}
+	return fmt.Errorf("invalid JSON: %v", err)
+}

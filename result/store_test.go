@@ -1,0 +1,122 @@
+package result
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func sample() *Run {
+	return &Run{
+		SchemaVersion: SchemaVersion, Tool: "rdmaprobe", Mode: "search",
+		Command:   []string{"rdmaprobe", "search", "--lo", "300"},
+		StartedAt: time.Date(2026, 11, 22, 13, 0, 0, 0, time.UTC),
+		Backend:   Backend{Name: "sim", Simulated: true, Reason: "requested"},
+		Points: []Point{{Clients: 300, Attempted: 300, Connected: 300, SuccessRate: 1,
+			Outcomes: map[string]int{OutcomeOK: 300},
+			Records:  []ClientRecord{{ID: 0, Outcome: OutcomeOK, PhasesUS: map[string]int64{PhaseTLS: 512}, RTTsUS: []float64{12.5}}}}},
+		PSN: PSNCheck{Connections: 300, Unique: true},
+	}
+}
+
+func TestSaveLoadRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, FileName)
+	want := sample()
+	if err := Save(p, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip differs:\n got %+v\nwant %+v", got, want)
+	}
+	// No temporary files are left behind.
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Errorf("directory holds %d entries, want only run.json", len(ents))
+	}
+}
+
+func TestSaveIsAtomic(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, FileName)
+	if err := Save(p, sample()); err != nil {
+		t.Fatal(err)
+	}
+	// A failing save (directory made read-only... as root that is not
+	// enforced, so use an unencodable value) leaves the old file intact.
+	bad := sample()
+	bad.Points[0].SuccessRate = nanValue()
+	if err := Save(p, bad); err == nil {
+		t.Fatal("saved an unencodable run")
+	}
+	if _, err := Load(p); err != nil {
+		t.Errorf("previous run no longer loads: %v", err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Errorf("failed save left %d entries", len(ents))
+	}
+}
+
+func nanValue() float64 {
+	z := 0.0
+	return z / z
+}
+
+func TestLoadErrors(t *testing.T) {
+	good, _ := os.ReadFile(func() string {
+		p := filepath.Join(t.TempDir(), "r.json")
+		Save(p, sample())
+		return p
+	}())
+	tests := []struct {
+		name, in, want string
+	}{
+		{"empty", "", "empty file"},
+		{"truncated", string(good[:len(good)/2]), "truncated JSON"},
+		{"corrupt", `{"schema_version": 1, "tool": "rdmaprobe", x}`, "corrupt JSON at byte"},
+		{"foreign", `{"name": "something else"}`, "not an rdmaprobe run"},
+		{"array", `[1,2,3]`, "wrong type"},
+		{"newer", `{"schema_version": 99, "tool": "rdmaprobe"}`, "schema version 99 is newer"},
+		{"wrong type", `{"schema_version": 1, "tool": "rdmaprobe", "points": "many"}`, `field "points"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "run.json")
+			os.WriteFile(p, []byte(tc.in), 0o644)
+			_, err := Load(p)
+			if err == nil {
+				t.Fatal("loaded bad input")
+			}
+			if !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) {
+				t.Errorf("error %q should name the file and say %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error is not one line: %q", err)
+			}
+		})
+	}
+}
+
+func TestNewRunDir(t *testing.T) {
+	root := t.TempDir()
+	at := time.Date(2026, 11, 22, 13, 4, 5, 0, time.UTC)
+	a, err := NewRunDir(root, "sim", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewRunDir(root, "sim", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(a) != "20261122T130405Z-sim" || filepath.Base(b) != "20261122T130405Z-sim-2" {
+		t.Errorf("dirs %s, %s", a, b)
+	}
+}

@@ -1,0 +1,144 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// child is a process the runner started: its stdout events arrive on
+// events, its stderr tail is kept for error messages, and it is always
+// reaped by stop.
+type child struct {
+	name   string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	events chan Event
+	exited chan struct{} // closed after Wait returned
+	err    error         // Wait's error, valid after exited
+	tail   *tailBuffer
+}
+
+func startChild(name, exe string, args []string) (*child, error) {
+	cmd := exec.Command(exe, args...)
+	// Pdeathsig: if rdmaprobe itself dies, the kernel kills its children,
+	// so no server or generator outlives the tool.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	tail := &tailBuffer{max: 8192}
+	cmd.Stderr = tail
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, stdin: stdin, events: make(chan Event, 64),
+		exited: make(chan struct{}), tail: tail}
+	go func() {
+		dec := json.NewDecoder(stdout)
+		for {
+			var ev Event
+			if err := dec.Decode(&ev); err != nil {
+				if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
+					c.events <- Event{Event: "error", Error: fmt.Sprintf("%s wrote unreadable output: %v", name, err)}
+					io.Copy(io.Discard, stdout)
+				}
+				break
+			}
+			c.events <- ev
+		}
+		close(c.events)
+		c.err = cmd.Wait()
+		close(c.exited)
+	}()
+	return c, nil
+}
+
+// stop asks the child to end (SIGTERM), kills it after grace, and returns
+// the events it wrote meanwhile once it is reaped.
+func (c *child) stop(grace time.Duration) []Event {
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	return c.drain(grace)
+}
+
+// drain collects the child's events until it exits, killing it if it has
+// not exited within grace, and waits until it is reaped.
+func (c *child) drain(grace time.Duration) []Event {
+	var evs []Event
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	events := c.events
+	for events != nil {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				break
+			}
+			evs = append(evs, ev)
+		case <-t.C:
+			c.cmd.Process.Kill()
+		}
+	}
+	<-c.exited
+	return evs
+}
+
+// kill ends the child at once and reaps it.
+func (c *child) kill() {
+	c.cmd.Process.Kill()
+	c.drain(time.Hour)
+}
+
+// exitText describes how the child ended, with its stderr tail.
+func (c *child) exitText() string {
+	s := c.name
+	if c.err != nil {
+		s += " exited: " + c.err.Error()
+	} else {
+		s += " exited"
+	}
+	if t := strings.TrimSpace(c.tail.String()); t != "" {
+		lines := strings.Split(t, "\n")
+		s += ": " + lines[len(lines)-1]
+	}
+	return s
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf bytes.Buffer
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf.Write(p)
+	if t.buf.Len() > t.max {
+		b := t.buf.Bytes()[t.buf.Len()-t.max:]
+		nb := append([]byte(nil), b...)
+		t.buf.Reset()
+		t.buf.Write(nb)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.buf.String()
+}

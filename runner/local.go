@@ -1,0 +1,345 @@
+// Package runner runs one probe point: it starts the server process,
+// waits for its ready line, starts the load generators, collects and
+// validates their outcomes, stops everything and reaps every child.
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// Config of the points a Local runner runs.
+type Config struct {
+	// Exe is the rdmaprobe binary started as server and load generators.
+	Exe string
+	// FabricArgs select the fabric in both, e.g. ["--backend", "sim"].
+	FabricArgs []string
+	// MaxClients is the server's cap; 0 means each point's N.
+	MaxClients int
+	Mode       string
+	Procs      int
+	Rate       float64
+	Timeout    time.Duration // per client
+	Rounds     int
+	MsgSize    int
+	Threshold  float64
+	// CertFile/KeyFile are the server's pair; clients pin CertFile.
+	CertFile, KeyFile string
+	// ServerArgs are extra flags for serve (e.g. --backlog).
+	ServerArgs []string
+	// StartTimeout bounds waiting for the server's ready line.
+	StartTimeout time.Duration
+	// Progress, if set, receives live counts during a point.
+	Progress func(Progress) `json:"-"`
+}
+
+// Progress is a live view of a running point.
+type Progress struct {
+	Clients, Done, OK int
+}
+
+// Local runs points as child processes on this machine.
+type Local struct {
+	cfg Config
+	// Device is what the server reported at its last start.
+	Device *result.DeviceInfo
+}
+
+// NewLocal returns a runner; cfg.Exe defaults to this executable.
+func NewLocal(cfg Config) (*Local, error) {
+	if cfg.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Exe = exe
+	}
+	if cfg.Procs < 1 {
+		cfg.Procs = 1
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 60 * time.Second
+	}
+	if cfg.CertFile == "" || cfg.KeyFile == "" {
+		return nil, fmt.Errorf("runner needs the server certificate and key files")
+	}
+	return &Local{cfg: cfg}, nil
+}
+
+// RunPoint runs one trial with n clients. Failures of the point itself
+// (server died, generator crashed or hung) are recorded in Point.Error
+// with the outcomes collected so far; the error return is for ctx
+// cancellation and for a server that never became ready.
+func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error) {
+	cfg := l.cfg
+	pt := result.Point{Clients: n, Trial: trial, StartedAt: time.Now().UTC()}
+	max := cfg.MaxClients
+	if max <= 0 {
+		max = n
+	}
+	srvArgs := append([]string{"serve", "--listen", "127.0.0.1:0",
+		"--max-clients", strconv.Itoa(max), "--mode", cfg.Mode,
+		"--cert", cfg.CertFile, "--key", cfg.KeyFile, "--events"}, cfg.FabricArgs...)
+	if cfg.MsgSize > 0 {
+		srvArgs = append(srvArgs, "--msg-size", strconv.Itoa(cfg.MsgSize))
+	}
+	srvArgs = append(srvArgs, cfg.ServerArgs...)
+	srv, err := startChild("server", cfg.Exe, srvArgs)
+	if err != nil {
+		return pt, err
+	}
+	addr, err := l.awaitReady(ctx, srv)
+	if err != nil {
+		srv.kill()
+		return pt, err
+	}
+
+	gens, err := l.startGenerators(n, addr)
+	if err != nil {
+		srv.stop(10 * time.Second)
+		return pt, err
+	}
+	recs, pointErr := l.collect(ctx, n, srv, gens)
+
+	// Release the clients (stdin EOF), then stop the server, which prints
+	// its own view as it exits.
+	for _, g := range gens {
+		g.stdin.Close()
+	}
+	for _, g := range gens {
+		g.drain(30 * time.Second)
+	}
+	for _, ev := range srv.stop(30 * time.Second) {
+		if ev.Event == "stats" && ev.Server != nil {
+			pt.Server = *ev.Server
+		}
+	}
+	if srv.err != nil && pointErr == "" {
+		pt.Server.ExitError = srv.exitText()
+	}
+	pt.Error = pointErr
+	pt.Records = recs
+	Summarise(&pt, cfg.Threshold)
+	pt.DurationSec = time.Since(pt.StartedAt).Seconds()
+	if ctx.Err() != nil {
+		return pt, ctx.Err()
+	}
+	return pt, nil
+}
+
+func (l *Local) awaitReady(ctx context.Context, srv *child) (string, error) {
+	t := time.NewTimer(l.cfg.StartTimeout)
+	defer t.Stop()
+	for {
+		select {
+		case ev, ok := <-srv.events:
+			if !ok {
+				<-srv.exited
+				return "", fmt.Errorf("server did not start: %s", srv.exitText())
+			}
+			switch ev.Event {
+			case "ready":
+				l.Device = ev.Device
+				return ev.Addr, nil
+			case "error":
+				return "", fmt.Errorf("server: %s", ev.Error)
+			}
+		case <-t.C:
+			return "", fmt.Errorf("server not ready after %s: %s", l.cfg.StartTimeout, srv.tail.String())
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+}
+
+// share splits n clients over procs processes as evenly as possible.
+func share(n, procs, i int) int {
+	s := n / procs
+	if i < n%procs {
+		s++
+	}
+	return s
+}
+
+func (l *Local) startGenerators(n int, addr string) ([]*child, error) {
+	cfg := l.cfg
+	procs := cfg.Procs
+	if procs > n {
+		procs = n
+	}
+	var gens []*child
+	base := 0
+	for i := 0; i < procs; i++ {
+		k := share(n, procs, i)
+		args := append([]string{"clients", "--addr", addr, "--n", strconv.Itoa(k),
+			"--id-base", strconv.Itoa(base), "--proc", strconv.Itoa(i),
+			"--timeout", cfg.Timeout.String(), "--rounds", strconv.Itoa(cfg.Rounds),
+			"--ca", cfg.CertFile, "--events"}, cfg.FabricArgs...)
+		if cfg.Rate > 0 {
+			args = append(args, "--rate", strconv.FormatFloat(cfg.Rate/float64(procs), 'f', -1, 64))
+		}
+		if cfg.MsgSize > 0 {
+			args = append(args, "--msg-size", strconv.Itoa(cfg.MsgSize))
+		}
+		g, err := startChild(fmt.Sprintf("load generator %d", i), cfg.Exe, args)
+		if err != nil {
+			for _, g := range gens {
+				g.kill()
+			}
+			return nil, err
+		}
+		gens = append(gens, g)
+		base += k
+	}
+	return gens, nil
+}
+
+// collect waits for every generator's "done" line. A generator that exits
+// without it, or does not finish before the deadline, has its clients
+// recorded as failed with the reason.
+func (l *Local) collect(ctx context.Context, n int, srv *child, gens []*child) ([]result.ClientRecord, string) {
+	cfg := l.cfg
+	launch := time.Duration(0)
+	if cfg.Rate > 0 {
+		launch = time.Duration(float64(n) / cfg.Rate * float64(time.Second))
+	}
+	deadline := time.NewTimer(cfg.Timeout + launch + 30*time.Second)
+	defer deadline.Stop()
+
+	type state struct {
+		done     bool
+		progress Event
+		recs     []result.ClientRecord
+	}
+	st := make([]state, len(gens))
+	var pointErr string
+	report := func() {
+		if cfg.Progress == nil {
+			return
+		}
+		p := Progress{Clients: n}
+		for _, s := range st {
+			p.Done += s.progress.Done
+			p.OK += s.progress.OK
+		}
+		cfg.Progress(p)
+	}
+	lost := func(i int, why string) {
+		base := 0
+		for j := 0; j < i; j++ {
+			base += share(n, len(gens), j)
+		}
+		k := share(n, len(gens), i)
+		for id := base; id < base+k; id++ {
+			st[i].recs = append(st[i].recs, result.ClientRecord{ID: id, Proc: i,
+				Outcome: result.OutcomeTimeout, Error: why})
+		}
+		st[i].done = true
+	}
+	// Fan the generators' events into one channel until collect returns.
+	type tagged struct {
+		i      int
+		ev     Event
+		closed bool
+	}
+	merged := make(chan tagged)
+	quit := make(chan struct{})
+	defer close(quit)
+	for i, g := range gens {
+		go func(i int, g *child) {
+			for {
+				ev, ok := <-g.events
+				select {
+				case merged <- tagged{i: i, ev: ev, closed: !ok}:
+				case <-quit:
+					return
+				}
+				if !ok || ev.Event == "done" {
+					return
+				}
+			}
+		}(i, g)
+	}
+	remaining := len(gens)
+	srvEvents := srv.events
+	for remaining > 0 {
+		select {
+		case t := <-merged:
+			i, g, ev := t.i, gens[t.i], t.ev
+			if t.closed {
+				<-g.exited
+				why := g.exitText() + " before reporting"
+				if pointErr == "" {
+					pointErr = why
+				}
+				lost(i, why)
+				remaining--
+				continue
+			}
+			switch ev.Event {
+			case "progress":
+				st[i].progress = ev
+				report()
+			case "done":
+				st[i].recs = ev.Records
+				st[i].progress = Event{Done: len(ev.Records), OK: ev.OK}
+				st[i].done = true
+				remaining--
+				report()
+			case "error":
+				if pointErr == "" {
+					pointErr = g.name + ": " + ev.Error
+				}
+			}
+		case <-ctx.Done():
+			for i, g := range gens {
+				if !st[i].done {
+					g.kill()
+					lost(i, "interrupted")
+				}
+			}
+			return flatten(st, func(s state) []result.ClientRecord { return s.recs }), "interrupted"
+		case <-deadline.C:
+			for i, g := range gens {
+				if !st[i].done {
+					g.kill()
+					why := g.name + " hung: no result before the point's deadline"
+					if pointErr == "" {
+						pointErr = why
+					}
+					lost(i, why)
+					remaining--
+				}
+			}
+		case ev, ok := <-srvEvents:
+			if !ok {
+				srvEvents = nil
+				<-srv.exited
+				if pointErr == "" {
+					pointErr = "server died during the point: " + srv.exitText()
+				}
+			} else if ev.Event == "error" && pointErr == "" {
+				pointErr = "server: " + ev.Error
+			}
+		}
+	}
+	return flatten(st, func(s state) []result.ClientRecord { return s.recs }), pointErr
+}
+
+func flatten[S any](st []S, f func(S) []result.ClientRecord) []result.ClientRecord {
+	var out []result.ClientRecord
+	for _, s := range st {
+		out = append(out, f(s)...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

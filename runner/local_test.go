@@ -1,0 +1,148 @@
+package runner
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// fake writes a shell script standing in for rdmaprobe: it dispatches on
+// the subcommand so each test can script a server and generators.
+func fake(t *testing.T, serve, clients string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "fake-rdmaprobe")
+	script := "#!/bin/bash\ncase \"$1\" in\nserve)\n" + serve + "\n;;\nclients)\n" + clients + "\n;;\nesac\n"
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const goodServer = `echo '{"event":"ready","addr":"127.0.0.1:1","device":{"name":"fake0"}}'
+trap 'echo "{\"event\":\"stats\",\"server\":{\"accepted\":2,\"connected\":2,\"peak_active\":2}}"; exit 0' TERM
+while true; do read -t 1 || true; done`
+
+// args: --addr A --n K --id-base B --proc P
+const goodClients = `n=$5; base=$7
+recs=""
+for ((i=0;i<n;i++)); do
+  [ -n "$recs" ] && recs="$recs,"
+  recs="$recs{\"id\":$((base+i)),\"outcome\":\"ok\",\"connect_us\":1500,\"phases_us\":{\"tls\":900},\"rtts_us\":[20],\"local_psn\":$((base+i)),\"remote_psn\":7}"
+done
+echo "{\"event\":\"done\",\"ok\":$n,\"records\":[$recs]}"
+cat >/dev/null`
+
+func newRunner(t *testing.T, exe string, procs int) *Local {
+	t.Helper()
+	r, err := NewLocal(Config{Exe: exe, Procs: procs, Threshold: 1, Timeout: 5 * time.Second,
+		StartTimeout: 5 * time.Second, CertFile: "c", KeyFile: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestRunPointCollects(t *testing.T) {
+	r := newRunner(t, fake(t, goodServer, goodClients), 2)
+	pt, err := r.RunPoint(context.Background(), 5, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pt.Attempted != 5 || pt.Connected != 5 || !pt.Passed || pt.SuccessRate != 1 {
+		t.Errorf("point %+v", pt)
+	}
+	for i, rec := range pt.Records {
+		if rec.ID != i {
+			t.Errorf("record %d has ID %d: IDs must cover 0..n-1 across generators", i, rec.ID)
+		}
+	}
+	if pt.Server.PeakActive != 2 || pt.Error != "" {
+		t.Errorf("server stats %+v, error %q", pt.Server, pt.Error)
+	}
+	if pt.Connect.P50 != 1.5 || pt.Phases[result.PhaseTLS].P50 != 0.9 {
+		t.Errorf("connect %+v tls %+v", pt.Connect, pt.Phases[result.PhaseTLS])
+	}
+	if r.Device == nil || r.Device.Name != "fake0" {
+		t.Errorf("device %+v", r.Device)
+	}
+}
+
+func TestGeneratorCrashIsRecorded(t *testing.T) {
+	crash := `echo 'boom: out of memory' >&2; exit 3`
+	r := newRunner(t, fake(t, goodServer, crash), 1)
+	pt, err := r.RunPoint(context.Background(), 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pt.Attempted != 4 || pt.Connected != 0 || pt.Passed {
+		t.Errorf("point %+v", pt)
+	}
+	if !strings.Contains(pt.Error, "exit status 3") || !strings.Contains(pt.Error, "boom: out of memory") {
+		t.Errorf("point error %q should carry the exit status and stderr", pt.Error)
+	}
+	if pt.Outcomes[result.OutcomeTimeout] != 4 {
+		t.Errorf("outcomes %v", pt.Outcomes)
+	}
+}
+
+func TestServerNeverReady(t *testing.T) {
+	r := newRunner(t, fake(t, `echo 'cannot open device' >&2; exit 1`, goodClients), 1)
+	_, err := r.RunPoint(context.Background(), 1, 0)
+	if err == nil || !strings.Contains(err.Error(), "cannot open device") {
+		t.Fatalf("error %v should carry the server's stderr", err)
+	}
+}
+
+func TestServerDiesMidPoint(t *testing.T) {
+	// The server exits right after announcing readiness; the generator
+	// still reports (its clients failed), and the point says why.
+	dying := `echo '{"event":"ready","addr":"127.0.0.1:1"}'; exit 9`
+	slow := `read -t 1; ` + goodClients
+	r := newRunner(t, fake(t, dying, slow), 1)
+	pt, err := r.RunPoint(context.Background(), 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(pt.Error, "server died during the point") || !strings.Contains(pt.Error, "exit status 9") {
+		t.Errorf("point error %q", pt.Error)
+	}
+}
+
+func TestInterruptKillsChildren(t *testing.T) {
+	hang := `exec sleep 600`
+	r := newRunner(t, fake(t, goodServer, hang), 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cfg.Progress = nil
+	done := make(chan struct{})
+	var pt result.Point
+	var err error
+	go func() {
+		pt, err = r.RunPoint(ctx, 3, 0)
+		close(done)
+	}()
+	// Cancel once the generator runs: the point must end promptly.
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(40 * time.Second):
+		t.Fatal("RunPoint did not return after cancel")
+	}
+	if err == nil {
+		t.Errorf("want context error, point %+v", pt)
+	}
+}
+
+func TestShare(t *testing.T) {
+	total := 0
+	for i := 0; i < 3; i++ {
+		total += share(10, 3, i)
+	}
+	if total != 10 || share(10, 3, 0) != 4 || share(10, 3, 2) != 3 {
+		t.Errorf("share splits 10 over 3 as %d,%d,%d", share(10, 3, 0), share(10, 3, 1), share(10, 3, 2))
+	}
+}

@@ -1,0 +1,71 @@
+package runner
+
+import (
+	"sort"
+
+	"github.com/rdmaprobe/rdmaprobe/probe"
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// maxErrorTexts bounds the distinct error texts kept per point.
+const maxErrorTexts = 20
+
+// Summarise fills a point's counts, outcome classes, error texts, phase and
+// RTT percentiles, success rate and confidence interval from its records.
+func Summarise(pt *result.Point, threshold float64) {
+	pt.Attempted = len(pt.Records)
+	pt.Connected = 0
+	pt.Outcomes = map[string]int{}
+	errs := map[string]int{}
+	phases := map[string][]float64{}
+	var connect, rtt []float64
+	for _, r := range pt.Records {
+		pt.Outcomes[r.Outcome]++
+		if r.Outcome == result.OutcomeOK {
+			pt.Connected++
+			connect = append(connect, float64(r.ConnectUS)/1e3)
+		} else if r.Error != "" {
+			errs[r.Error]++
+		}
+		for name, us := range r.PhasesUS {
+			phases[name] = append(phases[name], float64(us)/1e3)
+		}
+		rtt = append(rtt, r.RTTsUS...)
+	}
+	pt.Errors = topErrors(errs, maxErrorTexts)
+	pt.Phases = map[string]result.Percentiles{}
+	for name, s := range phases {
+		pt.Phases[name] = probe.Percentiles(s)
+	}
+	pt.Connect = probe.Percentiles(connect)
+	pt.RTT = probe.Percentiles(rtt)
+	probe.Summarise(pt, threshold)
+}
+
+func topErrors(m map[string]int, k int) map[string]int {
+	if len(m) <= k {
+		if len(m) == 0 {
+			return nil
+		}
+		return m
+	}
+	type kv struct {
+		s string
+		n int
+	}
+	var all []kv
+	for s, n := range m {
+		all = append(all, kv{s, n})
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].n != all[j].n {
+			return all[i].n > all[j].n
+		}
+		return all[i].s < all[j].s
+	})
+	out := map[string]int{}
+	for _, e := range all[:k] {
+		out[e.s] = e.n
+	}
+	return out
+}

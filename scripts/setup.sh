@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian packages rdmaprobe needs for real RDMA (Soft-RoCE in
+# a QEMU guest) and for its test suite. Idempotent: installs only what is
+# missing. Needs root; otherwise prints the command to run.
+set -euo pipefail
+
+pkgs=(
+  qemu-system-x86      # boots the Soft-RoCE guest (TCG)
+  linux-image-amd64    # the guest kernel and rdma_rxe.ko
+  rdma-core            # rdma tool config, udev rules
+  ibverbs-providers    # librxe provider for the guest
+  libibverbs-dev       # cgo headers for the verbs fabric
+  iproute2             # `rdma` command (resource counts, reference)
+  ibverbs-utils        # ibv_devinfo, ibv_rc_pingpong (reference check)
+  perftest             # ib_write_lat (reference check)
+  gcc                  # cgo
+  ca-certificates
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all packages present"
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup: missing packages: ${missing[*]}" >&2
+  echo "setup: run as root: apt-get update && apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"

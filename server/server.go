@@ -1,0 +1,483 @@
+// Package server is the secure verbs server under test: a TLS 1.3 listener
+// that, per admitted client, creates an RC QP, exchanges {QPN, PSN, GID,
+// LID, MTU}, moves the QP RESET→INIT→RTR→RTS by hand and echoes checksummed
+// payloads over SEND/RECV until the client leaves. Client N+1 is refused
+// with an explicit "at capacity" reply.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/exchange"
+	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/payload"
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// Resource modes.
+const (
+	// ModePerClient gives each client 1 QP + 2 CQ + 2 MR, as the predecessor.
+	ModePerClient = "per-client"
+	// ModeSharedCQ shares send and receive CQs among clients.
+	ModeSharedCQ = "shared-cq"
+)
+
+// Modes lists the supported resource modes.
+var Modes = []string{ModePerClient, ModeSharedCQ}
+
+// QP attributes used on both sides. Timeout 14 ≈ 67 ms per retry; RNR
+// retry 7 means "retry forever", so a slow receiver is not an error.
+const (
+	QPTimeout   = 14
+	QPRetryCnt  = 7
+	QPRNRRetry  = 7
+	QPMinRNR    = 12
+	QPHopLimit  = 64
+	QPMaxSendWR = 2
+	QPMaxRecvWR = 2
+)
+
+// Config of a server.
+type Config struct {
+	Listen     string // host:port; port 0 picks a free one
+	MaxClients int
+	Mode       string
+	TLS        *tls.Config
+	Provider   fabric.Provider
+	Device     fabric.DeviceConfig
+	// MsgSize is the largest payload a client may send (bytes).
+	MsgSize int
+	// HandshakeTimeout bounds TLS; ExchangeTimeout bounds reading Hello.
+	HandshakeTimeout time.Duration
+	ExchangeTimeout  time.Duration
+	// Backlog is the listen queue length requested from the kernel
+	// (0 = the kernel's somaxconn).
+	Backlog int
+}
+
+// Server serves one configuration until its context ends.
+type Server struct {
+	cfg  Config
+	dev  fabric.Device
+	pd   fabric.PD
+	port fabric.PortInfo
+	ln   net.Listener
+
+	active atomic.Int64
+	shared *sharedCQs
+
+	mu    sync.Mutex
+	stats result.ServerStats
+	psns  map[uint32]struct{}
+
+	wg sync.WaitGroup
+}
+
+// New opens the device, allocates the PD and starts listening.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.MaxClients <= 0 {
+		return nil, errors.New("max clients must be positive")
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = ModePerClient
+	}
+	if cfg.Mode != ModePerClient && cfg.Mode != ModeSharedCQ {
+		return nil, fmt.Errorf("unknown resource mode %q (want %s or %s)", cfg.Mode, ModePerClient, ModeSharedCQ)
+	}
+	if cfg.MsgSize <= 0 {
+		cfg.MsgSize = 4096
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = 30 * time.Second
+	}
+	if cfg.ExchangeTimeout <= 0 {
+		cfg.ExchangeTimeout = 30 * time.Second
+	}
+	if cfg.TLS == nil {
+		return nil, errors.New("server needs a TLS configuration")
+	}
+	dev, err := cfg.Provider.Open(ctx, cfg.Device)
+	if err != nil {
+		return nil, fmt.Errorf("open device: %w", err)
+	}
+	pd, err := dev.AllocPD()
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	s := &Server{cfg: cfg, dev: dev, pd: pd, port: dev.Port(), psns: map[uint32]struct{}{}}
+	s.stats.Failures = map[string]int{}
+	s.stats.Errors = map[string]int{}
+	if cfg.Mode == ModeSharedCQ {
+		s.shared = newSharedCQs(dev, cfg.MaxClients)
+	}
+	lc := net.ListenConfig{}
+	ln, err := listen(ctx, lc, cfg.Listen, cfg.Backlog)
+	if err != nil {
+		s.teardown()
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	s.ln = ln
+	return s, nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Device is the opened device.
+func (s *Server) Device() fabric.Device { return s.dev }
+
+// Serve accepts clients until ctx ends, then releases every client's
+// resources and the device. It returns nil after a clean shutdown.
+func (s *Server) Serve(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { s.ln.Close() })
+	defer stop()
+	var acceptErr error
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			if ctx.Err() == nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					continue
+				}
+				if errors.Is(err, syscallEMFILE) || errors.Is(err, syscallENFILE) {
+					// Out of descriptors: note it and keep serving those
+					// already connected rather than dying.
+					s.fail("accept", err)
+					continue
+				}
+				acceptErr = err
+			}
+			break
+		}
+		s.mu.Lock()
+		s.stats.Accepted++
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.handle(ctx, c)
+		}()
+	}
+	cancel()
+	s.wg.Wait()
+	s.teardown()
+	return acceptErr
+}
+
+// Stats returns a copy of the server's counters.
+func (s *Server) Stats() result.ServerStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Failures = copyMap(s.stats.Failures)
+	st.Errors = copyMap(s.stats.Errors)
+	return st
+}
+
+func copyMap(m map[string]int) map[string]int {
+	c := make(map[string]int, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+func (s *Server) teardown() {
+	if s.shared != nil {
+		s.shared.close()
+	}
+	if s.pd != nil {
+		s.pd.Dealloc()
+	}
+	s.dev.Close()
+}
+
+func (s *Server) fail(class string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.Failures[class]++
+	if len(s.stats.Errors) < 50 || s.stats.Errors[err.Error()] > 0 {
+		s.stats.Errors[err.Error()]++
+	}
+}
+
+// admit reserves a client slot; false means the server is at capacity.
+func (s *Server) admit() bool {
+	for {
+		n := s.active.Load()
+		if n >= int64(s.cfg.MaxClients) {
+			return false
+		}
+		if s.active.CompareAndSwap(n, n+1) {
+			s.mu.Lock()
+			if int(n+1) > s.stats.PeakActive {
+				s.stats.PeakActive = int(n + 1)
+			}
+			s.mu.Unlock()
+			return true
+		}
+	}
+}
+
+// newPSN draws a 24-bit PSN from crypto/rand, unique among the PSNs this
+// server has issued.
+func (s *Server) newPSN() (uint32, error) {
+	var b [4]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, err
+		}
+		psn := binary.BigEndian.Uint32(b[:]) & 0xffffff
+		s.mu.Lock()
+		_, dup := s.psns[psn]
+		if !dup {
+			s.psns[psn] = struct{}{}
+		}
+		s.mu.Unlock()
+		if !dup {
+			return psn, nil
+		}
+	}
+}
+
+func (s *Server) handle(ctx context.Context, raw net.Conn) {
+	defer raw.Close()
+	tc := tls.Server(raw, s.cfg.TLS)
+	hctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
+	err := tc.HandshakeContext(hctx)
+	cancel()
+	if err != nil {
+		s.fail(result.OutcomeTLS, err)
+		return
+	}
+	tc.SetReadDeadline(time.Now().Add(s.cfg.ExchangeTimeout))
+	hello, err := exchange.Read(tc)
+	if err != nil {
+		s.fail(result.OutcomeExchange, fmt.Errorf("read hello: %w", err))
+		return
+	}
+	if hello.Type != exchange.Hello {
+		s.fail(result.OutcomeExchange, fmt.Errorf("expected hello, got message type %d", hello.Type))
+		return
+	}
+	tc.SetWriteDeadline(time.Now().Add(s.cfg.ExchangeTimeout))
+	if !s.admit() {
+		s.mu.Lock()
+		s.stats.Refused++
+		s.mu.Unlock()
+		exchange.Write(tc, exchange.Msg{Type: exchange.Refuse, Reason: exchange.ReasonAtCapacity})
+		return
+	}
+	defer s.active.Add(-1)
+
+	c := &conn{s: s}
+	defer c.destroy()
+	accept, class, err := c.setup(hello)
+	if err != nil {
+		s.fail(class, err)
+		// The class prefix lets the client classify the server's failure.
+		exchange.Write(tc, exchange.Msg{Type: exchange.Refuse, Reason: class + ": " + err.Error()})
+		return
+	}
+	if err := exchange.Write(tc, accept); err != nil {
+		s.fail(result.OutcomeExchange, fmt.Errorf("write accept: %w", err))
+		return
+	}
+	tc.SetDeadline(time.Time{})
+	s.mu.Lock()
+	s.stats.Connected++
+	s.mu.Unlock()
+
+	// The TLS connection lives as long as the client: its end (EOF, reset)
+	// is the signal to release the client's QP.
+	cctx, ccancel := context.WithCancel(ctx)
+	left := make(chan struct{})
+	go func() {
+		defer close(left)
+		io.Copy(io.Discard, tc)
+		ccancel()
+	}()
+	err = c.echo(cctx)
+	ccancel()
+	raw.Close()
+	<-left
+	if err != nil && cctx.Err() == nil {
+		s.fail(result.OutcomeMessage, err)
+	}
+}
+
+// conn is one admitted client's verbs resources.
+type conn struct {
+	s              *Server
+	sendCQ, recvCQ fabric.CQ
+	sendMR, recvMR fabric.MR
+	qp             fabric.QP
+	sub            *subscription
+}
+
+func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
+	s := c.s
+	var err error
+	if s.shared != nil {
+		c.sub, err = s.shared.subscribe()
+		if err != nil {
+			return exchange.Msg{}, result.OutcomeQPCreate, err
+		}
+		c.sendCQ, c.recvCQ = c.sub.group.send, c.sub.group.recv
+	} else {
+		if c.sendCQ, err = s.dev.CreateCQ(QPMaxSendWR); err != nil {
+			return exchange.Msg{}, result.OutcomeQPCreate, err
+		}
+		if c.recvCQ, err = s.dev.CreateCQ(QPMaxRecvWR); err != nil {
+			return exchange.Msg{}, result.OutcomeQPCreate, err
+		}
+	}
+	if c.sendMR, err = s.pd.RegMR(s.cfg.MsgSize, fabric.AccessLocalWrite); err != nil {
+		return exchange.Msg{}, result.OutcomeQPCreate, err
+	}
+	if c.recvMR, err = s.pd.RegMR(s.cfg.MsgSize, fabric.AccessLocalWrite); err != nil {
+		return exchange.Msg{}, result.OutcomeQPCreate, err
+	}
+	c.qp, err = s.pd.CreateQP(fabric.QPInitAttr{
+		SendCQ: c.sendCQ, RecvCQ: c.recvCQ,
+		MaxSendWR: QPMaxSendWR, MaxRecvWR: QPMaxRecvWR, MaxSendSGE: 1, MaxRecvSGE: 1,
+	})
+	if err != nil {
+		return exchange.Msg{}, result.OutcomeQPCreate, err
+	}
+	if c.sub != nil {
+		c.sub.bind(c.qp.QPN())
+	}
+	if err := c.qp.ToInit(fabric.InitAttr{Port: s.port.Port, Access: fabric.AccessLocalWrite}); err != nil {
+		return exchange.Msg{}, result.OutcomeInit, err
+	}
+	// The receive is posted before RTR so the client's first SEND always
+	// finds a buffer.
+	if err := c.qp.PostRecv(0, c.recvMR, 0, s.cfg.MsgSize); err != nil {
+		return exchange.Msg{}, result.OutcomeInit, err
+	}
+	psn, err := s.newPSN()
+	if err != nil {
+		return exchange.Msg{}, result.OutcomeExchange, fmt.Errorf("generate PSN: %w", err)
+	}
+	mtu := h.MTU
+	if s.port.ActiveMTU < mtu {
+		mtu = s.port.ActiveMTU
+	}
+	if err := c.qp.ToRTR(RTR(s.port, h, mtu)); err != nil {
+		return exchange.Msg{}, result.OutcomeRTR, err
+	}
+	if err := c.qp.ToRTS(RTS(psn)); err != nil {
+		return exchange.Msg{}, result.OutcomeRTS, err
+	}
+	return exchange.Msg{Type: exchange.Accept, QPN: c.qp.QPN(), PSN: psn,
+		LID: s.port.LID, MTU: s.port.ActiveMTU, GID: s.port.GID}, "", nil
+}
+
+// RTR returns the INIT→RTR attributes towards the peer described by m.
+func RTR(local fabric.PortInfo, m exchange.Msg, mtu fabric.MTU) fabric.RTRAttr {
+	return fabric.RTRAttr{
+		PathMTU: mtu, DestQPN: m.QPN, RQPSN: m.PSN,
+		MaxDestRdAtomic: 1, MinRNRTimer: QPMinRNR,
+		DLID: m.LID, DGID: m.GID, GIDIndex: local.GIDIndex, HopLimit: QPHopLimit,
+		Port: local.Port,
+	}
+}
+
+// RTS returns the RTR→RTS attributes with our own send PSN.
+func RTS(psn uint32) fabric.RTSAttr {
+	return fabric.RTSAttr{SQPSN: psn, Timeout: QPTimeout, RetryCnt: QPRetryCnt,
+		RNRRetry: QPRNRRetry, MaxRdAtomic: 1}
+}
+
+func (c *conn) await(ctx context.Context, cq fabric.CQ, ch chan fabric.WC) (fabric.WC, error) {
+	if ch == nil {
+		return fabric.Await(ctx, cq)
+	}
+	select {
+	case wc := <-ch:
+		return wc, nil
+	case <-ctx.Done():
+		return fabric.WC{}, ctx.Err()
+	}
+}
+
+// echo returns each verified payload to the client until ctx ends.
+func (c *conn) echo(ctx context.Context) error {
+	var sendCh, recvCh chan fabric.WC
+	if c.sub != nil {
+		sendCh, recvCh = c.sub.send, c.sub.recv
+	}
+	size := c.s.cfg.MsgSize
+	for {
+		wc, err := c.await(ctx, c.recvCQ, recvCh)
+		if err != nil {
+			return err
+		}
+		if wc.Status != fabric.WCSuccess {
+			return &fabric.WCError{Op: "recv", Status: wc.Status}
+		}
+		n := wc.ByteLen
+		if _, err := payload.Check(c.recvMR.Buf()[:n]); err != nil {
+			return err
+		}
+		copy(c.sendMR.Buf()[:n], c.recvMR.Buf()[:n])
+		if err := c.qp.PostRecv(0, c.recvMR, 0, size); err != nil {
+			return err
+		}
+		if err := c.qp.PostSend(1, c.sendMR, 0, n); err != nil {
+			return err
+		}
+		wc, err = c.await(ctx, c.sendCQ, sendCh)
+		if err != nil {
+			return err
+		}
+		if wc.Status != fabric.WCSuccess {
+			return &fabric.WCError{Op: "send", Status: wc.Status}
+		}
+	}
+}
+
+// destroy releases the client's resources in the order verbs requires:
+// QP before the CQs and MRs it uses.
+func (c *conn) destroy() {
+	released := false
+	if c.qp != nil {
+		c.qp.Destroy()
+		released = true
+	}
+	if c.sub != nil {
+		c.sub.unsubscribe()
+	}
+	for _, mr := range []fabric.MR{c.sendMR, c.recvMR} {
+		if mr != nil {
+			mr.Dereg()
+		}
+	}
+	if c.sub == nil {
+		for _, cq := range []fabric.CQ{c.sendCQ, c.recvCQ} {
+			if cq != nil {
+				cq.Destroy()
+			}
+		}
+	}
+	if released {
+		c.s.mu.Lock()
+		c.s.stats.Released++
+		c.s.mu.Unlock()
+	}
+}

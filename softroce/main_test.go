@@ -1,0 +1,68 @@
+package softroce
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestMain lets the test binary double as the guest's /init, so the real
+// boot test exercises exactly the code an app binary runs in the guest.
+func TestMain(m *testing.M) {
+	if IsGuest() {
+		GuestMain(testHandler)
+	}
+	os.Exit(m.Run())
+}
+
+// testHandler implements the ops the boot test needs beyond the built-ins.
+func testHandler(ctx context.Context, op string, payload json.RawMessage, progress func(any)) (any, error) {
+	switch op {
+	case "count":
+		var n int
+		if err := json.Unmarshal(payload, &n); err != nil {
+			return nil, err
+		}
+		for i := 1; i <= n; i++ {
+			progress(map[string]int{"i": i})
+		}
+		return n, nil
+	case "blob":
+		// A JSON array of n small objects, the shape of a probe result.
+		var n int
+		if err := json.Unmarshal(payload, &n); err != nil {
+			return nil, err
+		}
+		var b strings.Builder
+		b.WriteByte('[')
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"client":%d,"outcome":"ok","rtt_us":%d.5,"phase":"connected-and-verified"}`, i, i%997)
+		}
+		b.WriteByte(']')
+		return json.RawMessage(b.String()), nil
+	case "raw":
+		// A string of n bytes: the channel's own speed, little JSON work.
+		var n int
+		if err := json.Unmarshal(payload, &n); err != nil {
+			return nil, err
+		}
+		return strings.Repeat("x", n), nil
+	case "size":
+		return len(payload), nil
+	case "panic":
+		panic("test handler panic")
+	case "crash":
+		// sysrq-c panics the kernel: the host must report it, not hang.
+		return nil, os.WriteFile("/proc/sysrq-trigger", []byte("c"), 0o200)
+	case "wait":
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return nil, fmt.Errorf("unknown op %q", op)
+}

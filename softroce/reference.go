@@ -1,0 +1,150 @@
+package softroce
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// referencePort is ibv_rc_pingpong's default TCP port, named explicitly so
+// the readiness check in exec-pair watches the right one.
+const referencePort = 18515
+
+// Reference runs ibv_rc_pingpong (RC, 4 KiB messages, 1000 iterations) on
+// rxe0 with GID index 1 inside the guest, server and client both, and
+// returns the client's figures: an independent, rdma-core-made yardstick
+// for the verbs costs rdmaprobe measures in the same guest.
+func Reference(ctx context.Context, g *Guest) (tool, command string, figures map[string]float64, output string, err error) {
+	tool = "ibv_rc_pingpong"
+	common := []string{"ibv_rc_pingpong", "-d", rxeDevice, "-g", strconv.Itoa(rxeGIDIndex), "-p", strconv.Itoa(referencePort), "-s", "4096", "-n", "1000"}
+	server := append([]string(nil), common...)
+	client := append(append([]string(nil), common...), "127.0.0.1")
+	command = strings.Join(client, " ")
+	timeout := (60 * time.Second).Milliseconds()
+	raw, err := g.Call(ctx, OpExecPair, ExecPairRequest{
+		Server: ExecRequest{Argv: server, TimeoutMS: timeout},
+		Client: ExecRequest{Argv: client, TimeoutMS: timeout},
+		Port:   referencePort,
+	}, nil)
+	if err != nil {
+		return tool, command, nil, "", err
+	}
+	var res ExecPairResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return tool, command, nil, "", fmt.Errorf("%s: decode result: %w", tool, err)
+	}
+	output = res.Client.Stdout + res.Client.Stderr
+	if res.Client.ExitCode != 0 || res.Server.ExitCode != 0 {
+		return tool, command, nil, output, fmt.Errorf("%s: client exit %d (%s), server exit %d (%s)", tool,
+			res.Client.ExitCode, firstLine(res.Client.Stderr+res.Client.Error),
+			res.Server.ExitCode, firstLine(res.Server.Stderr+res.Server.Error))
+	}
+	figures, err = ParsePingpong(output)
+	return tool, command, figures, output, err
+}
+
+// ReferenceLatency runs perftest's ib_write_lat (RC RDMA WRITE, 2-byte
+// messages, 1000 iterations) the same way and returns its latency row:
+// t_min, t_max, t_typical, t_avg, t_stdev, p99, p99.9 (µs).
+func ReferenceLatency(ctx context.Context, g *Guest) (tool, command string, figures map[string]float64, output string, err error) {
+	tool = "ib_write_lat"
+	const port = referencePort + 1
+	common := []string{"ib_write_lat", "-d", rxeDevice, "-x", strconv.Itoa(rxeGIDIndex), "-F", "-p", strconv.Itoa(port)}
+	client := append(append([]string(nil), common...), "127.0.0.1")
+	command = strings.Join(client, " ")
+	timeout := (60 * time.Second).Milliseconds()
+	raw, err := g.Call(ctx, OpExecPair, ExecPairRequest{
+		Server: ExecRequest{Argv: common, TimeoutMS: timeout},
+		Client: ExecRequest{Argv: client, TimeoutMS: timeout},
+		Port:   port,
+	}, nil)
+	if err != nil {
+		return tool, command, nil, "", err
+	}
+	var res ExecPairResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return tool, command, nil, "", fmt.Errorf("%s: decode result: %w", tool, err)
+	}
+	output = res.Client.Stdout + res.Client.Stderr
+	if res.Client.ExitCode != 0 || res.Server.ExitCode != 0 {
+		return tool, command, nil, output, fmt.Errorf("%s: client exit %d (%s), server exit %d (%s)", tool,
+			res.Client.ExitCode, firstLine(res.Client.Stderr+res.Client.Error),
+			res.Server.ExitCode, firstLine(res.Server.Stderr+res.Server.Error))
+	}
+	figures, err = ParsePerftestLat(output)
+	return tool, command, figures, output, err
+}
+
+// ParsePerftestLat reads the result row of a perftest latency tool,
+// naming figures after its header (units dropped: all are µs).
+func ParsePerftestLat(out string) (map[string]float64, error) {
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if !strings.Contains(l, "#bytes") || i+1 >= len(lines) {
+			continue
+		}
+		// Headers contain spaces ("99% percentile[usec]"): split on the
+		// unit suffix instead of on blanks.
+		var names []string
+		for _, h := range strings.SplitAfter(l, "]") {
+			h = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(h), "[usec]"))
+			if h == "" {
+				continue
+			}
+			if strings.HasPrefix(h, "#bytes") {
+				names = append(names, strings.Fields(h)...)
+				continue
+			}
+			names = append(names, strings.ReplaceAll(strings.TrimSuffix(h, " percentile"), "% ", "%"))
+		}
+		vals := strings.Fields(lines[i+1])
+		if len(vals) != len(names) {
+			return nil, fmt.Errorf("perftest row has %d values for %d columns", len(vals), len(names))
+		}
+		figs := map[string]float64{}
+		for j, n := range names {
+			v, err := strconv.ParseFloat(vals[j], 64)
+			if err != nil {
+				return nil, fmt.Errorf("perftest column %s: %w", n, err)
+			}
+			figs[strings.TrimPrefix(n, "#")] = v
+		}
+		return figs, nil
+	}
+	return nil, fmt.Errorf("perftest output has no result table: %q", firstLine(out))
+}
+
+var (
+	pingpongBytes = regexp.MustCompile(`(\d+) bytes in ([\d.]+) seconds = ([\d.]+) Mbit/sec`)
+	pingpongIters = regexp.MustCompile(`(\d+) iters in ([\d.]+) seconds = ([\d.]+) usec/iter`)
+)
+
+// ParsePingpong reads the two summary lines of ibv_rc_pingpong (and its
+// ud/srq siblings).
+func ParsePingpong(out string) (map[string]float64, error) {
+	b := pingpongBytes.FindStringSubmatch(out)
+	it := pingpongIters.FindStringSubmatch(out)
+	if b == nil || it == nil {
+		return nil, fmt.Errorf("ibv_rc_pingpong output has no rate lines: %q", firstLine(out))
+	}
+	f := func(s string) float64 { v, _ := strconv.ParseFloat(s, 64); return v }
+	return map[string]float64{
+		"bytes":     f(b[1]),
+		"seconds":   f(b[2]),
+		"Mbit/sec":  f(b[3]),
+		"iters":     f(it[1]),
+		"usec/iter": f(it[3]),
+	}, nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
