@@ -64,6 +64,10 @@ type Run struct {
 	Points        []Point     `json:"points"`
 	Search        *Search     `json:"search,omitempty"`
 	PSN           PSNCheck    `json:"psn_check"`
+	// Limits are read once at the start of the run.
+	Limits *Limits `json:"limits,omitempty"`
+	// Diagnosis is the limiting factor at the breaking point.
+	Diagnosis *Diagnosis `json:"diagnosis,omitempty"`
 	// Complete is false while a run is in progress or when it was
 	// interrupted; Error says why it stopped early.
 	Complete bool   `json:"complete"`

@@ -1,0 +1,67 @@
+package result
+
+// Sample is one reading of the collectors during a point. T is seconds
+// since the point started, so series of different points align.
+type Sample struct {
+	T float64 `json:"t"`
+	// RDMA holds per-device resource counts (pd, cq, qp, mr, ctx, cm_id,
+	// srq) minus the baseline taken before the point.
+	RDMA map[string]int `json:"rdma,omitempty"`
+	// HostCPU is 0–100 over all CPUs; memory in bytes. For the vm backend
+	// these are the guest's.
+	HostCPU     float64 `json:"host_cpu_pct"`
+	HostMemUsed uint64  `json:"host_mem_used"`
+	// Procs are the server, the load generators and, for vm, QEMU as seen
+	// from the host.
+	Procs []ProcSample `json:"procs,omitempty"`
+}
+
+// ProcSample is one process at one instant.
+type ProcSample struct {
+	Role    string  `json:"role"` // "server", "clients-0", "qemu"
+	PID     int     `json:"pid"`
+	CPU     float64 `json:"cpu_pct"` // per core, may exceed 100
+	RSS     uint64  `json:"rss"`
+	Threads int     `json:"threads"`
+	FDs     int     `json:"fds"`
+	Maps    int     `json:"maps"` // lines of /proc/PID/maps
+}
+
+// Limits are the limits in force that bound capacity.
+type Limits struct {
+	DeviceCaps      map[string]int64 `json:"device_caps,omitempty"`
+	MemlockBytes    int64            `json:"rlimit_memlock"` // -1 = unlimited
+	NoFile          int64            `json:"rlimit_nofile"`
+	MaxMapCount     int64            `json:"vm_max_map_count"`
+	Somaxconn       int64            `json:"somaxconn"`
+	ThreadsMax      int64            `json:"threads_max"`
+	PidMax          int64            `json:"pid_max"`
+	ListenOverflows int64            `json:"tcp_listen_overflows"` // TcpExt counters, cumulative
+	ListenDrops     int64            `json:"tcp_listen_drops"`
+}
+
+// Diagnosis names the limit most likely to have stopped a point, with
+// the evidence that points at it.
+type Diagnosis struct {
+	// Limit is a short key: "max-clients", "device-cap:max_qp",
+	// "rlimit-nofile", "vm.max_map_count", "listen-backlog", "memlock",
+	// "memory", "timeout", "unknown".
+	Limit string `json:"limit"`
+	// Summary is the one-line statement shown in the terminal, e.g.
+	// "ibv_create_qp: ENOMEM from 16,371 clients; server process had
+	// 65,524 mappings of vm.max_map_count 65,530".
+	Summary    string   `json:"summary"`
+	Evidence   []string `json:"evidence,omitempty"`
+	Suggestion string   `json:"suggestion,omitempty"`
+}
+
+// Cost is the per-client resource cost derived from a point's samples.
+type Cost struct {
+	Clients       int     `json:"clients"`
+	QPs           float64 `json:"qp_per_client"`
+	CQs           float64 `json:"cq_per_client"`
+	MRs           float64 `json:"mr_per_client"`
+	PDs           float64 `json:"pd_per_client"`
+	ServerRSS     float64 `json:"server_rss_bytes_per_client"`
+	RegisteredMem float64 `json:"registered_bytes_per_client,omitempty"`
+}
