@@ -405,6 +405,8 @@ func ErrnoName(e syscall.Errno) string {
 		return "EFAULT"
 	case syscall.EIO:
 		return "EIO"
+	case syscall.EOVERFLOW:
+		return "EOVERFLOW"
 	}
 	return fmt.Sprintf("errno %d", int(e))
 }

@@ -30,7 +30,9 @@ type device struct {
 var _ fabric.Device = (*device)(nil)
 
 // loopbackGID is ::ffff:127.0.0.1, the RoCE v2 IPv4-mapped GID rxe on lo
-// puts at index 1.
+// puts at index 1. The sim reports it at whatever index was asked for:
+// routing is by LID, so rxe's failure of RTR with GID index 0 (fe80::) is
+// not reproduced.
 var loopbackGID = fabric.GID{10: 0xff, 11: 0xff, 12: 127, 15: 1}
 
 func newDevice(p *Provider, ln net.Listener, gidx int) *device {

@@ -270,6 +270,9 @@ func (q *qp) sge(verb string, m fabric.MR, off, length int) ([]byte, error) {
 
 func (q *qp) PostSend(wrID uint64, m fabric.MR, off, length int) error {
 	const verb = "ibv_post_send"
+	if length > maxFrame {
+		return verr(verb, syscall.EINVAL, fmt.Sprintf("%d bytes exceed the port's max_msg_sz %d", length, maxFrame))
+	}
 	data, err := q.sge(verb, m, off, length)
 	if err != nil {
 		return err

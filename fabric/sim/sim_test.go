@@ -946,9 +946,17 @@ func TestTenThousandPairs(t *testing.T) {
 		}
 	}
 	t.Logf("%d QP pairs: setup %v, one message each %v", n, setup, time.Since(start)-setup)
-	if got := len(a.dev.(*device).out) + len(b.dev.(*device).in); got != 2 {
-		t.Fatalf("%d connections between the two contexts, want 1 each way", got)
+	if out, in := conns(a.dev), conns(b.dev); out != [2]int{1, 0} || in != [2]int{0, 1} {
+		t.Fatalf("connections (dialed, accepted): A %v, B %v; want one from A to B", out, in)
 	}
+}
+
+// conns counts a context's dialed and accepted wire connections.
+func conns(dev fabric.Device) [2]int {
+	d := dev.(*device)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return [2]int{len(d.out), len(d.in)}
 }
 
 func TestConcurrentClients(t *testing.T) {
