@@ -24,6 +24,7 @@ func vmFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "vm-cpus", Value: 2, Usage: "vm: guest vCPUs"},
 		&cli.IntFlag{Name: "vm-mem", Value: 8192, Usage: "vm: guest memory in MiB"},
+		&cli.IntFlag{Name: "vm-max-map-count", Usage: "vm: set the guest's vm.max_map_count (default: the kernel's 65530)"},
 	}
 }
 
@@ -50,7 +51,11 @@ func newVMBackend(c *cli.Context, reason string) (*backend, error) {
 			Description: "vm: rxe0 (Soft-RoCE in a QEMU guest)"},
 		childArgs: []string{"--backend", "verbs", "--gid-index", "-1"},
 	}
-	cpus, mem := c.Int("vm-cpus"), c.Int("vm-mem")
+	cpus, mem, maps := c.Int("vm-cpus"), c.Int("vm-mem"), c.Int("vm-max-map-count")
+	if cpus < 1 || mem < 256 {
+		return nil, fmt.Errorf("--vm-cpus must be ≥ 1 and --vm-mem ≥ 256 MiB")
+	}
+	out := c.App.Writer
 	b.open = func(ctx context.Context, cfg runner.Config, run *result.Run, dir string) (probe.Measure, func(), error) {
 		exe, err := verbsBinary(ctx)
 		if err != nil {
@@ -66,14 +71,23 @@ func newVMBackend(c *cli.Context, reason string) (*backend, error) {
 			return nil, nil, err
 		}
 		info := g.Ready
+		if maps > 0 {
+			if _, err := g.Call(ctx, softroce.OpSysctl, map[string]string{"vm.max_map_count": fmt.Sprint(maps)}, nil); err != nil {
+				g.Close()
+				return nil, nil, fmt.Errorf("set guest vm.max_map_count: %w", err)
+			}
+		}
 		genv := guestEnvironment(info)
 		run.Environment.Guest = &genv
 		run.Backend.Description = fmt.Sprintf("vm: %s on Linux %s (Soft-RoCE, QEMU TCG, %d vCPU, %s)",
 			info.Device, shortRelease(info.KernelRelease), cpus, memString(mem))
-		if tool, cmd, figs, out, err := softroce.Reference(ctx, g); err != nil {
-			run.Environment.Reference = &result.Reference{Tool: tool, Command: cmd, Error: err.Error(), Output: out}
+		fmt.Fprintf(out, "guest: %s, ready in %.1f s\n", run.Backend.Description, g.BootTime.Seconds())
+		if tool, cmd, figs, rout, err := softroce.Reference(ctx, g); err != nil {
+			run.Environment.Reference = &result.Reference{Tool: tool, Command: cmd, Error: err.Error(), Output: rout}
+			fmt.Fprintf(out, "reference: %s failed: %v\n", tool, err)
 		} else {
 			run.Environment.Reference = &result.Reference{Tool: tool, Command: cmd, Figures: figs}
+			fmt.Fprintf(out, "reference: %s on %s: %.1f µs/iter, %.1f Mbit/s\n", tool, info.Device, figs["usec/iter"], figs["Mbit/sec"])
 		}
 		measure := func(ctx context.Context, n, trial int) (result.Point, error) {
 			gcfg := cfg

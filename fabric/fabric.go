@@ -66,7 +66,15 @@ type PortInfo struct {
 // GID is a 128-bit global identifier (an IPv6 address on RoCE).
 type GID [16]byte
 
-func (g GID) String() string { return net.IP(g[:]).String() }
+// String renders the GID as IPv6, keeping the ::ffff: prefix of
+// IPv4-mapped (RoCE v2) GIDs that net.IP would drop.
+func (g GID) String() string {
+	ip := net.IP(g[:])
+	if v4 := ip.To4(); v4 != nil {
+		return "::ffff:" + v4.String()
+	}
+	return ip.String()
+}
 
 // MarshalText renders the GID as an IPv6 address.
 func (g GID) MarshalText() ([]byte, error) { return []byte(g.String()), nil }

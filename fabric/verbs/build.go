@@ -1,0 +1,190 @@
+package verbs
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// verbsHeader is the header whose presence means cgo can build this
+// package; a variable so tests can point it elsewhere.
+var verbsHeader = "/usr/include/infiniband/verbs.h"
+
+// ErrNoHeaders is returned by EnsureBinary when libibverbs-dev is missing.
+var ErrNoHeaders = errors.New("libibverbs-dev is not installed: apt-get install libibverbs-dev")
+
+// binaryPrefix names cached binaries: <prefix><source hash>.
+const binaryPrefix = "rdmaprobe-verbs-"
+
+// goBuild runs the build; tests replace it to count builds.
+var goBuild = func(ctx context.Context, moduleDir, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "verbs", "-o", out, ".")
+	cmd.Dir = moduleDir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	var stderr bytes.Buffer
+	cmd.Stdout = &stderr
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build -tags verbs in %s: %v: %s", moduleDir, err, lastLines(stderr.String(), 5))
+	}
+	return nil
+}
+
+// EnsureBinary returns the path of an rdmaprobe binary built with the verbs
+// tag from the module in moduleDir, building it into cacheDir only when no
+// binary for the current sources is cached there. The cache key is a hash
+// of the module's non-test Go sources (plus cgo C/asm files) and
+// go.mod/go.sum, so any edit that can change the binary rebuilds it and
+// nothing else does. Older cached binaries are removed.
+func EnsureBinary(ctx context.Context, moduleDir, cacheDir string) (string, error) {
+	if _, err := os.Stat(verbsHeader); err != nil {
+		return "", ErrNoHeaders
+	}
+	sum, err := SourceHash(moduleDir)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(cacheDir, binaryPrefix+sum)
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return path, nil
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return "", fmt.Errorf("binary cache: %w", err)
+	}
+	// Build under a temporary name and rename, so a concurrent or
+	// interrupted build never leaves a half-written binary at path.
+	tmp, err := os.CreateTemp(cacheDir, ".building-*")
+	if err != nil {
+		return "", fmt.Errorf("binary cache: %w", err)
+	}
+	tmpName := tmp.Name()
+	tmp.Close()
+	defer os.Remove(tmpName)
+	if err := goBuild(ctx, moduleDir, tmpName); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmpName, path); err != nil {
+		return "", fmt.Errorf("binary cache: %w", err)
+	}
+	pruneCache(cacheDir, filepath.Base(path))
+	return path, nil
+}
+
+// SourceHash is the cache key EnsureBinary uses for moduleDir: the first
+// 16 hex digits of a SHA-256 over the relative path and contents of every
+// file that goes into the binary: non-test Go files, cgo C/asm files,
+// go.mod/go.sum, and every file under a directory whose Go files use
+// //go:embed (embedded templates change the binary too).
+func SourceHash(moduleDir string) (string, error) {
+	var all []string
+	embedDirs := map[string]bool{}
+	err := filepath.WalkDir(moduleDir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(moduleDir, path)
+		if err != nil {
+			return err
+		}
+		if e.IsDir() {
+			if rel != "." && skipDir(e.Name()) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !e.Type().IsRegular() {
+			return nil
+		}
+		all = append(all, rel)
+		if buildInput(rel) && strings.HasSuffix(rel, ".go") {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if bytes.Contains(b, []byte("//go:embed")) {
+				embedDirs[filepath.Dir(rel)] = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("hash sources in %s: %w", moduleDir, err)
+	}
+	var files []string
+	for _, rel := range all {
+		if buildInput(rel) || underAny(rel, embedDirs) {
+			files = append(files, rel)
+		}
+	}
+	h := sha256.New()
+	for _, rel := range files {
+		b, err := os.ReadFile(filepath.Join(moduleDir, rel))
+		if err != nil {
+			return "", fmt.Errorf("hash sources in %s: %w", moduleDir, err)
+		}
+		// Length-prefixing path and content keeps ("ab","c") and ("a","bc")
+		// from hashing alike.
+		fmt.Fprintf(h, "%d:%s\x00%d\x00", len(rel), filepath.ToSlash(rel), len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+func underAny(rel string, dirs map[string]bool) bool {
+	for dir := filepath.Dir(rel); ; dir = filepath.Dir(dir) {
+		if dirs[dir] {
+			return true
+		}
+		if dir == "." {
+			return false
+		}
+	}
+}
+
+// skipDir leaves out what the go tool ignores (testdata, _ and . prefixes)
+// and saved results, which only grow.
+func skipDir(name string) bool {
+	return name == "testdata" || name == "results" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")
+}
+
+func buildInput(rel string) bool {
+	base := filepath.Base(rel)
+	if rel == "go.mod" || rel == "go.sum" {
+		return true
+	}
+	if strings.HasPrefix(base, ".") || strings.HasPrefix(base, "_") {
+		return false
+	}
+	switch filepath.Ext(base) {
+	case ".go":
+		return !strings.HasSuffix(base, "_test.go")
+	case ".c", ".h", ".s", ".S":
+		return true
+	}
+	return false
+}
+
+func pruneCache(dir, keep string) {
+	old, _ := filepath.Glob(filepath.Join(dir, binaryPrefix+"*"))
+	for _, p := range old {
+		if filepath.Base(p) != keep {
+			os.Remove(p)
+		}
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "; ")
+}

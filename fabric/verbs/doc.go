@@ -1,0 +1,15 @@
+// Package verbs is the libibverbs implementation of the fabric interfaces:
+// real protection domains, CQs, MRs and RC QPs on an RDMA device (mlx5,
+// efa, rxe/Soft-RoCE ...).
+//
+// The cgo code is built only with the "verbs" build tag (and cgo), since it
+// needs libibverbs-dev's headers; without the tag the package still builds,
+// Supported reports false and New returns a provider that says the binary
+// lacks verbs. EnsureBinary builds (and caches) a tagged binary when the
+// headers are present.
+//
+// Waiting for completions costs neither a spinning core nor an OS thread per
+// waiter: each open device has one completion channel whose fd sits in Go's
+// netpoller, and one goroutine turns its events into wake-ups of the CQ
+// they belong to, so thousands of goroutines can each block in fabric.Await.
+package verbs
