@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -28,6 +29,8 @@ func serveCommand(s Streams) *cli.Command {
 			&cli.StringFlag{Name: "cert-out", Usage: "write the generated certificate here for clients to pin"},
 			&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "largest payload a client may send, bytes"},
 			&cli.IntFlag{Name: "backlog", Usage: "listen queue length (default: the kernel's somaxconn)"},
+			&cli.DurationFlag{Name: "handshake-timeout", Value: 60 * time.Second, Usage: "per-client deadline for the TLS handshake"},
+			&cli.DurationFlag{Name: "exchange-timeout", Value: 60 * time.Second, Usage: "per-client deadline from the handshake to the client's hello"},
 			&cli.StringFlag{Name: "ready-file", Usage: "write the listening address to this file once ready"},
 			&cli.BoolFlag{Name: "events", Hidden: true, Usage: "write JSON events on stdout for the runner"},
 		}, fabricFlags()...),
@@ -57,7 +60,8 @@ func serve(ctx context.Context, c *cli.Context, s Streams) error {
 	srv, err := server.New(ctx, server.Config{
 		Listen: c.String("listen"), MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
 		TLS: tlsConf, Provider: p, Device: deviceConfig(c), MsgSize: c.Int("msg-size"),
-		Backlog: c.Int("backlog"),
+		Backlog: c.Int("backlog"), HandshakeTimeout: c.Duration("handshake-timeout"),
+		ExchangeTimeout: c.Duration("exchange-timeout"),
 	})
 	if err != nil {
 		if events {

@@ -88,7 +88,10 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	}
 	srvArgs := append([]string{"serve", "--listen", "127.0.0.1:0",
 		"--max-clients", strconv.Itoa(max), "--mode", cfg.Mode,
-		"--cert", cfg.CertFile, "--key", cfg.KeyFile, "--events"}, cfg.FabricArgs...)
+		"--cert", cfg.CertFile, "--key", cfg.KeyFile, "--events",
+		// The server waits for a client as long as the client itself may
+		// take, so a slow client is the client's timeout, not the server's.
+		"--handshake-timeout", cfg.Timeout.String(), "--exchange-timeout", cfg.Timeout.String()}, cfg.FabricArgs...)
 	if cfg.MsgSize > 0 {
 		srvArgs = append(srvArgs, "--msg-size", strconv.Itoa(cfg.MsgSize))
 	}

@@ -61,17 +61,19 @@ func EnsureBinary(ctx context.Context, moduleDir, cacheDir string) (string, erro
 	}
 	// Build under a temporary name and rename, so a concurrent or
 	// interrupted build never leaves a half-written binary at path.
-	tmp, err := os.CreateTemp(cacheDir, ".building-*")
+	tmpDir, err := os.MkdirTemp(cacheDir, ".building-")
 	if err != nil {
 		return "", fmt.Errorf("binary cache: %w", err)
 	}
-	tmpName := tmp.Name()
-	tmp.Close()
-	defer os.Remove(tmpName)
-	if err := goBuild(ctx, moduleDir, tmpName); err != nil {
+	defer os.RemoveAll(tmpDir)
+	tmp := filepath.Join(tmpDir, "rdmaprobe")
+	if err := goBuild(ctx, moduleDir, tmp); err != nil {
 		return "", err
 	}
-	if err := os.Rename(tmpName, path); err != nil {
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return "", fmt.Errorf("binary cache: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		return "", fmt.Errorf("binary cache: %w", err)
 	}
 	pruneCache(cacheDir, filepath.Base(path))

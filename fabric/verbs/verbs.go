@@ -508,9 +508,14 @@ type device struct {
 	cqs    map[uintptr]*cq
 	nextID uintptr
 
-	mu     sync.Mutex
-	pds    map[*pd]struct{}
+	// life lets creators run concurrently while Close waits them out: a
+	// resource created after Close collected its leftovers would leak and
+	// keep the completion channel busy.
+	life   sync.RWMutex
 	closed bool
+
+	mu  sync.Mutex
+	pds map[*pd]struct{}
 }
 
 var _ fabric.Device = (*device)(nil)
@@ -555,18 +560,31 @@ func (d *device) events(rc syscall.RawConn) {
 	}
 }
 
-func (d *device) AllocPD() (fabric.PD, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+// enter admits a creating call unless the device is closed; exit ends it.
+func (d *device) enter(verb string) error {
+	d.life.RLock()
 	if d.closed {
-		return nil, verr("ibv_alloc_pd", syscall.EINVAL, "device closed")
+		d.life.RUnlock()
+		return verr(verb, syscall.EINVAL, "device closed")
 	}
+	return nil
+}
+
+func (d *device) exit() { d.life.RUnlock() }
+
+func (d *device) AllocPD() (fabric.PD, error) {
+	if err := d.enter("ibv_alloc_pd"); err != nil {
+		return nil, err
+	}
+	defer d.exit()
 	p, err := C.ibv_alloc_pd(d.ctx)
 	if p == nil {
 		return nil, verr("ibv_alloc_pd", errnoOf(err, syscall.ENOMEM), "")
 	}
 	x := &pd{dev: d, pd: p, qps: make(map[*qp]struct{}), mrs: make(map[*mr]struct{})}
+	d.mu.Lock()
 	d.pds[x] = struct{}{}
+	d.mu.Unlock()
 	return x, nil
 }
 
@@ -574,12 +592,10 @@ func (d *device) CreateCQ(cqe int) (fabric.CQ, error) {
 	if cqe < 1 {
 		return nil, verr("ibv_create_cq", syscall.EINVAL, fmt.Sprintf("cqe %d", cqe))
 	}
-	d.mu.Lock()
-	closed := d.closed
-	d.mu.Unlock()
-	if closed {
-		return nil, verr("ibv_create_cq", syscall.EINVAL, "device closed")
+	if err := d.enter("ibv_create_cq"); err != nil {
+		return nil, err
 	}
+	defer d.exit()
 	c := &cq{dev: d, ev: make(chan struct{})}
 	// Registered before creation: an event cannot arrive before the CQ is
 	// armed, but the id must be unique and the map is the allocator.
@@ -603,12 +619,14 @@ func (d *device) CreateCQ(cqe int) (fabric.CQ, error) {
 // Close destroys what the caller left (QPs, MRs, CQs, PDs, in the order
 // verbs requires), stops the event goroutine and closes the context.
 func (d *device) Close() error {
-	d.mu.Lock()
+	d.life.Lock()
 	if d.closed {
-		d.mu.Unlock()
+		d.life.Unlock()
 		return nil
 	}
 	d.closed = true
+	d.life.Unlock()
+	d.mu.Lock()
 	pds := make([]*pd, 0, len(d.pds))
 	for x := range d.pds {
 		pds = append(pds, x)
@@ -662,12 +680,17 @@ func (d *device) Close() error {
 // pd is a protection domain; it tracks its QPs and MRs so Device.Close can
 // release them in order.
 type pd struct {
-	dev  *device
-	pd   *C.struct_ibv_pd
-	mu   sync.Mutex
+	dev *device
+	pd  *C.struct_ibv_pd
+
+	// life is held shared across the C calls that use the PD, so clients
+	// register MRs and create QPs in parallel, and exclusively by Dealloc.
+	life sync.RWMutex
 	dead bool
-	qps  map[*qp]struct{}
-	mrs  map[*mr]struct{}
+
+	mu  sync.Mutex
+	qps map[*qp]struct{}
+	mrs map[*mr]struct{}
 }
 
 var _ fabric.PD = (*pd)(nil)
@@ -676,8 +699,12 @@ func (x *pd) RegMR(size int, access fabric.Access) (fabric.MR, error) {
 	if size <= 0 {
 		return nil, verr("ibv_reg_mr", syscall.EINVAL, fmt.Sprintf("size %d", size))
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
+	if err := x.dev.enter("ibv_reg_mr"); err != nil {
+		return nil, err
+	}
+	defer x.dev.exit()
+	x.life.RLock()
+	defer x.life.RUnlock()
 	if x.dead {
 		return nil, verr("ibv_reg_mr", syscall.EINVAL, "PD deallocated")
 	}
@@ -694,7 +721,9 @@ func (x *pd) RegMR(size int, access fabric.Access) (fabric.MR, error) {
 		rkey: uint32(p.rkey),
 	}
 	m.buf = unsafe.Slice((*byte)(p.addr), size)
+	x.mu.Lock()
 	x.mrs[m] = struct{}{}
+	x.mu.Unlock()
 	return m, nil
 }
 
@@ -704,14 +733,18 @@ func (x *pd) CreateQP(a fabric.QPInitAttr) (fabric.QP, error) {
 	if !ok1 || !ok2 || scq == nil || rcq == nil {
 		return nil, verr("ibv_create_qp", syscall.EINVAL, "send and receive CQs must be verbs CQs")
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
+	if err := x.dev.enter("ibv_create_qp"); err != nil {
+		return nil, err
+	}
+	defer x.dev.exit()
+	x.life.RLock()
+	defer x.life.RUnlock()
 	if x.dead {
 		return nil, verr("ibv_create_qp", syscall.EINVAL, "PD deallocated")
 	}
-	// The CQs stay locked across the call so neither is destroyed under
-	// it; afterwards the kernel itself refuses (EBUSY) while the QP lives.
-	unlock, err := lockCQs(scq, rcq)
+	// The CQs are held across the call so neither is destroyed under it;
+	// afterwards the kernel itself refuses (EBUSY) while the QP lives.
+	unlock, err := holdCQs(scq, rcq)
 	if err != nil {
 		return nil, err
 	}
@@ -722,25 +755,28 @@ func (x *pd) CreateQP(a fabric.QPInitAttr) (fabric.QP, error) {
 		return nil, verr("ibv_create_qp", errnoOf(cerr, syscall.ENOMEM), "")
 	}
 	q := &qp{pd: x, qp: p, qpn: uint32(p.qp_num)}
+	x.mu.Lock()
 	x.qps[q] = struct{}{}
+	x.mu.Unlock()
 	return q, nil
 }
 
-// lockCQs locks one or two CQs in id order, so two QPs created at once
-// over the same CQs in swapped roles cannot deadlock.
-func lockCQs(a, b *cq) (func(), error) {
+// holdCQs read-locks the lifetimes of one or two CQs in id order, so QPs
+// created over the same CQs in swapped roles while one is being destroyed
+// cannot deadlock.
+func holdCQs(a, b *cq) (func(), error) {
 	if a.id > b.id {
 		a, b = b, a
 	}
-	a.mu.Lock()
+	a.life.RLock()
 	if b != a {
-		b.mu.Lock()
+		b.life.RLock()
 	}
 	unlock := func() {
 		if b != a {
-			b.mu.Unlock()
+			b.life.RUnlock()
 		}
-		a.mu.Unlock()
+		a.life.RUnlock()
 	}
 	if a.dead || b.dead {
 		unlock()
@@ -750,13 +786,16 @@ func lockCQs(a, b *cq) (func(), error) {
 }
 
 func (x *pd) Dealloc() error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
+	x.life.Lock()
+	defer x.life.Unlock()
 	if x.dead {
 		return verr("ibv_dealloc_pd", syscall.EINVAL, "already deallocated")
 	}
-	if len(x.qps) > 0 || len(x.mrs) > 0 {
-		return verr("ibv_dealloc_pd", syscall.EBUSY, fmt.Sprintf("%d QPs and %d MRs still use it", len(x.qps), len(x.mrs)))
+	x.mu.Lock()
+	nq, nm := len(x.qps), len(x.mrs)
+	x.mu.Unlock()
+	if nq > 0 || nm > 0 {
+		return verr("ibv_dealloc_pd", syscall.EBUSY, fmt.Sprintf("%d QPs and %d MRs still use it", nq, nm))
 	}
 	if r := C.ibv_dealloc_pd(x.pd); r != 0 {
 		return verr("ibv_dealloc_pd", syscall.Errno(r), "")
@@ -778,6 +817,7 @@ type mr struct {
 	buf  []byte
 	lkey uint32
 	rkey uint32
+	mu   sync.Mutex // serialises Dereg
 	dead atomic.Bool
 }
 
@@ -788,9 +828,8 @@ func (m *mr) LKey() uint32 { return m.lkey }
 func (m *mr) RKey() uint32 { return m.rkey }
 
 func (m *mr) Dereg() error {
-	x := m.pd
-	x.mu.Lock()
-	defer x.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.dead.Load() {
 		return verr("ibv_dereg_mr", syscall.EINVAL, "already deregistered")
 	}
@@ -799,7 +838,10 @@ func (m *mr) Dereg() error {
 	}
 	m.dead.Store(true)
 	m.buf = nil
+	x := m.pd
+	x.mu.Lock()
 	delete(x.mrs, m)
+	x.mu.Unlock()
 	return nil
 }
 
@@ -808,12 +850,14 @@ type cq struct {
 	dev *device
 	id  uintptr // cq_context: how the event goroutine finds this CQ
 
-	// mu serialises the C calls on the CQ with its destruction and guards
-	// buf, the C array Poll copies completions through.
-	mu   sync.Mutex
-	cq   *C.struct_ibv_cq
-	buf  *C.rp_wc
-	dead bool
+	// life is held shared by every C call on the CQ (and by QP creation
+	// over it) and exclusively by Destroy; pollMu guards buf, the C array
+	// Poll copies completions through.
+	life   sync.RWMutex
+	cq     *C.struct_ibv_cq
+	dead   bool
+	pollMu sync.Mutex
+	buf    *C.rp_wc
 
 	// An event closes ev, waking every waiter of a shared CQ; pending keeps
 	// an event that fired between Arm and Wait from being lost.
@@ -853,11 +897,13 @@ func (c *cq) Poll(wc []fabric.WC) (int, error) {
 	if len(wc) == 0 {
 		return 0, nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.life.RLock()
+	defer c.life.RUnlock()
 	if c.dead {
 		return 0, verr("ibv_poll_cq", syscall.EINVAL, "CQ destroyed")
 	}
+	c.pollMu.Lock()
+	defer c.pollMu.Unlock()
 	n := int(C.rp_poll(c.cq, c.buf, C.int(min(len(wc), C.RP_POLL_MAX))))
 	if n < 0 {
 		return 0, verr("ibv_poll_cq", syscall.EIO, fmt.Sprintf("returned %d", n))
@@ -881,8 +927,8 @@ func (c *cq) Poll(wc []fabric.WC) (int, error) {
 }
 
 func (c *cq) Arm() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.life.RLock()
+	defer c.life.RUnlock()
 	if c.dead {
 		return verr("ibv_req_notify_cq", syscall.EINVAL, "CQ destroyed")
 	}
@@ -915,8 +961,8 @@ func (c *cq) Wait(ctx context.Context) error {
 }
 
 func (c *cq) Destroy() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.life.Lock()
+	defer c.life.Unlock()
 	if c.dead {
 		return verr("ibv_destroy_cq", syscall.EINVAL, "already destroyed")
 	}
