@@ -3,6 +3,7 @@
 package app
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -64,7 +65,12 @@ func Main(args []string, s Streams) int {
 	if softroce.IsGuest() {
 		guestMain() // never returns: it powers the guest off
 	}
-	err := New(s).Run(args)
+	return MainContext(context.Background(), args, s)
+}
+
+// MainContext is Main under ctx: cancelling it is Ctrl-C.
+func MainContext(ctx context.Context, args []string, s Streams) int {
+	err := New(s).RunContext(ctx, args)
 	if err == nil {
 		return 0
 	}

@@ -1,11 +1,14 @@
 package app
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
@@ -24,12 +27,12 @@ func loadOnlyRun(t *testing.T, root string) *result.Run {
 }
 
 // A simulated device cap makes the true capacity a known number: with
-// max_qp = 45 the server can hold 45 clients (one QP each), and search
+// max_qp = 450 the server can hold 450 clients (one QP each), and search
 // must report exactly that.
 func TestSearchFindsSimulatedCap(t *testing.T) {
 	root := t.TempDir()
-	out, errOut, code := run(t, "search", "--backend", "sim", "--lo", "30", "--hi", "60",
-		"--sim-max-qp", "45", "--rounds", "1", "--msg-size", "64", "--timeout", "20s", "--results", root)
+	out, errOut, code := run(t, "search", "--backend", "sim", "--lo", "300", "--hi", "600",
+		"--sim-max-qp", "450", "--rounds", "1", "--msg-size", "64", "--timeout", "20s", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
@@ -37,8 +40,8 @@ func TestSearchFindsSimulatedCap(t *testing.T) {
 		t.Errorf("first line must name the simulated backend: %q", strings.SplitN(out, "\n", 2)[0])
 	}
 	r := loadOnlyRun(t, root)
-	if r.Search == nil || r.Search.Capacity != 45 {
-		t.Fatalf("capacity %+v, want 45\n%s", r.Search, out)
+	if r.Search == nil || r.Search.Capacity != 450 {
+		t.Fatalf("capacity %+v, want 450\n%s", r.Search, out)
 	}
 	if !r.Complete || !r.Backend.Simulated || r.Backend.Name != "sim" {
 		t.Errorf("run: complete %v, backend %+v", r.Complete, r.Backend)
@@ -50,17 +53,17 @@ func TestSearchFindsSimulatedCap(t *testing.T) {
 	// classified and carrying the errno.
 	var failed *result.Point
 	for i := range r.Points {
-		if r.Points[i].Clients == 46 {
+		if r.Points[i].Clients == 451 {
 			failed = &r.Points[i]
 		}
 	}
 	if failed == nil {
-		t.Fatalf("46 clients not tested; points %v", clientsOf(r))
+		t.Fatalf("451 clients not tested; points %v", clientsOf(r))
 	}
 	if failed.Outcomes[result.OutcomeQPCreate] == 0 {
-		t.Errorf("46 clients: outcomes %v, want qp-create failures", failed.Outcomes)
+		t.Errorf("451 clients: outcomes %v, want qp-create failures", failed.Outcomes)
 	}
-	if !regexp.MustCompile(`(?m)^\(simulated\) .*45`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^\(simulated\) .*450 clients connect at 100%`).MatchString(out) {
 		t.Errorf("verdict line missing or not labelled simulated:\n%s", out)
 	}
 	if !strings.Contains(out, "Connect p50") {
@@ -187,4 +190,47 @@ func children(t *testing.T) []string {
 		}
 	}
 	return kids
+}
+
+// Ctrl-C mid-run leaves a valid run.json holding the points completed,
+// marked incomplete, and a non-zero exit.
+func TestInterruptSavesCompletedPoints(t *testing.T) {
+	root := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb bytes.Buffer
+	done := make(chan int)
+	go func() {
+		done <- MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "5,10,20,40,80,160,320,640,1280,2560,5120",
+			"--rounds", "1", "--msg-size", "64", "--results", root}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errb})
+	}()
+	// Interrupt as soon as the first point is on disk.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		runs, _ := filepath.Glob(filepath.Join(root, "*", result.FileName))
+		if len(runs) == 1 {
+			if r, err := result.Load(runs[0]); err == nil && len(r.Points) > 0 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no point saved within 30 s")
+		}
+		time.Sleep(5 * time.Millisecond) // polling the file: there is no other signal to wait on
+	}
+	cancel()
+	code := <-done
+	if code != 130 {
+		t.Errorf("exit %d, want 130\n%s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "interrupted") {
+		t.Errorf("stderr %q", errb.String())
+	}
+	r := loadOnlyRun(t, root)
+	if r.Complete || r.Error != "interrupted" || len(r.Points) == 0 || len(r.Points) == 11 {
+		t.Errorf("run complete=%v error=%q points=%d", r.Complete, r.Error, len(r.Points))
+	}
+	if kids := children(t); len(kids) != 0 {
+		t.Errorf("child processes left after interrupt: %v", kids)
+	}
 }
