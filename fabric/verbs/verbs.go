@@ -550,8 +550,8 @@ func (d *device) events(rc syscall.RawConn) {
 		}
 	})
 	if fatal != 0 || (err != nil && !errors.Is(err, os.ErrClosed)) {
-		// The channel is unusable: wake every waiter so none hangs; their
-		// next poll or arm reports what is wrong with the device.
+		// The channel is unusable: fail every waiter with the errno rather
+		// than let it hang until its context ends.
 		d.cqMu.Lock()
 		for _, c := range d.cqs {
 			c.broken(fatal)
@@ -597,8 +597,8 @@ func (d *device) CreateCQ(cqe int) (fabric.CQ, error) {
 	}
 	defer d.exit()
 	c := &cq{dev: d, ev: make(chan struct{})}
-	// Registered before creation: an event cannot arrive before the CQ is
-	// armed, but the id must be unique and the map is the allocator.
+	// Registered before ibv_create_cq so the id the kernel will hand back
+	// in cq_context is always one the event goroutine can resolve.
 	d.cqMu.Lock()
 	d.nextID++
 	c.id = d.nextID
