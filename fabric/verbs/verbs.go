@@ -245,6 +245,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -305,6 +306,7 @@ func (p *Provider) Open(ctx context.Context, cfg fabric.DeviceConfig) (fabric.De
 		return nil, err
 	}
 	d := &device{
+		slots:   make(chan struct{}, 2*runtime.GOMAXPROCS(0)),
 		name:    name,
 		ctx:     vctx,
 		portNum: port,
@@ -516,6 +518,8 @@ type device struct {
 
 	mu  sync.Mutex
 	pds map[*pd]struct{}
+
+	slots chan struct{} // see enter
 }
 
 var _ fabric.Device = (*device)(nil)
@@ -561,16 +565,24 @@ func (d *device) events(rc syscall.RawConn) {
 }
 
 // enter admits a creating call unless the device is closed; exit ends it.
+// enter admits one resource-creating verb. At most len(d.slots) run at
+// once: each blocks an OS thread inside the kernel, and thousands of
+// clients creating QPs together would otherwise spawn thousands of
+// threads that only contend for the same CPUs and device locks.
 func (d *device) enter(verb string) error {
 	d.life.RLock()
 	if d.closed {
 		d.life.RUnlock()
 		return verr(verb, syscall.EINVAL, "device closed")
 	}
+	d.slots <- struct{}{}
 	return nil
 }
 
-func (d *device) exit() { d.life.RUnlock() }
+func (d *device) exit() {
+	<-d.slots
+	d.life.RUnlock()
+}
 
 func (d *device) AllocPD() (fabric.PD, error) {
 	if err := d.enter("ibv_alloc_pd"); err != nil {
