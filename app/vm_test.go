@@ -106,9 +106,14 @@ func TestVerbsSuiteInGuest(t *testing.T) {
 		t.Skip("libibverbs-dev missing (make setup installs it)")
 	}
 	ctx := context.Background()
-	// Not under /tmp: the guest mounts a fresh tmpfs there.
+	// Not under /tmp (the guest mounts a fresh tmpfs there, and a CI
+	// checkout may live under /tmp): the user's cache directory.
 	mod := moduleDir()
-	bin := filepath.Join(mod, "bin", "verbs.test")
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(cache, "rdmaprobe", "verbs.test")
 	build := exec.Command("go", "test", "-c", "-tags", "verbs", "-o", bin, "./fabric/verbs")
 	build.Dir = mod
 	if out, err := build.CombinedOutput(); err != nil {
