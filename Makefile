@@ -31,3 +31,11 @@ vet:
 
 clean:
 	rm -rf bin
+
+# Figures, not pass/fail: go benchmarks on sim (and verbs when a device
+# exists), then the bench command on sim; `rdmaprobe bench --backend vm`
+# takes the same figures inside the Soft-RoCE guest.
+.PHONY: bench
+bench: build
+	$(GO) test -run '^$$' -bench . ./bench/
+	./$(BIN) bench --backend sim

@@ -185,6 +185,8 @@ func guestMain() {
 			return pt, nil
 		case opDevice:
 			return struct{ Device *result.DeviceInfo }{last}, nil
+		case opBench:
+			return guestBench(ctx, payload, progress)
 		}
 		return nil, fmt.Errorf("unknown op %q", op)
 	})

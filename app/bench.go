@@ -1,0 +1,299 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+	"github.com/urfave/cli/v2"
+
+	"github.com/rdmaprobe/rdmaprobe/bench"
+	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/fabric/sim"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/softroce"
+)
+
+// opBench runs the bench suite inside the guest, so the vm backend's
+// figures are all taken under the same CPU emulation.
+const opBench = "bench"
+
+// benchRequest is what the host sends for opBench.
+type benchRequest struct {
+	N, Concurrency, Warmup, MsgSize int
+	Timeout                         time.Duration
+}
+
+func (r benchRequest) options(dev fabric.DeviceConfig) bench.Options {
+	return bench.Options{Warmup: r.Warmup, MsgSize: r.MsgSize, Timeout: r.Timeout, Device: dev}
+}
+
+func benchCommand(s Streams) *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "measure a full client connect against a bare TLS handshake and the raw verbs it needs",
+		UsageText: "rdmaprobe bench [--backend auto|verbs|vm|sim] [--n 500] [--concurrency 100]\n\n" +
+			"On one backend and in one process: (a) bare TLS 1.3 handshakes, (b) the raw verbs of one\n" +
+			"connection (both ends: 2 CQ + 2 MR + RC QP + INIT/RTR/RTS each), (c) full rdmaprobe connects\n" +
+			"(TCP, TLS, exchange, QPs, transitions, first verified round trip), serially and with\n" +
+			"--concurrency in flight; prints c/(a+b) and each one's connections per second.",
+		Flags: append([]cli.Flag{
+			&cli.IntFlag{Name: "n", Value: 500, Usage: "operations per measurement"},
+			&cli.IntFlag{Name: "concurrency", Value: 100, Usage: "operations in flight in the concurrent pass (1 = serial only)"},
+			&cli.IntFlag{Name: "warmup", Value: 5, Usage: "untimed operations before each measurement"},
+			&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "MR size and payload bytes"},
+			&cli.DurationFlag{Name: "op-timeout", Value: 60 * time.Second, Usage: "deadline of each operation"},
+			&cli.StringFlag{Name: "out", Aliases: []string{"results"}, Value: "results", Usage: "directory that receives <UTC time>-bench-<backend>/" + bench.FileName},
+		}, append(vmFlags(), fabricFlags()...)...),
+		Action: func(c *cli.Context) error {
+			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runBench(ctx, c, s)
+		},
+	}
+}
+
+func runBench(ctx context.Context, c *cli.Context, s Streams) error {
+	req := benchRequest{N: c.Int("n"), Concurrency: c.Int("concurrency"), Warmup: c.Int("warmup"),
+		MsgSize: c.Int("msg-size"), Timeout: c.Duration("op-timeout")}
+	if req.N < 1 || req.Concurrency < 1 || req.Warmup < 0 {
+		return fail(2, "--n and --concurrency must be at least 1, --warmup at least 0")
+	}
+	be, err := chooseBackend(c)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	var p fabric.Provider
+	switch be.Name {
+	case "sim":
+		p = sim.New(sim.Options{Caps: simCaps(c)})
+	case "verbs":
+		// In-process on purpose: a child process would add its start-up
+		// to nothing being measured, but also hide nothing.
+		if p = verbsProvider(); p == nil {
+			return fmt.Errorf("--backend verbs: this binary was built without libibverbs; build it with `go build -tags verbs`")
+		}
+	}
+	fmt.Fprintf(s.Out, "backend: %s (%s)\n", be.Description, be.Reason)
+
+	dir, err := result.NewRunDir(c.String("out"), "bench-"+be.Name, time.Now())
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dir, bench.FileName)
+	run := &bench.Run{SchemaVersion: bench.SchemaVersion, Tool: bench.Tool, Kind: bench.Kind,
+		ToolVersion: Version, Command: os.Args, StartedAt: time.Now().UTC(), Backend: be.Backend,
+		Host: bench.Local(nil),
+		Config: bench.Config{N: req.N, Concurrency: req.Concurrency, Warmup: req.Warmup,
+			PayloadBytes: req.MsgSize, Rounds: 1, TimeoutSec: req.Timeout.Seconds()}}
+	// Saved after every measurement, so an interrupted run or a dead
+	// guest keeps what it finished.
+	save := func() error {
+		run.Summarise()
+		b, err := json.MarshalIndent(run, "", " ")
+		if err != nil {
+			return err
+		}
+		return result.WriteFileAtomic(path, append(b, '\n'), 0o644)
+	}
+	progress := func(m bench.Measurement) {
+		run.Measurements = append(run.Measurements, m)
+		fmt.Fprintf(s.Err, "  %-13s %s: %d/%d ok, %.1f conn/s, %.3f ms/conn\n",
+			m.Name, inFlight(m.Concurrency), m.OK, m.Attempted, m.PerSec, m.CostMS)
+		save()
+	}
+
+	var got *bench.Run
+	if be.Name == "vm" {
+		got, err = benchInGuest(ctx, c, s.Out, dir, req, run, progress)
+	} else {
+		got, err = bench.Suite(ctx, p, req.N, req.Concurrency, req.options(deviceConfig(c)), progress)
+	}
+	if got != nil {
+		run.Measured, run.Config = got.Measured, got.Config
+		if d := got.Measured.Device; d != nil && be.Name == "verbs" {
+			run.Backend.Description = fmt.Sprintf("verbs: %s port %d (%s) on Linux %s",
+				d.Name, d.Port.Port, d.Port.LinkLayer, shortRelease(got.Measured.Kernel))
+		}
+		if len(got.Measurements) >= len(run.Measurements) {
+			run.Measurements = got.Measurements
+		}
+	}
+	run.FinishedAt = time.Now().UTC()
+	run.Complete = err == nil
+	if err != nil {
+		run.Error = err.Error()
+	}
+	if serr := save(); serr != nil && err == nil {
+		err = serr
+	}
+	if perr := printBench(s.Out, run); perr != nil && err == nil {
+		err = perr
+	}
+	fmt.Fprintf(s.Out, "saved %s\n", path)
+	return err
+}
+
+// benchInGuest boots the Soft-RoCE guest and runs the suite there.
+func benchInGuest(ctx context.Context, c *cli.Context, out io.Writer, dir string, req benchRequest,
+	run *bench.Run, progress func(bench.Measurement)) (*bench.Run, error) {
+	cpus, mem := c.Int("vm-cpus"), c.Int("vm-mem")
+	exe, err := verbsBinary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	img, err := softroce.BuildImage(ctx, softroce.ImageConfig{Binary: exe, ExtraBinaries: softroce.DefaultExtraBinaries})
+	if err != nil {
+		return nil, err
+	}
+	g, err := softroce.Boot(ctx, softroce.BootConfig{Image: img, CPUs: cpus, MemMiB: mem,
+		LogPath: filepath.Join(dir, "guest-console.log")})
+	if err != nil {
+		return nil, err
+	}
+	defer g.Close()
+	if maps := c.Int("vm-max-map-count"); maps > 0 {
+		if _, err := g.Call(ctx, softroce.OpSysctl, map[string]string{"vm.max_map_count": strconv.Itoa(maps)}, nil); err != nil {
+			return nil, fmt.Errorf("set guest vm.max_map_count: %w", err)
+		}
+	}
+	info := g.Ready
+	run.Backend.Description = fmt.Sprintf("vm: %s on Linux %s (Soft-RoCE, QEMU TCG, %d vCPU, %s)",
+		info.Device, shortRelease(info.KernelRelease), cpus, memString(mem))
+	fmt.Fprintf(out, "guest: %s, ready in %.1f s\n", run.Backend.Description, g.BootTime.Seconds())
+	raw, err := g.Call(ctx, opBench, req, func(m json.RawMessage) {
+		var meas bench.Measurement
+		if json.Unmarshal(m, &meas) == nil {
+			progress(meas)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("guest: %w", err)
+	}
+	var got bench.Run
+	if err := json.Unmarshal(raw, &got); err != nil {
+		return nil, fmt.Errorf("guest sent an unreadable bench run: %w", err)
+	}
+	return &got, nil
+}
+
+// guestBench serves opBench inside the guest.
+func guestBench(ctx context.Context, payload json.RawMessage, progress func(any)) (any, error) {
+	var req benchRequest
+	if err := json.Unmarshal(payload, &req); err != nil {
+		return nil, err
+	}
+	p := verbsProvider()
+	if p == nil {
+		return nil, fmt.Errorf("the guest's rdmaprobe has no libibverbs")
+	}
+	return bench.Suite(ctx, p, req.N, req.Concurrency, req.options(fabric.DeviceConfig{GIDIndex: -1}), func(m bench.Measurement) { progress(m) })
+}
+
+func inFlight(c int) string {
+	if c == 1 {
+		return "serial"
+	}
+	return strconv.Itoa(c) + " in flight"
+}
+
+func newTable(w io.Writer) *tablewriter.Table {
+	return tablewriter.NewTable(w,
+		tablewriter.WithRenderer(renderer.NewBlueprint()),
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithRowAlignment(tw.AlignRight),
+	)
+}
+
+// printBench writes the measurements, the ratios against the targets and
+// the full connect's phases.
+func printBench(w io.Writer, run *bench.Run) error {
+	label := map[string]string{
+		bench.TLSHandshakeName: "(a) bare TLS 1.3 handshake",
+		bench.RawVerbsName:     "(b) raw verbs, both ends",
+		bench.FullConnectName:  "(c) full connect",
+	}
+	t := newTable(w)
+	t.Header([]string{"Measure", "Mode", "OK", "Conn/s", "ms/conn", "p50 ms", "p99 ms"})
+	for _, m := range run.Measurements {
+		t.Append([]string{label[m.Name], inFlight(m.Concurrency), fmt.Sprintf("%d/%d", m.OK, m.Attempted),
+			fmt.Sprintf("%.0f", m.PerSec), fmt.Sprintf("%.3f", m.CostMS),
+			fmt.Sprintf("%.3f", m.LatencyMS.P50), fmt.Sprintf("%.3f", m.LatencyMS.P99)})
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+
+	t = newTable(w)
+	t.Header([]string{"Mode", "a+b ms/conn", "c ms/conn", "c/(a+b)", "≤ 1.5", "c rate / a rate", "≥ 60% (sim)"})
+	for _, cmp := range run.Comparisons {
+		a, b := run.Find(bench.TLSHandshakeName, cmp.Concurrency), run.Find(bench.RawVerbsName, cmp.Concurrency)
+		c := run.Find(bench.FullConnectName, cmp.Concurrency)
+		rateMet := "n/a"
+		if run.Backend.Simulated {
+			rateMet = yesNo(cmp.RateVsTLS >= bench.MinSimRateVsTLS)
+		}
+		t.Append([]string{inFlight(cmp.Concurrency), fmt.Sprintf("%.3f", a.CostMS+b.CostMS),
+			fmt.Sprintf("%.3f", c.CostMS), fmt.Sprintf("%.2f", cmp.CostRatio),
+			yesNo(cmp.CostRatio <= bench.MaxCostRatio),
+			fmt.Sprintf("%.0f%%", cmp.RateVsTLS*100), rateMet})
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+
+	if err := phaseTable(w, run, bench.FullConnectName, "Full connect phase (client)", result.Phases); err != nil {
+		return err
+	}
+	if err := phaseTable(w, run, bench.RawVerbsName, "Raw verbs, per pair", bench.Verbs); err != nil {
+		return err
+	}
+	if run.Backend.Simulated {
+		fmt.Fprintln(w, "(simulated fabric: the verbs figures are not RDMA measurements)")
+	}
+	return nil
+}
+
+// phaseTable splits the measurements called name by phase, one column
+// pair per concurrency.
+func phaseTable(w io.Writer, run *bench.Run, name, title string, phases []string) error {
+	var ms []*bench.Measurement
+	head := []string{title}
+	for i := range run.Measurements {
+		if m := &run.Measurements[i]; m.Name == name && len(m.PhasesMS) > 0 {
+			ms = append(ms, m)
+			head = append(head, inFlight(m.Concurrency)+" p50 ms", inFlight(m.Concurrency)+" mean ms")
+		}
+	}
+	if len(ms) == 0 {
+		return nil
+	}
+	t := newTable(w)
+	t.Header(head)
+	for _, ph := range phases {
+		row := []string{ph}
+		for _, m := range ms {
+			p := m.PhasesMS[ph]
+			row = append(row, fmt.Sprintf("%.3f", p.P50), fmt.Sprintf("%.3f", p.Mean))
+		}
+		t.Append(row)
+	}
+	return t.Render()
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "no"
+}
