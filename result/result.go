@@ -163,6 +163,21 @@ type Point struct {
 	// Error is set when the point itself failed (server died, generator
 	// crashed); the counts above then hold what was collected.
 	Error string `json:"error,omitempty"`
+
+	// Samples are the collectors' readings through the point; Peak
+	// summarises them. SamplerErrors are collectors that failed (the
+	// point went on without them).
+	Samples       []Sample `json:"samples,omitempty"`
+	Peak          *Peak    `json:"peak,omitempty"`
+	SamplerErrors []string `json:"sampler_errors,omitempty"`
+	// Limits are the limits in force when the server was up; LimitsAfter
+	// are re-read at the end of a failed point (listen counters move).
+	Limits      *Limits `json:"limits,omitempty"`
+	LimitsAfter *Limits `json:"limits_after,omitempty"`
+	// Cost is the per-client resource cost; Diagnosis names the limit
+	// that stopped a failed point.
+	Cost      *Cost      `json:"cost,omitempty"`
+	Diagnosis *Diagnosis `json:"diagnosis,omitempty"`
 }
 
 // Percentiles summarises a sample.
@@ -182,6 +197,9 @@ type ServerStats struct {
 	Connected  int            `json:"connected"` // clients that reached RTS
 	Refused    int            `json:"refused"`   // at capacity
 	PeakActive int            `json:"peak_active"`
+	// Resources are the fabric objects the server held at its peak
+	// ("qp", "cq", "mr", "pd"), as the fabric counts them.
+	Resources map[string]int `json:"resources,omitempty"`
 	Failures   map[string]int `json:"failures,omitempty"` // by outcome class
 	Errors     map[string]int `json:"errors,omitempty"`
 	Released   int            `json:"released"` // clients whose resources were freed

@@ -27,6 +27,27 @@ type ProcSample struct {
 	Maps    int     `json:"maps"` // lines of /proc/PID/maps
 }
 
+// Peak is the highest reading of each series during a point.
+type Peak struct {
+	// RDMA is the device's resource counts above the baseline taken
+	// before the point; Baseline is that baseline.
+	RDMA     map[string]int `json:"rdma,omitempty"`
+	Baseline map[string]int `json:"rdma_baseline,omitempty"`
+	// ByRole splits the device's resources at full load by the process
+	// that holds them ("server", "clients"), from the per-object
+	// resource dump; empty when that dump was unavailable.
+	ByRole map[string]map[string]int `json:"rdma_by_role,omitempty"`
+	// Resources are the counts the server itself reports holding (the
+	// only source on sim, where the device lives in the server process).
+	Resources     map[string]int `json:"server_resources,omitempty"`
+	ServerRSS     uint64         `json:"server_rss"`
+	ServerMaps    int            `json:"server_maps"`
+	ServerFDs     int            `json:"server_fds"`
+	ServerThreads int            `json:"server_threads"`
+	HostCPU       float64        `json:"host_cpu_pct"`
+	HostMemUsed   uint64         `json:"host_mem_used"`
+}
+
 // Limits are the limits in force that bound capacity.
 type Limits struct {
 	DeviceCaps      map[string]int64 `json:"device_caps,omitempty"`
