@@ -193,17 +193,17 @@ type Percentiles struct {
 
 // ServerStats is the server's own view of a point.
 type ServerStats struct {
-	Accepted   int            `json:"accepted"`
-	Connected  int            `json:"connected"` // clients that reached RTS
-	Refused    int            `json:"refused"`   // at capacity
-	PeakActive int            `json:"peak_active"`
+	Accepted   int `json:"accepted"`
+	Connected  int `json:"connected"` // clients that reached RTS
+	Refused    int `json:"refused"`   // at capacity
+	PeakActive int `json:"peak_active"`
 	// Resources are the fabric objects the server held at its peak
 	// ("qp", "cq", "mr", "pd"), as the fabric counts them.
 	Resources map[string]int `json:"resources,omitempty"`
-	Failures   map[string]int `json:"failures,omitempty"` // by outcome class
-	Errors     map[string]int `json:"errors,omitempty"`
-	Released   int            `json:"released"` // clients whose resources were freed
-	ExitError  string         `json:"exit_error,omitempty"`
+	Failures  map[string]int `json:"failures,omitempty"` // by outcome class
+	Errors    map[string]int `json:"errors,omitempty"`
+	Released  int            `json:"released"` // clients whose resources were freed
+	ExitError string         `json:"exit_error,omitempty"`
 }
 
 // ClientRecord is one client attempt.
