@@ -17,6 +17,8 @@ run: setup build
 
 test: setup vet
 	$(GO) test -count=1 -timeout 60m ./...
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 10s ./exchange
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 10s ./result
 
 setup:
 	./scripts/setup.sh

@@ -33,6 +33,8 @@ func clientsCommand(s Streams) *cli.Command {
 			&cli.IntFlag{Name: "rounds", Value: 3, Usage: "verified round trips per client"},
 			&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "payload bytes per message"},
 			&cli.StringFlag{Name: "ca", Required: true, Usage: "server certificate PEM to pin"},
+			&cli.StringFlag{Name: "cert", Required: true, Usage: "client certificate PEM presented to the server (mutual TLS)"},
+			&cli.StringFlag{Name: "key", Required: true, Usage: "client key PEM"},
 			&cli.DurationFlag{Name: "hold", Usage: "keep connected clients open this long before exiting (without --events)"},
 			&cli.BoolFlag{Name: "events", Hidden: true, Usage: "JSON events on stdout; hold clients until stdin closes"},
 		}, fabricFlags()...),
@@ -60,7 +62,11 @@ func runClients(ctx context.Context, c *cli.Context, s Streams) error {
 	if err != nil {
 		return failf(err)
 	}
-	tlsConf, err := certs.Client(ca)
+	cpair, err := certs.Load(c.String("cert"), c.String("key"))
+	if err != nil {
+		return failf(err)
+	}
+	tlsConf, err := certs.Client(ca, cpair)
 	if err != nil {
 		return failf(err)
 	}

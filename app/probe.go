@@ -40,7 +40,8 @@ func probeFlags() []cli.Flag {
 		&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "payload bytes per message"},
 		&cli.StringFlag{Name: "results", Value: "results", Usage: "directory that receives <UTC time>-<backend>/run.json"},
 		&cli.StringFlag{Name: "backlog", Usage: "server listen queue length (default: somaxconn)"},
-	}, append(vmFlags(), fabricFlags()...)...)
+		&cli.DurationFlag{Name: "sample-interval", Value: 250 * time.Millisecond, Usage: "how often the collectors sample resources, processes and the host (0 = off)"},
+	}, append(append(vmFlags(), limitFlags()...), fabricFlags()...)...)
 }
 
 func searchCommand(s Streams) *cli.Command {
@@ -176,9 +177,17 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 	if err != nil {
 		return err
 	}
+	cpair, err := certs.SelfSignedClient()
+	if err != nil {
+		return err
+	}
+	clientCertFile, clientKeyFile := filepath.Join(work, "client-cert.pem"), filepath.Join(work, "client-key.pem")
+	if err := cpair.WriteFilesAs(clientCertFile, clientKeyFile); err != nil {
+		return err
+	}
 
 	prog := newProgress(s.Err)
-	serverArgs := simCapArgs(c)
+	serverArgs := append(simCapArgs(c), limitArgs(c)...)
 	if b := c.String("backlog"); b != "" {
 		serverArgs = append(serverArgs, "--backlog", b)
 	}
@@ -187,7 +196,8 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 		Procs: c.Int("procs"), Rate: c.Float64("rate"), Timeout: c.Duration("timeout"),
 		Rounds: c.Int("rounds"), MsgSize: c.Int("msg-size"), Threshold: thr / 100,
 		CertFile: certFile, KeyFile: keyFile, ServerArgs: serverArgs,
-		Progress: prog.update,
+		ClientCertFile: clientCertFile, ClientKeyFile: clientKeyFile,
+		Progress: prog.update, SampleInterval: sampleInterval(c),
 	}, run, dir)
 	if err != nil {
 		return err
@@ -226,6 +236,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 	srch, _, perr := strat(ctx, cfg, record, obs)
 	run.Search = &srch
 	run.FinishedAt = time.Now().UTC()
+	summariseLimits(run)
 	run.PSN = result.CheckPSNs(run.Points)
 	run.Complete = perr == nil
 	if perr != nil {
@@ -243,6 +254,13 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 	fmt.Fprintln(s.Out)
 	if err := report.Terminal(s.Out, run, func(k, n int) (float64, float64) { return probe.Wilson(k, n, probe.Z95) }); err != nil {
 		return err
+	}
+	if d := run.Diagnosis; d != nil {
+		fmt.Fprintf(s.Out, "limiting factor: %s", d.Summary)
+		if d.Suggestion != "" {
+			fmt.Fprintf(s.Out, " → %s", d.Suggestion)
+		}
+		fmt.Fprintln(s.Out)
 	}
 	fmt.Fprintf(s.Out, "PSNs: %d connections, %d distinct (client, server) pairs", run.PSN.Connections, run.PSN.DistinctPairs)
 	if !run.PSN.Unique {
@@ -326,5 +344,37 @@ func (p *progress) clear() {
 	defer p.mu.Unlock()
 	if p.tty {
 		fmt.Fprint(p.w, "\r\033[K")
+	}
+}
+
+func sampleInterval(c *cli.Context) time.Duration {
+	if d := c.Duration("sample-interval"); d > 0 {
+		return d
+	}
+	return -1
+}
+
+// summariseLimits lifts the limits of the first point and the diagnosis
+// of the breaking point (the first failing count, else the last failure)
+// to the run.
+func summariseLimits(run *result.Run) {
+	for i := range run.Points {
+		if run.Points[i].Limits != nil {
+			run.Limits = run.Points[i].Limits
+			break
+		}
+	}
+	first := 0
+	if run.Search != nil {
+		first = run.Search.FirstFail
+	}
+	for i := range run.Points {
+		p := &run.Points[i]
+		if p.Diagnosis == nil {
+			continue
+		}
+		if run.Diagnosis == nil || p.Clients == first {
+			run.Diagnosis = p.Diagnosis
+		}
 	}
 }

@@ -27,14 +27,20 @@ func serveCommand(s Streams) *cli.Command {
 			&cli.StringFlag{Name: "cert", Usage: "server certificate PEM (default: a self-signed one generated at start)"},
 			&cli.StringFlag{Name: "key", Usage: "server key PEM"},
 			&cli.StringFlag{Name: "cert-out", Usage: "write the generated certificate here for clients to pin"},
+			&cli.StringFlag{Name: "client-ca", Usage: "PEM of the client certificates allowed to connect (mutual TLS; default: a client pair generated at start)"},
+			&cli.StringFlag{Name: "client-cert-out", Usage: "write the generated client certificate here (without --client-ca)"},
+			&cli.StringFlag{Name: "client-key-out", Usage: "write the generated client key here, mode 0600 (without --client-ca)"},
 			&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "largest payload a client may send, bytes"},
 			&cli.IntFlag{Name: "backlog", Usage: "listen queue length (default: the kernel's somaxconn)"},
 			&cli.DurationFlag{Name: "handshake-timeout", Value: 60 * time.Second, Usage: "per-client deadline for the TLS handshake"},
 			&cli.DurationFlag{Name: "exchange-timeout", Value: 60 * time.Second, Usage: "per-client deadline from the handshake to the client's hello"},
 			&cli.StringFlag{Name: "ready-file", Usage: "write the listening address to this file once ready"},
 			&cli.BoolFlag{Name: "events", Hidden: true, Usage: "write JSON events on stdout for the runner"},
-		}, fabricFlags()...),
+		}, append(limitFlags(), fabricFlags()...)...),
 		Action: func(c *cli.Context) error {
+			if err := applyLimits(c); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			return serve(ctx, c, s)
@@ -49,7 +55,11 @@ func serve(ctx context.Context, c *cli.Context, s Streams) error {
 	if err != nil {
 		return err
 	}
-	tlsConf, err := pair.Server()
+	clientCA, err := clientCAs(c)
+	if err != nil {
+		return err
+	}
+	tlsConf, err := pair.Server(clientCA)
 	if err != nil {
 		return err
 	}
@@ -57,12 +67,16 @@ func serve(ctx context.Context, c *cli.Context, s Streams) error {
 	if err != nil {
 		return err
 	}
-	srv, err := server.New(ctx, server.Config{
+	scfg := server.Config{
 		Listen: c.String("listen"), MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
 		TLS: tlsConf, Provider: p, Device: deviceConfig(c), MsgSize: c.Int("msg-size"),
 		Backlog: c.Int("backlog"), HandshakeTimeout: c.Duration("handshake-timeout"),
 		ExchangeTimeout: c.Duration("exchange-timeout"),
-	})
+	}
+	if u, ok := p.(interface{ InUse() map[string]int }); ok {
+		scfg.InUse = u.InUse
+	}
+	srv, err := server.New(ctx, scfg)
 	if err != nil {
 		if events {
 			emit.Emit(runner.Event{Event: "error", Error: err.Error()})
@@ -116,4 +130,33 @@ func serverPair(c *cli.Context) (certs.Pair, error) {
 		}
 	}
 	return pair, nil
+}
+
+// clientCAs returns the PEM of the client certificates the server
+// authorises: --client-ca, or a client pair generated now and written to
+// --client-cert-out/--client-key-out for the clients to present.
+func clientCAs(c *cli.Context) ([]byte, error) {
+	certOut, keyOut := c.String("client-cert-out"), c.String("client-key-out")
+	if f := c.String("client-ca"); f != "" {
+		if certOut != "" || keyOut != "" {
+			return nil, fmt.Errorf("--client-cert-out/--client-key-out write a generated client pair; with --client-ca none is generated")
+		}
+		return os.ReadFile(f)
+	}
+	if (certOut == "") != (keyOut == "") {
+		return nil, fmt.Errorf("--client-cert-out and --client-key-out go together")
+	}
+	pair, err := certs.SelfSignedClient()
+	if err != nil {
+		return nil, err
+	}
+	if keyOut != "" {
+		if err := result.WriteFileAtomic(keyOut, pair.KeyPEM, 0o600); err != nil {
+			return nil, err
+		}
+		if err := result.WriteFileAtomic(certOut, pair.CertPEM, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return pair.CertPEM, nil
 }

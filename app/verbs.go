@@ -82,6 +82,12 @@ func newVerbsBackend(c *cli.Context, reason string) (*backend, error) {
 			return nil, nil, err
 		}
 		cfg.Exe = exe
+		cfg.SampleDevice = c.String("device")
+		if cfg.SampleDevice == "" {
+			if ents, err := os.ReadDir("/sys/class/infiniband"); err == nil && len(ents) > 0 {
+				cfg.SampleDevice = ents[0].Name()
+			}
+		}
 		m, done, err := localOpen(ctx, cfg, run, dir)
 		if err != nil {
 			return nil, nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmaprobe/rdmaprobe/certs"
+	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/probe"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
@@ -92,6 +93,14 @@ func newVMBackend(c *cli.Context, reason string) (*backend, error) {
 		measure := func(ctx context.Context, n, trial int) (result.Point, error) {
 			gcfg := cfg
 			gcfg.Exe, gcfg.CertFile, gcfg.KeyFile = "", "", ""
+			gcfg.ClientCertFile, gcfg.ClientKeyFile = "", ""
+			gcfg.SampleDevice = info.Device
+			// QEMU seen from the host, beside the guest's own view.
+			var qemu *collectors.Session
+			if cfg.SampleInterval >= 0 {
+				qemu = collectors.Start(ctx, collectors.Config{Interval: cfg.SampleInterval,
+					Procs: func() []collectors.Proc { return []collectors.Proc{{Role: "qemu", PID: g.PID}} }})
+			}
 			raw, err := g.Call(ctx, opPoint, pointRequest{N: n, Trial: trial, Config: gcfg}, func(m json.RawMessage) {
 				var p runner.Progress
 				if cfg.Progress != nil && json.Unmarshal(m, &p) == nil {
@@ -99,12 +108,20 @@ func newVMBackend(c *cli.Context, reason string) (*backend, error) {
 				}
 			})
 			if err != nil {
+				if qemu != nil {
+					qemu.Stop()
+				}
 				return result.Point{Clients: n, Trial: trial}, fmt.Errorf("guest: %w", err)
+			}
+			var host []result.Sample
+			if qemu != nil {
+				host, _, _ = qemu.Stop()
 			}
 			var pt result.Point
 			if err := json.Unmarshal(raw, &pt); err != nil {
 				return pt, fmt.Errorf("guest sent an unreadable point: %w", err)
 			}
+			mergeHostSamples(&pt, host)
 			if run.Environment.Device == nil {
 				var dev struct{ Device *result.DeviceInfo }
 				if r2, err := g.Call(ctx, opDevice, nil, nil); err == nil && json.Unmarshal(r2, &dev) == nil {
@@ -148,7 +165,7 @@ func memString(mib int) string {
 // the server and load generators (this same binary) on rxe0.
 func guestMain() {
 	var last *result.DeviceInfo
-	var certFile, keyFile string
+	var certFile, keyFile, clientCertFile, clientKeyFile string
 	softroce.GuestMain(func(ctx context.Context, op string, payload json.RawMessage, progress func(any)) (any, error) {
 		switch op {
 		case opPoint:
@@ -158,12 +175,13 @@ func guestMain() {
 			}
 			if certFile == "" {
 				var err error
-				if certFile, keyFile, err = guestCerts(); err != nil {
+				if certFile, keyFile, clientCertFile, clientKeyFile, err = guestCerts(); err != nil {
 					return nil, err
 				}
 			}
 			cfg := req.Config
 			cfg.CertFile, cfg.KeyFile = certFile, keyFile
+			cfg.ClientCertFile, cfg.ClientKeyFile = clientCertFile, clientKeyFile
 			var lastSent time.Time
 			cfg.Progress = func(p runner.Progress) {
 				if time.Since(lastSent) > 250*time.Millisecond || p.Done == p.Clients {
@@ -192,14 +210,42 @@ func guestMain() {
 	})
 }
 
-func guestCerts() (string, string, error) {
+// guestCerts writes a server pair and a client pair for the guest's
+// server and load generators.
+func guestCerts() (certFile, keyFile, clientCertFile, clientKeyFile string, err error) {
 	dir, err := os.MkdirTemp("", "certs")
 	if err != nil {
-		return "", "", err
+		return "", "", "", "", err
 	}
 	pair, err := certs.SelfSigned()
 	if err != nil {
-		return "", "", err
+		return "", "", "", "", err
 	}
-	return pair.WriteFiles(dir)
+	if certFile, keyFile, err = pair.WriteFiles(dir); err != nil {
+		return "", "", "", "", err
+	}
+	cpair, err := certs.SelfSignedClient()
+	if err != nil {
+		return "", "", "", "", err
+	}
+	clientCertFile, clientKeyFile = filepath.Join(dir, "client-cert.pem"), filepath.Join(dir, "client-key.pem")
+	if err := cpair.WriteFilesAs(clientCertFile, clientKeyFile); err != nil {
+		return "", "", "", "", err
+	}
+	return certFile, keyFile, clientCertFile, clientKeyFile, nil
+}
+
+// mergeHostSamples adds the host's QEMU readings to the guest sample
+// nearest in time (both count seconds from their own start of the point).
+func mergeHostSamples(pt *result.Point, host []result.Sample) {
+	if len(pt.Samples) == 0 {
+		return
+	}
+	j := 0
+	for _, h := range host {
+		for j+1 < len(pt.Samples) && pt.Samples[j+1].T <= h.T {
+			j++
+		}
+		pt.Samples[j].Procs = append(pt.Samples[j].Procs, h.Procs...)
+	}
 }

@@ -48,6 +48,31 @@ func TestVMRealSoftRoCE(t *testing.T) {
 	if ref := r.Environment.Reference; ref == nil || ref.Figures["usec/iter"] <= 0 {
 		t.Errorf("reference check %+v", r.Environment.Reference)
 	}
+	// The guest kernel's own count proves the QPs existed: one per client
+	// on each side, above the baseline taken before the point.
+	if pk := p.Peak; pk == nil || pk.RDMA["qp"] != 128 {
+		t.Errorf("peak RDMA resources above baseline: %+v, want 128 QPs (64 server + 64 client)", p.Peak)
+	} else {
+		srv, cl := pk.ByRole["server"], pk.ByRole["clients"]
+		if srv["qp"] != 64 || srv["cq"] != 128 || srv["mr"] != 128 || cl["qp"] != 64 {
+			t.Errorf("resources by process: server %v clients %v", srv, cl)
+		}
+		if pk.RDMA["qp"] != srv["qp"]+cl["qp"] {
+			t.Errorf("netlink count %d != per-object dump %d+%d", pk.RDMA["qp"], srv["qp"], cl["qp"])
+		}
+	}
+	if c := p.Cost; c == nil || c.QPs != 1 || c.CQs != 2 || c.MRs != 2 || c.RegisteredMem <= 0 {
+		t.Errorf("per-client cost %+v, want 1 QP + 2 CQ + 2 MR", p.Cost)
+	}
+	var qemu bool
+	for _, s := range p.Samples {
+		for _, ps := range s.Procs {
+			qemu = qemu || (ps.Role == "qemu" && ps.RSS > 0)
+		}
+	}
+	if !qemu || len(p.SamplerErrors) != 0 {
+		t.Errorf("QEMU seen from the host: %v; sampler errors %v", qemu, p.SamplerErrors)
+	}
 	qpns := map[uint32]bool{}
 	for _, rec := range p.Records {
 		if rec.RemoteQPN == 0 || qpns[rec.RemoteQPN] {
@@ -95,6 +120,9 @@ func TestVMRealLimits(t *testing.T) {
 	if withErrno == 0 {
 		t.Errorf("qp-create failures do not name the verb and ENOMEM: %v", p.Errors)
 	}
+	if d := p.Diagnosis; d == nil || d.Limit != "vm.max_map_count" || !strings.Contains(d.Summary, "of vm.max_map_count 1,000") {
+		t.Errorf("diagnosis %+v, want vm.max_map_count with the mappings as evidence", p.Diagnosis)
+	}
 }
 
 // The verbs fabric's own tests need a device, which this host lacks:
@@ -141,6 +169,9 @@ func TestVerbsSuiteInGuest(t *testing.T) {
 	}
 	if strings.Contains(res.Stdout, "--- SKIP") && strings.Contains(res.Stdout, "no RDMA device") {
 		t.Fatalf("verbs tests skipped inside the guest:\n%s", tail(res.Stdout, 30))
+	}
+	if testing.Verbose() {
+		t.Log(res.Stdout)
 	}
 	passed := strings.Count(res.Stdout, "--- PASS")
 	if passed < 5 {

@@ -1,6 +1,8 @@
 // Package certs makes the TLS 1.3 configuration of the exchange: a
 // self-signed ECDSA P-256 server certificate generated at start (or loaded
-// from files) and clients that pin exactly that certificate.
+// from files) and clients that pin exactly that certificate; and, for
+// mutual TLS, self-signed client certificates the server requires and
+// verifies before it reads a client's hello.
 package certs
 
 import (
@@ -30,8 +32,25 @@ type Pair struct {
 	KeyPEM  []byte
 }
 
-// SelfSigned generates a fresh ECDSA P-256 certificate valid for a day.
+// ClientName is the common name of generated client certificates.
+const ClientName = "rdmaprobe-client"
+
+// SelfSigned generates a fresh ECDSA P-256 server certificate valid for a
+// day.
 func SelfSigned() (Pair, error) {
+	return selfSigned(ServerName, []string{ServerName, "localhost"},
+		[]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, x509.ExtKeyUsageServerAuth)
+}
+
+// SelfSignedClient generates a fresh ECDSA P-256 client certificate valid
+// for a day, in the same style as SelfSigned but for client
+// authentication. The server authorises it by listing it among its client
+// CAs.
+func SelfSignedClient() (Pair, error) {
+	return selfSigned(ClientName, nil, nil, x509.ExtKeyUsageClientAuth)
+}
+
+func selfSigned(cn string, dns []string, ips []net.IP, eku x509.ExtKeyUsage) (Pair, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return Pair{}, err
@@ -43,13 +62,13 @@ func SelfSigned() (Pair, error) {
 	now := time.Now()
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: ServerName},
-		DNSNames:              []string{ServerName, "localhost"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+		Subject:               pkix.Name{CommonName: cn},
+		DNSNames:              dns,
+		IPAddresses:           ips,
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(24 * time.Hour),
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:           []x509.ExtKeyUsage{eku},
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
@@ -93,30 +112,66 @@ func Load(certPath, keyPath string) (Pair, error) {
 	return Pair{CertPEM: c, KeyPEM: k}, nil
 }
 
-// Server returns a TLS 1.3-only server configuration.
-func (p Pair) Server() (*tls.Config, error) {
+// WriteFilesAs writes the pair to certPath and keyPath; the key is 0600.
+func (p Pair) WriteFilesAs(certPath, keyPath string) error {
+	if err := os.WriteFile(certPath, p.CertPEM, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(keyPath, p.KeyPEM, 0o600); err != nil {
+		return err
+	}
+	// WriteFile keeps the mode of a file that already exists.
+	return os.Chmod(keyPath, 0o600)
+}
+
+// Server returns a TLS 1.3-only server configuration. With clientCAs (PEM,
+// one or more certificates) it is mutual TLS: the handshake requires a
+// client certificate and verifies it against exactly those certificates,
+// so an unauthenticated peer never reaches the exchange. Without it (only
+// the bare-TLS figures of bench) clients are not authenticated.
+func (p Pair) Server(clientCAs ...[]byte) (*tls.Config, error) {
 	cert, err := tls.X509KeyPair(p.CertPEM, p.KeyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("load server certificate: %w", err)
 	}
-	return &tls.Config{
+	conf := &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{cert},
-	}, nil
+	}
+	if len(clientCAs) > 0 {
+		pool := x509.NewCertPool()
+		for _, ca := range clientCAs {
+			if !pool.AppendCertsFromPEM(ca) {
+				return nil, errors.New("no certificate found in the client CA PEM")
+			}
+		}
+		conf.ClientCAs = pool
+		conf.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return conf, nil
 }
 
 // Client returns a TLS 1.3-only client configuration that trusts only the
-// given certificate (pinning).
-func Client(certPEM []byte) (*tls.Config, error) {
+// given server certificate (pinning) and, given a client pair, presents it
+// for mutual TLS.
+func Client(serverPEM []byte, clientPair ...Pair) (*tls.Config, error) {
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(certPEM) {
+	if !pool.AppendCertsFromPEM(serverPEM) {
 		return nil, errors.New("no certificate found in the server certificate PEM")
 	}
-	return &tls.Config{
+	conf := &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		RootCAs:    pool,
 		ServerName: ServerName,
 		// No session cache: every client pays a full handshake, as
 		// independent clients would.
-	}, nil
+	}
+	for _, cp := range clientPair {
+		cert, err := tls.X509KeyPair(cp.CertPEM, cp.KeyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("load client certificate: %w", err)
+		}
+		conf.Certificates = append(conf.Certificates, cert)
+	}
+	return conf, nil
 }

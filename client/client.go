@@ -220,12 +220,12 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 	hello := exchange.Msg{Type: exchange.Hello, QPN: c.qp.QPN(), PSN: psn,
 		LID: d.port.LID, MTU: d.port.ActiveMTU, GID: d.port.GID}
 	if err := exchange.Write(tc, hello); err != nil {
-		a.fail(ctx, result.OutcomeExchange, fmt.Errorf("send hello: %w", err))
+		a.fail(ctx, exchangeClass(err), fmt.Errorf("send hello: %w", err))
 		return c, err
 	}
 	reply, err := exchange.Read(tc)
 	if err != nil {
-		a.fail(ctx, result.OutcomeExchange, fmt.Errorf("read reply: %w", err))
+		a.fail(ctx, exchangeClass(err), fmt.Errorf("read reply: %w", err))
 		return c, err
 	}
 	switch reply.Type {
@@ -314,6 +314,22 @@ func (c *Conn) roundTrip(ctx context.Context, seq uint64, size int) error {
 		}
 	}
 	return c.qp.PostRecv(0, c.recvMR, 0, size)
+}
+
+// exchangeClass classifies a failed hello write or reply read. In TLS 1.3
+// the server checks the client certificate after the client's handshake
+// has completed, so a missing or unknown client certificate surfaces here,
+// as the server's alert: that is a TLS failure, not an exchange one.
+func exchangeClass(err error) string {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "remote error" {
+		return result.OutcomeTLS
+	}
+	var ae tls.AlertError
+	if errors.As(err, &ae) {
+		return result.OutcomeTLS
+	}
+	return result.OutcomeExchange
 }
 
 func randPSN() (uint32, error) {

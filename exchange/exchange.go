@@ -42,6 +42,9 @@ const (
 // Refusal reasons the client classifies.
 const (
 	ReasonAtCapacity = "at capacity"
+	// ReasonReplayed refuses a Hello whose endpoint (QPN, PSN, GID, LID)
+	// the server already accepted once.
+	ReasonReplayed = "replayed hello"
 )
 
 // Msg is one exchange message.
@@ -134,7 +137,10 @@ func Decode(p []byte) (Msg, error) {
 		return Msg{}, fmt.Errorf("exchange reason length %d does not match frame (%d bytes)", n, len(p))
 	}
 	m.Reason = string(p[31:])
-	return m, m.Validate()
+	if err := m.Validate(); err != nil {
+		return Msg{}, err
+	}
+	return m, nil
 }
 
 // Write encodes m and writes it to w.

@@ -31,8 +31,16 @@ type Config struct {
 	Threshold  float64
 	// CertFile/KeyFile are the server's pair; clients pin CertFile.
 	CertFile, KeyFile string
+	// ClientCertFile/ClientKeyFile are the clients' pair (mutual TLS):
+	// the server authorises ClientCertFile, the clients present both.
+	ClientCertFile, ClientKeyFile string
 	// ServerArgs are extra flags for serve (e.g. --backlog).
 	ServerArgs []string
+	// SampleInterval is the collectors' period (0 = their default, < 0 =
+	// off); SampleDevice is the RDMA device whose resources are counted
+	// ("" = none, as on sim).
+	SampleInterval time.Duration
+	SampleDevice   string
 	// StartTimeout bounds waiting for the server's ready line.
 	StartTimeout time.Duration
 	// Progress, if set, receives live counts during a point.
@@ -88,7 +96,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	}
 	srvArgs := append([]string{"serve", "--listen", "127.0.0.1:0",
 		"--max-clients", strconv.Itoa(max), "--mode", cfg.Mode,
-		"--cert", cfg.CertFile, "--key", cfg.KeyFile, "--events",
+		"--cert", cfg.CertFile, "--key", cfg.KeyFile, "--client-ca", cfg.ClientCertFile, "--events",
 		// The server waits for a client as long as the client itself may
 		// take, so a slow client is the client's timeout, not the server's.
 		"--handshake-timeout", cfg.Timeout.String(), "--exchange-timeout", cfg.Timeout.String()}, cfg.FabricArgs...)
@@ -96,22 +104,31 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		srvArgs = append(srvArgs, "--msg-size", strconv.Itoa(cfg.MsgSize))
 	}
 	srvArgs = append(srvArgs, cfg.ServerArgs...)
+	smp := startSampler(ctx, cfg)
 	srv, err := startChild("server", cfg.Exe, srvArgs)
 	if err != nil {
+		smp.finish(&pt, max)
 		return pt, err
 	}
 	addr, err := l.awaitReady(ctx, srv)
 	if err != nil {
 		srv.kill()
+		smp.finish(&pt, max)
 		return pt, err
 	}
+	smp.serverUp(srv.cmd.Process.Pid, l.Device)
 
 	gens, err := l.startGenerators(n, addr)
 	if err != nil {
 		srv.stop(10 * time.Second)
+		smp.finish(&pt, max)
 		return pt, err
 	}
+	for i, g := range gens {
+		smp.add(fmt.Sprintf("clients-%d", i), g.cmd.Process.Pid)
+	}
 	recs, pointErr := l.collect(ctx, n, srv, gens)
+	smp.loaded()
 
 	// Release the clients (stdin EOF), then stop the server, which prints
 	// its own view as it exits.
@@ -121,6 +138,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	for _, g := range gens {
 		g.drain(30 * time.Second)
 	}
+	smp.serverDone()
 	for _, ev := range srv.stop(30 * time.Second) {
 		if ev.Event == "stats" && ev.Server != nil {
 			pt.Server = *ev.Server
@@ -132,6 +150,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	pt.Error = pointErr
 	pt.Records = recs
 	Summarise(&pt, cfg.Threshold)
+	smp.finish(&pt, max)
 	pt.DurationSec = time.Since(pt.StartedAt).Seconds()
 	if ctx.Err() != nil {
 		return pt, ctx.Err()
@@ -186,7 +205,8 @@ func (l *Local) startGenerators(n int, addr string) ([]*child, error) {
 		args := append([]string{"clients", "--addr", addr, "--n", strconv.Itoa(k),
 			"--id-base", strconv.Itoa(base), "--proc", strconv.Itoa(i),
 			"--timeout", cfg.Timeout.String(), "--rounds", strconv.Itoa(cfg.Rounds),
-			"--ca", cfg.CertFile, "--events"}, cfg.FabricArgs...)
+			"--ca", cfg.CertFile, "--cert", cfg.ClientCertFile, "--key", cfg.ClientKeyFile,
+			"--events"}, cfg.FabricArgs...)
 		if cfg.Rate > 0 {
 			args = append(args, "--rate", strconv.FormatFloat(cfg.Rate/float64(procs), 'f', -1, 64))
 		}

@@ -63,6 +63,11 @@ type Config struct {
 	// Backlog is the listen queue length requested from the kernel
 	// (0 = the kernel's somaxconn).
 	Backlog int
+	// InUse, if set, reports the fabric objects in use ("qp", "cq", "mr",
+	// "pd"); the server keeps the highest counts in its stats. The sim
+	// fabric provides it: its device lives in this process, out of
+	// reach of the kernel's RDMA resource tracking.
+	InUse func() map[string]int
 }
 
 // Server serves one configuration until its context ends.
@@ -79,6 +84,9 @@ type Server struct {
 	mu    sync.Mutex
 	stats result.ServerStats
 	psns  map[uint32]struct{}
+	// hellos holds the endpoints of hellos taken (accepted or being set
+	// up), so a replayed hello is refused.
+	hellos map[helloKey]struct{}
 
 	wg sync.WaitGroup
 }
@@ -115,7 +123,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		dev.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, dev: dev, pd: pd, port: dev.Port(), psns: map[uint32]struct{}{}}
+	s := &Server{cfg: cfg, dev: dev, pd: pd, port: dev.Port(), psns: map[uint32]struct{}{},
+		hellos: map[helloKey]struct{}{}}
 	s.stats.Failures = map[string]int{}
 	s.stats.Errors = map[string]int{}
 	if cfg.Mode == ModeSharedCQ {
@@ -145,6 +154,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { s.ln.Close() })
 	defer stop()
 	var acceptErr error
+	var backoff time.Duration
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
@@ -155,14 +165,21 @@ func (s *Server) Serve(ctx context.Context) error {
 				}
 				if errors.Is(err, syscallEMFILE) || errors.Is(err, syscallENFILE) {
 					// Out of descriptors: note it and keep serving those
-					// already connected rather than dying.
+					// already connected rather than dying, backing off
+					// (as net/http does) instead of spinning.
 					s.fail("accept", err)
+					backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+					select {
+					case <-time.After(backoff):
+					case <-ctx.Done():
+					}
 					continue
 				}
 				acceptErr = err
 			}
 			break
 		}
+		backoff = 0
 		s.mu.Lock()
 		s.stats.Accepted++
 		s.mu.Unlock()
@@ -185,6 +202,9 @@ func (s *Server) Stats() result.ServerStats {
 	st := s.stats
 	st.Failures = copyMap(s.stats.Failures)
 	st.Errors = copyMap(s.stats.Errors)
+	if s.stats.Resources != nil {
+		st.Resources = copyMap(s.stats.Resources)
+	}
 	return st
 }
 
@@ -254,6 +274,33 @@ func (s *Server) newPSN() (uint32, error) {
 	}
 }
 
+// helloKey is the endpoint a hello names.
+type helloKey struct {
+	QPN, PSN uint32
+	GID      fabric.GID
+	LID      uint16
+}
+
+// claimHello records key; false means a hello with the same endpoint was
+// already accepted (or is being set up), so this one is a replay.
+func (s *Server) claimHello(k helloKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.hellos[k]; dup {
+		return false
+	}
+	s.hellos[k] = struct{}{}
+	return true
+}
+
+// releaseHello forgets a hello that was not accepted (refused at capacity
+// or failed setup), so the client may send it again.
+func (s *Server) releaseHello(k helloKey) {
+	s.mu.Lock()
+	delete(s.hellos, k)
+	s.mu.Unlock()
+}
+
 func (s *Server) handle(ctx context.Context, raw net.Conn) {
 	defer raw.Close()
 	tc := tls.Server(raw, s.cfg.TLS)
@@ -275,6 +322,18 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 		return
 	}
 	tc.SetWriteDeadline(time.Now().Add(s.cfg.ExchangeTimeout))
+	key := helloKey{QPN: hello.QPN, PSN: hello.PSN, GID: hello.GID, LID: hello.LID}
+	if !s.claimHello(key) {
+		s.fail(result.OutcomeExchange, errors.New(exchange.ReasonReplayed))
+		exchange.Write(tc, exchange.Msg{Type: exchange.Refuse, Reason: exchange.ReasonReplayed})
+		return
+	}
+	accepted := false
+	defer func() {
+		if !accepted {
+			s.releaseHello(key)
+		}
+	}()
 	if !s.admit() {
 		s.mu.Lock()
 		s.stats.Refused++
@@ -297,9 +356,18 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 		s.fail(result.OutcomeExchange, fmt.Errorf("write accept: %w", err))
 		return
 	}
+	accepted = true
 	tc.SetDeadline(time.Time{})
 	s.mu.Lock()
 	s.stats.Connected++
+	if s.cfg.InUse != nil {
+		if s.stats.Resources == nil {
+			s.stats.Resources = map[string]int{}
+		}
+		for k, v := range s.cfg.InUse() {
+			s.stats.Resources[k] = max(s.stats.Resources[k], v)
+		}
+	}
 	s.mu.Unlock()
 
 	// The TLS connection lives as long as the client: its end (EOF, reset)

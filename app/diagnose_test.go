@@ -1,0 +1,103 @@
+package app
+
+import (
+	"strings"
+	"testing"
+)
+
+// Each limit, reproduced on purpose on the simulated fabric, is named by
+// the diagnosis with its evidence, in the JSON and in the terminal.
+func TestDiagnosisNamesLimits(t *testing.T) {
+	cases := []struct {
+		name     string
+		args     []string
+		limit    string
+		evidence []string
+	}{
+		{"max-clients", []string{"--clients", "30", "--max-clients", "20"}, "max-clients",
+			[]string{"--max-clients 20"}},
+		{"device cap", []string{"--clients", "60", "--sim-max-qp", "50"}, "device-cap:max_qp",
+			[]string{"ibv_create_qp: EINVAL from 50 clients", "50 QPs of max_qp 50"}},
+		{"open files", []string{"--clients", "100", "--nofile", "64", "--timeout", "5s"}, "rlimit-nofile",
+			[]string{"RLIMIT_NOFILE 64"}},
+		// A burst of 1,000 connects at a listen queue of 1.
+		{"listen backlog", []string{"--clients", "1000", "--backlog", "1", "--timeout", "3s"}, "listen-backlog",
+			[]string{"listen queue overflowed"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			args := append([]string{"ramp", "--backend", "sim", "--rounds", "1", "--msg-size", "64", "--results", root}, c.args...)
+			out, errOut, code := run(t, args...)
+			if code != 0 {
+				t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+			}
+			r := loadOnlyRun(t, root)
+			d := r.Diagnosis
+			if d == nil {
+				t.Fatalf("no diagnosis; point %+v", r.Points[0].Outcomes)
+			}
+			if d.Limit != c.limit {
+				t.Fatalf("limit %q, want %q: %s\nevidence %q", d.Limit, c.limit, d.Summary, d.Evidence)
+			}
+			for _, e := range c.evidence {
+				if !strings.Contains(d.Summary, e) {
+					t.Errorf("summary %q lacks %q", d.Summary, e)
+				}
+			}
+			if !strings.Contains(out, "limiting factor: "+d.Summary) {
+				t.Errorf("terminal lacks the diagnosis:\n%s", out)
+			}
+			p := r.Points[0]
+			if p.Limits == nil || p.LimitsAfter == nil || len(p.Samples) == 0 || p.Peak == nil {
+				t.Errorf("point lacks limits or samples: limits %v after %v samples %d", p.Limits, p.LimitsAfter, len(p.Samples))
+			}
+		})
+	}
+}
+
+// A passing sim point carries samples of the server and load generator,
+// the server's own fabric counts, and the per-client cost of the mode.
+func TestSamplesAndCostOnSim(t *testing.T) {
+	for _, mode := range []struct {
+		name   string
+		qp, cq float64
+	}{{"per-client", 1, 2}, {"shared-cq", 1, 0}} {
+		t.Run(mode.name, func(t *testing.T) {
+			root := t.TempDir()
+			out, errOut, code := run(t, "ramp", "--backend", "sim", "--clients", "40", "--mode", mode.name,
+				"--rounds", "1", "--msg-size", "64", "--results", root)
+			if code != 0 {
+				t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+			}
+			p := loadOnlyRun(t, root).Points[0]
+			if p.Diagnosis != nil {
+				t.Errorf("passing point diagnosed: %+v", p.Diagnosis)
+			}
+			roles := map[string]bool{}
+			for _, s := range p.Samples {
+				for _, ps := range s.Procs {
+					if ps.RSS > 0 && ps.FDs > 0 && ps.Maps > 0 {
+						roles[ps.Role] = true
+					}
+				}
+			}
+			if !roles["server"] || !roles["clients-0"] {
+				t.Errorf("processes sampled: %v", roles)
+			}
+			c := p.Cost
+			if c == nil || c.Clients != 40 || c.QPs != mode.qp || c.MRs != 2 || c.ServerRSS <= 0 {
+				t.Fatalf("cost %+v", c)
+			}
+			if mode.name == "per-client" && c.CQs != mode.cq {
+				t.Errorf("per-client mode: %v CQs per client, want 2", c.CQs)
+			}
+			if mode.name == "shared-cq" && c.CQs >= 1 {
+				t.Errorf("shared-cq mode: %v CQs per client, want fewer than 1", c.CQs)
+			}
+			if p.Peak.Resources["qp"] != 40 || p.Server.Resources["qp"] != 40 {
+				t.Errorf("server fabric counts %v", p.Server.Resources)
+			}
+		})
+	}
+}

@@ -1,0 +1,184 @@
+package collectors
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// DefaultInterval is the sampling period when Config.Interval is zero.
+const DefaultInterval = 250 * time.Millisecond
+
+// A Collector adds one kind of reading to a sample. Collectors are
+// independent, in the manner of node_exporter's: one failing records its
+// error and the others go on.
+type Collector interface {
+	Name() string
+	Collect(s *result.Sample) error
+}
+
+// Proc is a process to watch, with the role it plays in the point.
+type Proc struct {
+	Role string // "server", "clients-0", "qemu"
+	PID  int
+}
+
+// Config says what a session samples.
+type Config struct {
+	Interval time.Duration
+	// Device is the RDMA device whose resources are counted; "" skips
+	// the RDMA collector (sim has no device outside the server process).
+	Device string
+	// Procs lists the processes to watch; called at every sample, so
+	// processes started during the point are picked up.
+	Procs func() []Proc
+	// NoHost skips the host CPU and memory collector (the vm backend's
+	// host-side session only watches QEMU).
+	NoHost bool
+}
+
+// Session samples until Stop.
+type Session struct {
+	start      time.Time
+	collectors []Collector
+	rdma       *rdmaCollector
+
+	mu      sync.Mutex
+	samples []result.Sample
+	errs    map[string]string // first error per collector
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Start takes the RDMA baseline and a first sample, then samples every
+// cfg.Interval until Stop or ctx ends.
+func Start(ctx context.Context, cfg Config) *Session {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	s := &Session{start: time.Now(), errs: map[string]string{}, done: make(chan struct{})}
+	if cfg.Device != "" {
+		s.rdma = newRDMACollector(cfg.Device)
+		if err := s.rdma.baseline(); err != nil {
+			s.errs["rdma"] = err.Error()
+		}
+		s.collectors = append(s.collectors, s.rdma)
+	}
+	if !cfg.NoHost {
+		s.collectors = append(s.collectors, newHostCollector())
+	}
+	if cfg.Procs != nil {
+		s.collectors = append(s.collectors, newProcCollector(cfg.Procs))
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.Sample()
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(cfg.Interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.Sample()
+			}
+		}
+	}()
+	return s
+}
+
+// Sample takes one reading now. The runner calls it when every client
+// has reported, so the sample at full load is never missed between ticks.
+func (s *Session) Sample() {
+	smp := result.Sample{T: time.Since(s.start).Seconds()}
+	for _, c := range s.collectors {
+		if err := c.Collect(&smp); err != nil {
+			s.mu.Lock()
+			if _, ok := s.errs[c.Name()]; !ok {
+				s.errs[c.Name()] = err.Error()
+			}
+			s.mu.Unlock()
+		}
+	}
+	smp.T = roundTo(smp.T, 3)
+	s.mu.Lock()
+	s.samples = append(s.samples, smp)
+	s.mu.Unlock()
+}
+
+// Split dumps the device's resources by process and maps them to the
+// roles of procs (see ByRole). No-op without a device.
+func (s *Session) Split(procs []Proc) map[string]map[string]int {
+	if s.rdma == nil {
+		return nil
+	}
+	m, err := s.rdma.byRole(procs)
+	if err != nil {
+		s.mu.Lock()
+		s.errs["rdma-by-process"] = err.Error()
+		s.mu.Unlock()
+	}
+	return m
+}
+
+// Stop ends sampling and returns the samples, their peaks and the
+// collectors' errors ("name: text", sorted).
+func (s *Session) Stop() ([]result.Sample, *result.Peak, []string) {
+	s.cancel()
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	peak := Peaks(s.samples)
+	if s.rdma != nil {
+		peak.Baseline = s.rdma.base
+	}
+	var errs []string
+	for name, e := range s.errs {
+		errs = append(errs, fmt.Sprintf("%s: %s", name, e))
+	}
+	sort.Strings(errs)
+	return s.samples, peak, errs
+}
+
+// Peaks summarises samples: the highest RDMA counts, the server's
+// highest RSS, mappings, fds and threads, and the host's highest CPU and
+// memory.
+func Peaks(samples []result.Sample) *result.Peak {
+	p := &result.Peak{}
+	for _, s := range samples {
+		for k, v := range s.RDMA {
+			if p.RDMA == nil {
+				p.RDMA = map[string]int{}
+			}
+			if v > p.RDMA[k] {
+				p.RDMA[k] = v
+			}
+		}
+		p.HostCPU = max(p.HostCPU, s.HostCPU)
+		p.HostMemUsed = max(p.HostMemUsed, s.HostMemUsed)
+		for _, pr := range s.Procs {
+			if pr.Role != "server" {
+				continue
+			}
+			p.ServerRSS = max(p.ServerRSS, pr.RSS)
+			p.ServerMaps = max(p.ServerMaps, pr.Maps)
+			p.ServerFDs = max(p.ServerFDs, pr.FDs)
+			p.ServerThreads = max(p.ServerThreads, pr.Threads)
+		}
+	}
+	return p
+}
+
+func roundTo(x float64, digits int) float64 {
+	f := 1.0
+	for range digits {
+		f *= 10
+	}
+	return float64(int64(x*f+0.5)) / f
+}

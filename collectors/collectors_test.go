@@ -1,0 +1,155 @@
+package collectors
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+func fixture(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// Fixtures from `rdma -j resource show [qp|mr]` in the Soft-RoCE guest
+// while fabric/verbs' TestResourceCountsMatchRdmaTool held a PD and 3
+// clients' worth of objects (2 CQ + 2 MR + 1 QP each).
+func TestParseSummary(t *testing.T) {
+	got, err := ParseSummary(fixture(t, "rdma_resource_show.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"pd": 2, "cq": 7, "qp": 4, "cm_id": 0, "mr": 6, "ctx": 1, "srq": 0}
+	for k, v := range want {
+		if got["rxe0"][k] != v {
+			t.Errorf("%s = %d, want %d", k, got["rxe0"][k], v)
+		}
+	}
+	if _, err := ParseSummary([]byte(`{"not":"a list"}`)); err == nil {
+		t.Error("accepted an object")
+	}
+	if _, err := ParseSummary([]byte(`[{"qp":1}]`)); err == nil {
+		t.Error("accepted an entry without ifname")
+	}
+}
+
+func TestParseObjects(t *testing.T) {
+	count, _, err := ParseObjects(fixture(t, "rdma_resource_show_qp.json"), "rxe0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Three RC QPs of the test process, and the kernel's GSI QP1.
+	if count[102] != 3 || count[0] != 1 || len(count) != 2 {
+		t.Errorf("QPs by task %v", count)
+	}
+	count, size, err := ParseObjects(fixture(t, "rdma_resource_show_mr.json"), "rxe0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if count[102] != 6 || size[102] != 6*4096 {
+		t.Errorf("MRs by task %v, bytes %v", count, size)
+	}
+	if count, _, _ := ParseObjects(fixture(t, "rdma_resource_show_mr.json"), "mlx5_0"); len(count) != 0 {
+		t.Errorf("other device's objects counted: %v", count)
+	}
+}
+
+func TestCountsAndSubtract(t *testing.T) {
+	c := Counts(map[string]uint64{"qp": 5, "cq": 9, "unknown": 7})
+	if c["qp"] != 5 || c["cq"] != 9 || c["mr"] != 0 || len(c) != len(ResourceKinds) {
+		t.Errorf("Counts %v", c)
+	}
+	d := Subtract(c, map[string]int{"qp": 1, "cq": 9})
+	if d["qp"] != 4 || d["cq"] != 0 {
+		t.Errorf("Subtract %v", d)
+	}
+}
+
+func TestParseProcLimits(t *testing.T) {
+	l := ParseProcLimits(fixture(t, "proc_limits.txt"))
+	if l["Max open files"] != 20000 || l["Max locked memory"] != 8388608 || l["Max cpu time"] != -1 {
+		t.Errorf("limits %v", l)
+	}
+}
+
+func TestParseNetstat(t *testing.T) {
+	ext := ParseNetstat(fixture(t, "proc_net_netstat.txt"))["TcpExt"]
+	if _, ok := ext["ListenOverflows"]; !ok || ext["TW"] != 64707 || ext["PruneCalled"] != 1 {
+		t.Errorf("TcpExt %v", ext)
+	}
+	if len(ParseNetstat([]byte("TcpExt: A B\nTcpExt: 1\n"))) != 0 {
+		t.Error("mismatched header and values accepted")
+	}
+}
+
+func TestParseTgid(t *testing.T) {
+	if got := ParseTgid(fixture(t, "proc_status.txt")); got != 17709 {
+		t.Errorf("Tgid %d", got)
+	}
+	if Tgid(os.Getpid()) != os.Getpid() {
+		t.Error("Tgid of this process is not itself")
+	}
+}
+
+func TestReadLimitsThisProcess(t *testing.T) {
+	l := ReadLimits(os.Getpid())
+	if l.NoFile <= 0 || l.MaxMapCount <= 0 || l.Somaxconn <= 0 || l.PidMax <= 0 || l.ThreadsMax <= 0 {
+		t.Errorf("limits %+v", l)
+	}
+}
+
+// A session samples this process and the host; a collector that fails
+// (no such RDMA device here) records its error and the others go on.
+func TestSessionSamples(t *testing.T) {
+	s := Start(context.Background(), Config{Interval: 10 * time.Millisecond, Device: "nosuch0",
+		Procs: func() []Proc { return []Proc{{Role: "server", PID: os.Getpid()}, {Role: "clients-0", PID: 1 << 22}} }})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.mu.Lock()
+		n := len(s.samples)
+		s.mu.Unlock()
+		if n >= 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling a test condition, not standing in for work
+	}
+	samples, peak, errs := s.Stop()
+	if len(samples) < 3 {
+		t.Fatalf("%d samples", len(samples))
+	}
+	last := samples[len(samples)-1]
+	if len(last.Procs) != 1 || last.Procs[0].PID != os.Getpid() {
+		t.Fatalf("procs %+v (the exited one must be skipped)", last.Procs)
+	}
+	p := last.Procs[0]
+	if p.RSS == 0 || p.Maps == 0 || p.FDs == 0 || p.Threads == 0 {
+		t.Errorf("process sample %+v", p)
+	}
+	if last.HostMemUsed == 0 || last.T <= 0 {
+		t.Errorf("host sample %+v", last)
+	}
+	if peak.ServerRSS < p.RSS || peak.ServerMaps == 0 {
+		t.Errorf("peak %+v", peak)
+	}
+	if len(errs) != 1 || !strings.HasPrefix(errs[0], "rdma: ") {
+		t.Errorf("errors %v, want one from the rdma collector", errs)
+	}
+}
+
+func TestPeaks(t *testing.T) {
+	p := Peaks([]result.Sample{
+		{RDMA: map[string]int{"qp": 3}, HostCPU: 50, Procs: []result.ProcSample{{Role: "server", RSS: 10, Maps: 7}}},
+		{RDMA: map[string]int{"qp": 9}, HostCPU: 20, Procs: []result.ProcSample{{Role: "server", RSS: 5, Maps: 9}, {Role: "clients-0", RSS: 99}}},
+	})
+	if p.RDMA["qp"] != 9 || p.HostCPU != 50 || p.ServerRSS != 10 || p.ServerMaps != 9 {
+		t.Errorf("peak %+v", p)
+	}
+}

@@ -1,0 +1,286 @@
+package collectors
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// capOfVerb maps the verb that failed to the device cap that bounds it
+// and the resource it counts.
+var capOfVerb = map[string][2]string{
+	"ibv_create_qp": {"max_qp", "qp"},
+	"ibv_create_cq": {"max_cq", "cq"},
+	"ibv_reg_mr":    {"max_mr", "mr"},
+	"ibv_alloc_pd":  {"max_pd", "pd"},
+}
+
+var verbRE = regexp.MustCompile(`\b(ibv_[a-z_]+)`)
+
+// failure is the dominant way a point's clients failed.
+type failure struct {
+	class, errno, verb, text string
+	count, failed            int
+}
+
+// dominant finds the most common failure class of a point and, within
+// it, the most common errno and error text.
+func dominant(pt result.Point) failure {
+	var f failure
+	for _, k := range sortedKeys(pt.Outcomes) {
+		if k == result.OutcomeOK {
+			continue
+		}
+		f.failed += pt.Outcomes[k]
+		if pt.Outcomes[k] > f.count {
+			f.class, f.count = k, pt.Outcomes[k]
+		}
+	}
+	errnos, texts := map[string]int{}, map[string]int{}
+	for _, r := range pt.Records {
+		if r.Outcome == f.class {
+			if r.Errno != "" {
+				errnos[r.Errno]++
+			}
+			if r.Error != "" {
+				texts[r.Error]++
+			}
+		}
+	}
+	if len(texts) == 0 {
+		texts = pt.Errors
+	}
+	f.errno = argmax(errnos)
+	f.text = argmax(texts)
+	if m := verbRE.FindStringSubmatch(f.text); m != nil {
+		f.verb = m[1]
+	}
+	return f
+}
+
+// Diagnose names the limit that most likely stopped a failed point,
+// combining the dominant failure and its errno with the samples (pt.Peak)
+// and the limits before and after the point. maxClients is the server's
+// cap for the point.
+func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *result.Diagnosis {
+	f := dominant(pt)
+	peak := pt.Peak
+	if peak == nil {
+		peak = &result.Peak{}
+	}
+	d := &result.Diagnosis{}
+	ev := func(format string, a ...any) { d.Evidence = append(d.Evidence, fmt.Sprintf(format, a...)) }
+	if f.failed > 0 {
+		ev("%s of %s clients failed; most as %s (%s)", num(f.failed), num(pt.Attempted), f.class, num(f.count))
+		if f.text != "" {
+			ev("most common error: %s", f.text)
+		}
+	}
+	failedAt := fmt.Sprintf("from %s clients", num(pt.Connected))
+	what := f.class
+	if f.verb != "" {
+		what = f.verb
+	}
+	if f.errno != "" {
+		what += ": " + f.errno
+	}
+
+	switch {
+	case f.class == result.OutcomeRefused && maxClients > 0 && pt.Clients > maxClients:
+		d.Limit = "max-clients"
+		d.Summary = fmt.Sprintf("the server refused %s clients \"at capacity\": --max-clients %s is below the %s attempted",
+			num(f.count), num(maxClients), num(pt.Clients))
+		ev("server refused %s, peak %s active", num(pt.Server.Refused), num(pt.Server.PeakActive))
+		d.Suggestion = "raise the server's --max-clients"
+		return d
+	}
+
+	// Memory mappings: the per-process limit the per-client layout hits.
+	if role, maps := mostMaps(pt); before.MaxMapCount > 0 && maps >= int(float64(before.MaxMapCount)*0.95) &&
+		(f.errno == "ENOMEM" || f.errno == "") {
+		d.Limit = "vm.max_map_count"
+		d.Summary = fmt.Sprintf("%s %s; %s process had %s mappings of vm.max_map_count %s",
+			what, failedAt, role, num(maps), num(int(before.MaxMapCount)))
+		ev("peak mappings of the %s process: %s (vm.max_map_count %s)", role, num(maps), num(int(before.MaxMapCount)))
+		d.Suggestion = "share CQs (--mode shared-cq) or raise vm.max_map_count"
+		return d
+	}
+
+	// Open files.
+	acceptEMFILE := 0
+	for e, n := range pt.Server.Errors {
+		if strings.Contains(e, "too many open files") {
+			acceptEMFILE += n
+		}
+	}
+	if nofile := before.NoFile; nofile > 0 && (peak.ServerFDs >= int(nofile)-16 || acceptEMFILE > 0 || f.errno == "EMFILE") {
+		d.Limit = "rlimit-nofile"
+		d.Summary = fmt.Sprintf("%s %s; the server had %s open files of RLIMIT_NOFILE %s",
+			what, failedAt, num(peak.ServerFDs), num(int(nofile)))
+		if acceptEMFILE > 0 {
+			ev("server accept failed %s times: too many open files", num(acceptEMFILE))
+		}
+		ev("peak server fds %s, RLIMIT_NOFILE %s", num(peak.ServerFDs), num(int(nofile)))
+		d.Suggestion = fmt.Sprintf("raise the open-file limit (ulimit -n, LimitNOFILE=) above %s", num(int(nofile)))
+		return d
+	}
+
+	// A device cap, when the failing verb's resource reached it.
+	if c, ok := capOfVerb[f.verb]; ok {
+		limit := before.DeviceCaps[c[0]]
+		held, src := inUse(pt, c[1])
+		if limit > 0 && held >= int(limit) {
+			d.Limit = "device-cap:" + c[0]
+			d.Summary = fmt.Sprintf("%s %s; %s held %s %ss of %s %s",
+				what, failedAt, src, num(held), strings.ToUpper(c[1]), c[0], num(int(limit)))
+			ev("%s in use at peak: %s; device %s: %s", c[1], num(held), c[0], num(int(limit)))
+			d.Suggestion = fmt.Sprintf("the device allows %s %ss: use fewer per client (--mode shared-cq) or a device with a larger %s",
+				num(int(limit)), strings.ToUpper(c[1]), c[0])
+			return d
+		}
+		if c[1] == "mr" && f.errno == "ENOMEM" && before.MemlockBytes > 0 {
+			d.Limit = "memlock"
+			d.Summary = fmt.Sprintf("%s %s; RLIMIT_MEMLOCK is %s bytes", what, failedAt, num(int(before.MemlockBytes)))
+			ev("RLIMIT_MEMLOCK %s bytes", num(int(before.MemlockBytes)))
+			d.Suggestion = "raise the locked-memory limit (ulimit -l, LimitMEMLOCK=infinity)"
+			return d
+		}
+	}
+
+	// The listen queue, when connections were lost before TLS.
+	overflows := after.ListenOverflows - before.ListenOverflows
+	drops := after.ListenDrops - before.ListenDrops
+	if (overflows > 0 || drops > 0) && (f.class == result.OutcomeTCPConnect || f.class == result.OutcomeTimeout || f.class == result.OutcomeTLS) {
+		d.Limit = "listen-backlog"
+		d.Summary = fmt.Sprintf("%s clients lost at %s while the listen queue overflowed %s times (somaxconn %s)",
+			num(f.count), f.class, num(int(overflows)), num(int(before.Somaxconn)))
+		ev("TcpExtListenOverflows +%s, TcpExtListenDrops +%s during the point", num(int(overflows)), num(int(drops)))
+		d.Suggestion = "raise the server's --backlog and net.core.somaxconn, or pace launches with --rate"
+		return d
+	}
+
+	switch {
+	case f.class == result.OutcomeTimeout:
+		d.Limit = "timeout"
+		d.Summary = fmt.Sprintf("%s clients hit their deadline; peak host CPU %.0f%%", num(f.count), peak.HostCPU)
+		d.Suggestion = "raise --timeout, pace launches with --rate, or give the server more CPU"
+	case pt.Error != "":
+		d.Limit = "point-error"
+		d.Summary = pt.Error
+		d.Suggestion = "see the point's error; the run kept what was collected"
+	case f.failed == 0:
+		return nil
+	default:
+		d.Limit = "unknown"
+		d.Summary = fmt.Sprintf("%s %s; no limit in force was near its bound", what, failedAt)
+		d.Suggestion = "inspect the per-client errors in the run JSON"
+	}
+	return d
+}
+
+// mostMaps is the process with the most memory mappings at any sample.
+func mostMaps(pt result.Point) (string, int) {
+	role, maps := "server", 0
+	for _, s := range pt.Samples {
+		for _, p := range s.Procs {
+			if p.Maps > maps {
+				role, maps = p.Role, p.Maps
+			}
+		}
+	}
+	if strings.HasPrefix(role, "clients") {
+		role = "load-generator " + role
+	}
+	return role, maps
+}
+
+// inUse is how many objects of kind the device held at the point's peak,
+// and who counted them: the kernel's count for the device (baseline
+// included), else the server's own fabric count (sim).
+func inUse(pt result.Point, kind string) (int, string) {
+	if p := pt.Peak; p != nil && p.RDMA != nil {
+		return p.RDMA[kind] + p.Baseline[kind], "the device"
+	}
+	if n, ok := pt.Server.Resources[kind]; ok {
+		return n, "the server's fabric"
+	}
+	return 0, ""
+}
+
+// Cost is the per-client resource cost of a point: the server's share of
+// the device's objects when the per-process split is known, else the
+// whole device (server and clients together), per connected client.
+func Cost(pt result.Point) *result.Cost {
+	if pt.Connected == 0 {
+		return nil
+	}
+	n := float64(pt.Connected)
+	c := &result.Cost{Clients: pt.Connected}
+	var res map[string]int
+	switch {
+	case pt.Peak != nil && pt.Peak.ByRole["server"] != nil:
+		res = pt.Peak.ByRole["server"]
+	case pt.Server.Resources != nil:
+		res = pt.Server.Resources
+	case pt.Peak != nil:
+		res = pt.Peak.RDMA
+	}
+	if res == nil && (pt.Peak == nil || pt.Peak.ServerRSS == 0) {
+		return nil
+	}
+	per := func(k string) float64 { return roundTo(float64(res[k])/n, 2) }
+	c.QPs, c.CQs, c.MRs, c.PDs = per("qp"), per("cq"), per("mr"), per("pd")
+	c.RegisteredMem = roundTo(float64(res["mr_bytes"])/n, 0)
+	if pt.Peak != nil && pt.Peak.ServerRSS > 0 {
+		// Growth over the server's first reading (up, no clients yet).
+		c.ServerRSS = roundTo(float64(pt.Peak.ServerRSS-firstServerRSS(pt))/n, 0)
+	}
+	return c
+}
+
+func firstServerRSS(pt result.Point) uint64 {
+	for _, s := range pt.Samples {
+		for _, p := range s.Procs {
+			if p.Role == "server" && p.RSS <= pt.Peak.ServerRSS {
+				return p.RSS
+			}
+		}
+	}
+	return 0
+}
+
+func argmax(m map[string]int) string {
+	best, n := "", 0
+	for _, k := range sortedKeys(m) {
+		if m[k] > n {
+			best, n = k, m[k]
+		}
+	}
+	return best
+}
+
+func sortedKeys(m map[string]int) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// num formats n with thousands separators: 16,371.
+func num(n int) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
+}

@@ -1,0 +1,133 @@
+package collectors
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+func failedPoint(clients, connected int, class, errno, text string) result.Point {
+	pt := result.Point{Clients: clients, Attempted: clients, Connected: connected,
+		Outcomes: map[string]int{result.OutcomeOK: connected, class: clients - connected},
+		Errors:   map[string]int{text: clients - connected}}
+	for i := 0; i < clients-connected; i++ {
+		pt.Records = append(pt.Records, result.ClientRecord{ID: i, Outcome: class, Errno: errno, Error: text})
+	}
+	return pt
+}
+
+func withMaps(pt result.Point, role string, maps int) result.Point {
+	pt.Samples = []result.Sample{{Procs: []result.ProcSample{{Role: role, Maps: maps}}}}
+	pt.Peak = Peaks(pt.Samples)
+	return pt
+}
+
+// Each limit, set up as the evidence a real run records, is named with
+// that evidence; the other limits in force, far from their bounds, are
+// not blamed.
+func TestDiagnose(t *testing.T) {
+	lim := result.Limits{NoFile: 1 << 20, MaxMapCount: 65530, Somaxconn: 4096,
+		DeviceCaps: map[string]int64{"max_qp": 450, "max_cq": 1 << 20, "max_mr": 1 << 19, "max_pd": 1 << 20}}
+	after := lim
+	cases := []struct {
+		name     string
+		pt       result.Point
+		before   result.Limits
+		after    result.Limits
+		max      int
+		limit    string
+		summary  []string
+		evidence string
+	}{
+		{name: "max-clients", pt: func() result.Point {
+			p := failedPoint(40, 30, result.OutcomeRefused, "", "server at capacity (30 clients)")
+			p.Server.Refused = 10
+			return p
+		}(), before: lim, after: after, max: 30, limit: "max-clients",
+			summary: []string{"refused 10 clients", "--max-clients 30"}},
+		{name: "sim device cap", pt: func() result.Point {
+			p := failedPoint(451, 450, result.OutcomeQPCreate, "EINVAL", "server: qp-create: ibv_create_qp: EINVAL (invalid argument): max_qp 450 reached")
+			p.Server.Resources = map[string]int{"qp": 450, "cq": 900}
+			return p
+		}(), before: lim, after: after, max: 451, limit: "device-cap:max_qp",
+			summary: []string{"ibv_create_qp: EINVAL from 450 clients", "450 QPs of max_qp 450"}},
+		{name: "device cap from the kernel's count", pt: func() result.Point {
+			p := failedPoint(451, 450, result.OutcomeQPCreate, "EINVAL", "ibv_create_qp: EINVAL")
+			p.Peak = &result.Peak{RDMA: map[string]int{"qp": 449}, Baseline: map[string]int{"qp": 1}}
+			return p
+		}(), before: lim, after: after, max: 451, limit: "device-cap:max_qp",
+			summary: []string{"the device held 450 QPs"}},
+		{name: "vm.max_map_count", pt: withMaps(failedPoint(20000, 16371, result.OutcomeQPCreate, "ENOMEM",
+			"server: qp-create: ibv_create_cq: ENOMEM (cannot allocate memory)"), "server", 65524),
+			before: lim, after: after, max: 20000, limit: "vm.max_map_count",
+			summary: []string{"ibv_create_cq: ENOMEM from 16,371 clients", "server process had 65,524 mappings of vm.max_map_count 65,530"}},
+		{name: "max_map_count in a load generator", pt: withMaps(failedPoint(300, 200, result.OutcomeQPCreate, "ENOMEM",
+			"ibv_create_qp: ENOMEM"), "clients-0", 999),
+			before: result.Limits{NoFile: 1 << 20, MaxMapCount: 1000}, max: 300, limit: "vm.max_map_count",
+			summary: []string{"load-generator clients-0 process had 999 mappings"}},
+		{name: "rlimit-nofile", pt: func() result.Point {
+			p := failedPoint(200, 40, result.OutcomeTimeout, "", "deadline during tls: i/o timeout")
+			p.Server.Errors = map[string]int{"accept tcp 127.0.0.1:4000: accept4: too many open files": 77}
+			p.Peak = &result.Peak{ServerFDs: 63}
+			return p
+		}(), before: result.Limits{NoFile: 64, MaxMapCount: 65530}, max: 200, limit: "rlimit-nofile",
+			summary: []string{"63 open files of RLIMIT_NOFILE 64"}, evidence: "accept failed 77 times"},
+		{name: "listen backlog", pt: failedPoint(500, 420, result.OutcomeTimeout, "", "deadline during tcp-connect: i/o timeout"),
+			before: result.Limits{NoFile: 1 << 20, Somaxconn: 4096, ListenOverflows: 10},
+			after:  result.Limits{NoFile: 1 << 20, Somaxconn: 4096, ListenOverflows: 135, ListenDrops: 135}, max: 500,
+			limit: "listen-backlog", summary: []string{"80 clients lost", "overflowed 125 times"}},
+		{name: "plain timeout", pt: failedPoint(100, 90, result.OutcomeTimeout, "", "deadline during rtr"),
+			before: lim, after: after, max: 100, limit: "timeout", summary: []string{"10 clients hit their deadline"}},
+		{name: "unknown", pt: failedPoint(100, 99, result.OutcomeMessage, "", "payload checksum mismatch"),
+			before: lim, after: after, max: 100, limit: "unknown", summary: []string{"no limit in force was near its bound"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := Diagnose(c.pt, c.before, c.after, c.max)
+			if d == nil {
+				t.Fatal("no diagnosis")
+			}
+			if d.Limit != c.limit {
+				t.Errorf("limit %q, want %q (%s)", d.Limit, c.limit, d.Summary)
+			}
+			for _, s := range c.summary {
+				if !strings.Contains(d.Summary, s) {
+					t.Errorf("summary %q lacks %q", d.Summary, s)
+				}
+			}
+			if c.evidence != "" && !strings.Contains(strings.Join(d.Evidence, "\n"), c.evidence) {
+				t.Errorf("evidence %q lacks %q", d.Evidence, c.evidence)
+			}
+			if d.Suggestion == "" {
+				t.Error("no suggestion")
+			}
+		})
+	}
+	ok := result.Point{Clients: 10, Attempted: 10, Connected: 10, Outcomes: map[string]int{result.OutcomeOK: 10}}
+	if d := Diagnose(ok, lim, lim, 10); d != nil {
+		t.Errorf("a clean point diagnosed: %+v", d)
+	}
+}
+
+func TestCost(t *testing.T) {
+	pt := result.Point{Connected: 64,
+		Samples: []result.Sample{{Procs: []result.ProcSample{{Role: "server", RSS: 10 << 20}}}},
+		Peak: &result.Peak{ServerRSS: 10<<20 + 64*8192, RDMA: map[string]int{"qp": 128},
+			ByRole: map[string]map[string]int{"server": {"qp": 64, "cq": 128, "mr": 128, "pd": 1, "mr_bytes": 128 * 4096}}}}
+	c := Cost(pt)
+	if c.QPs != 1 || c.CQs != 2 || c.MRs != 2 || c.RegisteredMem != 8192 || c.ServerRSS != 8192 {
+		t.Errorf("cost %+v", c)
+	}
+	if Cost(result.Point{}) != nil {
+		t.Error("cost of a point without clients")
+	}
+}
+
+func TestNum(t *testing.T) {
+	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 16371: "16,371", -65530: "-65,530", 1234567: "1,234,567"} {
+		if got := num(n); got != want {
+			t.Errorf("num(%d) = %q", n, got)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package collectors
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/shirou/gopsutil/v3/process"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// procCollector reads CPU, RSS, threads, open fds and memory mappings of
+// each watched process. A process that has exited is skipped silently:
+// the point's processes come and go.
+type procCollector struct {
+	list  func() []Proc
+	procs map[int]*process.Process
+}
+
+func newProcCollector(list func() []Proc) *procCollector {
+	return &procCollector{list: list, procs: map[int]*process.Process{}}
+}
+
+func (*procCollector) Name() string { return "process" }
+
+func (c *procCollector) Collect(s *result.Sample) error {
+	var firstErr error
+	for _, p := range c.list() {
+		ps, err := c.read(p)
+		if err != nil {
+			if _, statErr := os.Stat(fmt.Sprintf("/proc/%d", p.PID)); statErr != nil {
+				delete(c.procs, p.PID)
+				continue // exited
+			}
+			if firstErr == nil {
+				firstErr = fmt.Errorf("%s (pid %d): %w", p.Role, p.PID, err)
+			}
+			continue
+		}
+		s.Procs = append(s.Procs, ps)
+	}
+	return firstErr
+}
+
+func (c *procCollector) read(p Proc) (result.ProcSample, error) {
+	ps := result.ProcSample{Role: p.Role, PID: p.PID}
+	h := c.procs[p.PID]
+	if h == nil {
+		var err error
+		if h, err = process.NewProcess(int32(p.PID)); err != nil {
+			return ps, err
+		}
+		c.procs[p.PID] = h
+		h.Percent(0) // prime
+	}
+	pct, err := h.Percent(0)
+	if err != nil {
+		return ps, err
+	}
+	ps.CPU = roundTo(pct, 1)
+	mi, err := h.MemoryInfo()
+	if err != nil {
+		return ps, err
+	}
+	ps.RSS = mi.RSS
+	th, err := h.NumThreads()
+	if err != nil {
+		return ps, err
+	}
+	ps.Threads = int(th)
+	fds, err := h.NumFDs()
+	if err != nil {
+		return ps, err
+	}
+	ps.FDs = int(fds)
+	if ps.Maps, err = countMaps(p.PID); err != nil {
+		return ps, err
+	}
+	return ps, nil
+}
+
+// countMaps counts the lines of /proc/PID/maps: the mappings that
+// vm.max_map_count bounds.
+func countMaps(pid int) (int, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return countLines(f)
+}
+
+func countLines(r io.Reader) (int, error) {
+	buf := make([]byte, 64<<10)
+	n := 0
+	for {
+		k, err := r.Read(buf)
+		n += bytes.Count(buf[:k], []byte{'\n'})
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}

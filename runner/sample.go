@@ -1,0 +1,99 @@
+package runner
+
+import (
+	"context"
+	"sync"
+
+	"github.com/rdmaprobe/rdmaprobe/collectors"
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// sampler watches one point: resources, processes and limits. It starts
+// before the server so the RDMA baseline excludes everything the point
+// creates.
+type sampler struct {
+	sess   *collectors.Session
+	mu     sync.Mutex
+	procs  []collectors.Proc
+	before result.Limits
+	after  result.Limits
+	server int
+	byRole map[string]map[string]int
+}
+
+func startSampler(ctx context.Context, cfg Config) *sampler {
+	s := &sampler{}
+	if cfg.SampleInterval < 0 {
+		return s
+	}
+	s.sess = collectors.Start(ctx, collectors.Config{Interval: cfg.SampleInterval,
+		Device: cfg.SampleDevice, Procs: s.list})
+	return s
+}
+
+func (s *sampler) list() []collectors.Proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]collectors.Proc(nil), s.procs...)
+}
+
+func (s *sampler) add(role string, pid int) {
+	s.mu.Lock()
+	s.procs = append(s.procs, collectors.Proc{Role: role, PID: pid})
+	s.mu.Unlock()
+}
+
+// serverUp records the server and the limits in force for it, with the
+// caps of the device it opened.
+func (s *sampler) serverUp(pid int, dev *result.DeviceInfo) {
+	s.server = pid
+	s.add("server", pid)
+	s.before = collectors.ReadLimits(pid)
+	s.before.DeviceCaps = collectors.DeviceCaps(dev)
+	if s.sess != nil {
+		s.sess.Sample() // the server up, before any client: the cost baseline
+	}
+}
+
+// loaded is called when every client has reported and before they are
+// released: one sample at full load, and the device's objects split by
+// process.
+func (s *sampler) loaded() {
+	if s.sess == nil {
+		return
+	}
+	s.sess.Sample()
+	s.byRole = s.sess.Split(s.list())
+}
+
+// serverDone re-reads the limits while the server still runs, so
+// per-process limits and the listen-queue counters cover the point.
+func (s *sampler) serverDone() {
+	if s.server != 0 {
+		s.after = collectors.ReadLimits(s.server)
+		s.after.DeviceCaps = s.before.DeviceCaps
+	}
+}
+
+// finish stops sampling and adds samples, cost and, for a failed point,
+// the diagnosis. Call after Summarise.
+func (s *sampler) finish(pt *result.Point, maxClients int) {
+	if s.sess != nil {
+		var errs []string
+		pt.Samples, pt.Peak, errs = s.sess.Stop()
+		pt.Peak.ByRole = s.byRole
+		pt.Peak.Resources = pt.Server.Resources
+		pt.SamplerErrors = append(pt.SamplerErrors, errs...)
+	}
+	if s.server == 0 {
+		return
+	}
+	before := s.before
+	pt.Limits = &before
+	pt.Cost = collectors.Cost(*pt)
+	if !pt.Passed || pt.Error != "" {
+		after := s.after
+		pt.LimitsAfter = &after
+		pt.Diagnosis = collectors.Diagnose(*pt, s.before, s.after, maxClients)
+	}
+}

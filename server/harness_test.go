@@ -1,0 +1,214 @@
+package server_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/certs"
+	"github.com/rdmaprobe/rdmaprobe/client"
+	"github.com/rdmaprobe/rdmaprobe/exchange"
+	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/fabric/sim"
+	"github.com/rdmaprobe/rdmaprobe/server"
+)
+
+// harness is an in-process mutual-TLS server on its own simulated device
+// and a dialer of legitimate clients on another.
+type harness struct {
+	t          *testing.T
+	srv        *server.Server
+	prov       *sim.Provider // the server's device
+	baseline   map[string]int
+	addr       string
+	serverPair certs.Pair
+	clientPair certs.Pair
+	dialer     *client.Dialer
+	cdev       fabric.Device // the legitimate clients' device
+	cancel     context.CancelFunc
+	served     chan error
+}
+
+const (
+	// Short server timeouts so stalled peers are dropped quickly.
+	testHandshakeTimeout = 300 * time.Millisecond
+	testExchangeTimeout  = 300 * time.Millisecond
+	// guard bounds every blocking read of a test so a bug fails the test
+	// instead of hanging it; it never orders events.
+	guard = 5 * time.Second
+)
+
+func newHarness(t *testing.T, maxClients int) *harness {
+	t.Helper()
+	h := &harness{t: t, prov: sim.New(sim.Options{}), served: make(chan error, 1)}
+	var err error
+	if h.serverPair, err = certs.SelfSigned(); err != nil {
+		t.Fatal(err)
+	}
+	if h.clientPair, err = certs.SelfSignedClient(); err != nil {
+		t.Fatal(err)
+	}
+	stls, err := h.serverPair.Server(h.clientPair.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	h.srv, err = server.New(ctx, server.Config{Listen: "127.0.0.1:0", MaxClients: maxClients,
+		TLS: stls, Provider: h.prov, Device: fabric.DeviceConfig{GIDIndex: -1}, MsgSize: 256,
+		HandshakeTimeout: testHandshakeTimeout, ExchangeTimeout: testExchangeTimeout})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	h.baseline = h.prov.InUse()
+	h.addr = h.srv.Addr().String()
+	go func() { h.served <- h.srv.Serve(ctx) }()
+
+	cprov := sim.New(sim.Options{})
+	cdev, err := cprov.Open(ctx, fabric.DeviceConfig{GIDIndex: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.cdev = cdev
+	h.dialer = h.newDialer(cdev, h.clientTLS(true))
+	t.Cleanup(func() {
+		h.stop()
+		h.dialer.Close()
+		cdev.Close()
+	})
+	return h
+}
+
+func (h *harness) newDialer(dev fabric.Device, conf *tls.Config) *client.Dialer {
+	h.t.Helper()
+	d, err := client.NewDialer(dev, client.Config{Addr: h.addr, TLS: conf, Rounds: 2, MsgSize: 256, Timeout: guard})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return d
+}
+
+// clientTLS pins the server and, with withCert, presents the authorised
+// client certificate.
+func (h *harness) clientTLS(withCert bool) *tls.Config {
+	h.t.Helper()
+	var conf *tls.Config
+	var err error
+	if withCert {
+		conf, err = certs.Client(h.serverPair.CertPEM, h.clientPair)
+	} else {
+		conf, err = certs.Client(h.serverPair.CertPEM)
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return conf
+}
+
+// stop ends the server and waits until Serve has released everything.
+func (h *harness) stop() {
+	if h.cancel == nil {
+		return
+	}
+	h.cancel()
+	h.cancel = nil
+	select {
+	case err := <-h.served:
+		if err != nil {
+			h.t.Errorf("Serve: %v", err)
+		}
+	case <-time.After(guard):
+		h.t.Error("server did not stop")
+	}
+}
+
+// dialTLS completes a mutual-TLS handshake as an authorised client.
+func (h *harness) dialTLS() *tls.Conn {
+	h.t.Helper()
+	raw, err := net.Dial("tcp", h.addr)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	tc := tls.Client(raw, h.clientTLS(true))
+	tc.SetDeadline(time.Now().Add(guard))
+	if err := tc.Handshake(); err != nil {
+		tc.Close()
+		h.t.Fatalf("handshake: %v", err)
+	}
+	return tc
+}
+
+// hello is an endpoint a hostile peer might claim: valid fields and a
+// non-zero LID, so the server takes it through RTS.
+func hello(qpn, psn uint32) exchange.Msg {
+	return exchange.Msg{Type: exchange.Hello, QPN: qpn, PSN: psn, LID: 1, MTU: fabric.MTU1024,
+		GID: fabric.GID{10: 0xff, 11: 0xff, 12: 127, 15: 1}}
+}
+
+// sendHello sends m on a fresh authorised connection and returns the reply
+// and the still-open connection.
+func (h *harness) sendHello(m exchange.Msg) (exchange.Msg, *tls.Conn) {
+	h.t.Helper()
+	tc := h.dialTLS()
+	if err := exchange.Write(tc, m); err != nil {
+		h.t.Fatalf("write hello: %v", err)
+	}
+	reply, err := exchange.Read(tc)
+	if err != nil {
+		h.t.Fatalf("read reply: %v", err)
+	}
+	return reply, tc
+}
+
+// awaitClose reads from c until the server closes it; a reply (any byte)
+// is an error unless allowed, for peers that must get none.
+func awaitClose(c net.Conn) ([]byte, error) {
+	c.SetReadDeadline(time.Now().Add(guard))
+	b, err := io.ReadAll(c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return b, errors.New("server kept the connection open")
+	}
+	return b, nil
+}
+
+// eventually polls cond until it holds or the guard expires; it waits for
+// the server's handlers to finish releasing, not for time to pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	if !waitFor(cond) {
+		t.Fatalf("timed out waiting until %s", what)
+	}
+}
+
+// waitFor is eventually for callers that report the details themselves.
+func waitFor(cond func() bool) bool {
+	deadline := time.Now().Add(guard)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return true
+}
+
+func (h *harness) inUseIsBaseline() bool {
+	return reflect.DeepEqual(h.prov.InUse(), h.baseline)
+}
+
+// connectOK runs one legitimate client and fails the test unless it is ok.
+func (h *harness) connectOK(ctx context.Context, id int) *client.Conn {
+	h.t.Helper()
+	c, rec := h.dialer.Connect(ctx, id, 0)
+	if c == nil {
+		h.t.Fatalf("legitimate client %d: %s: %s", id, rec.Outcome, rec.Error)
+	}
+	return c
+}

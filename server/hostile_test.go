@@ -1,0 +1,409 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/rdmaprobe/rdmaprobe/client"
+	"github.com/rdmaprobe/rdmaprobe/exchange"
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// hostileFrames are exchange frames (length prefix included) an
+// authenticated but broken or malicious peer might send instead of a
+// hello. The server must drop each without a reply and without touching
+// the device.
+func hostileFrames(t *testing.T) map[string][]byte {
+	good, err := exchange.Encode(hello(0x99, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := func(off int, b ...byte) []byte {
+		f := bytes.Clone(good)
+		copy(f[off:], b)
+		return f
+	}
+	accept := patch(3, byte(exchange.Accept))
+	oversized := make([]byte, 2+exchange.MaxBody+1)
+	binary.BigEndian.PutUint16(oversized, exchange.MaxBody+1)
+	return map[string][]byte{
+		"empty body":            {0, 0},
+		"short":                 {0, 3, exchange.Version, byte(exchange.Hello), 0},
+		"oversized header":      {0xff, 0xff},
+		"oversized":             oversized,
+		"truncated":             good[:12], // then stalls: the exchange timeout ends it
+		"reason length lies":    patch(2+29, 0x00, 0x07),
+		"wrong version":         patch(2, exchange.Version+1),
+		"unknown type":          patch(3, 9),
+		"accept as hello":       accept,
+		"zero QPN":              patch(4, 0, 0, 0, 0),
+		"QPN wider than 24 bit": patch(4, 0x01, 0, 0, 0x99),
+		"PSN wider than 24 bit": patch(8, 0xff, 0, 0, 1),
+		"invalid MTU":           patch(2+12, 9),
+		"zero MTU":              patch(2+12, 0),
+	}
+}
+
+// hostile is one misbehaving peer; it returns an error when the server
+// did not drop it as it should.
+type hostile struct {
+	name  string
+	class string // the server's failure class for it
+	run   func(h *harness) error
+}
+
+func rawDial(h *harness) (net.Conn, error) { return net.Dial("tcp", h.addr) }
+
+// expectDropped sends b on a raw TCP connection and waits for the server
+// to close it.
+func expectDropped(h *harness, b []byte) error {
+	c, err := rawDial(h)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if len(b) > 0 {
+		if _, err := c.Write(b); err != nil {
+			return err
+		}
+	}
+	_, err = awaitClose(c)
+	return err
+}
+
+func hostiles(t *testing.T) []hostile {
+	garbage := make([]byte, 700)
+	rand.Read(garbage)
+	hs := []hostile{
+		{"raw TCP garbage", result.OutcomeTLS, func(h *harness) error { return expectDropped(h, garbage) }},
+		{"plain HTTP request", result.OutcomeTLS, func(h *harness) error {
+			return expectDropped(h, []byte("GET / HTTP/1.1\r\nHost: rdmaprobe\r\n\r\n"))
+		}},
+		{"stalled mid-handshake", result.OutcomeTLS, func(h *harness) error {
+			// The first bytes of a ClientHello record, then nothing.
+			return expectDropped(h, []byte{0x16, 0x03, 0x01, 0x01, 0x00, 0x01})
+		}},
+		{"silent TCP", result.OutcomeTLS, func(h *harness) error { return expectDropped(h, nil) }},
+		{"TLS without a client certificate", result.OutcomeTLS, func(h *harness) error {
+			return noClientCert(h, nil)
+		}},
+		{"stalled after the handshake", result.OutcomeExchange, func(h *harness) error {
+			tc, err := dialTLS(h)
+			if err != nil {
+				return err
+			}
+			defer tc.Close()
+			// One byte of the length prefix, then nothing (slowloris).
+			if _, err := tc.Write([]byte{0}); err != nil {
+				return err
+			}
+			return expectNoReply(tc)
+		}},
+	}
+	for name, f := range hostileFrames(t) {
+		f := f
+		hs = append(hs, hostile{"frame: " + name, result.OutcomeExchange, func(h *harness) error {
+			tc, err := dialTLS(h)
+			if err != nil {
+				return err
+			}
+			defer tc.Close()
+			if _, err := tc.Write(f); err != nil {
+				return err
+			}
+			return expectNoReply(tc)
+		}})
+	}
+	return hs
+}
+
+// dialTLS is harness.dialTLS returning its error, for use off the test
+// goroutine.
+func dialTLS(h *harness) (*tls.Conn, error) {
+	raw, err := rawDial(h)
+	if err != nil {
+		return nil, err
+	}
+	tc := tls.Client(raw, h.clientTLS(true))
+	if err := tc.Handshake(); err != nil {
+		tc.Close()
+		return nil, fmt.Errorf("handshake: %w", err)
+	}
+	return tc, nil
+}
+
+func expectNoReply(tc *tls.Conn) error {
+	b, err := awaitClose(tc)
+	if err != nil {
+		return err
+	}
+	if len(b) > 0 {
+		return fmt.Errorf("server replied %q", b)
+	}
+	return nil
+}
+
+// noClientCert completes the client side of a TLS 1.3 handshake without a
+// client certificate and expects the server's alert on the first read.
+// check, if set, runs while the connection is still open.
+func noClientCert(h *harness, check func()) error {
+	raw, err := rawDial(h)
+	if err != nil {
+		return err
+	}
+	tc := tls.Client(raw, h.clientTLS(false))
+	defer tc.Close()
+	if err := tc.Handshake(); err != nil {
+		return fmt.Errorf("client side of the handshake: %w", err)
+	}
+	_, err = tc.Read(make([]byte, 1))
+	var oe *net.OpError
+	if !errors.As(err, &oe) || oe.Op != "remote error" {
+		return fmt.Errorf("read after handshake: %v, want the server's alert", err)
+	}
+	if check != nil {
+		check()
+	}
+	return nil
+}
+
+// TestHostilePeers runs every kind of hostile peer at the server while
+// legitimate clients connect, and checks that the server keeps serving,
+// every legitimate client succeeds, and nothing leaks.
+func TestHostilePeers(t *testing.T) {
+	const maxClients, legit = 16, 12
+	h := newHarness(t, maxClients)
+	ctx := context.Background()
+
+	t.Run("unauthenticated peers create nothing", func(t *testing.T) {
+		// Peers held open while the server is done with them: the device
+		// counts must not move.
+		if err := noClientCert(h, func() {
+			if !h.inUseIsBaseline() {
+				t.Errorf("in use %v with an unauthenticated client connected, baseline %v", h.prov.InUse(), h.baseline)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		before := h.srv.Stats().Accepted
+		var held []net.Conn
+		for i := 0; i < 3; i++ {
+			c, err := rawDial(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			held = append(held, c)
+		}
+		tc, err := dialTLS(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tc.Close()
+		eventually(t, "the server accepted the stalled peers", func() bool { return h.srv.Stats().Accepted >= before+4 })
+		if !h.inUseIsBaseline() {
+			t.Errorf("in use %v with stalled peers connected, baseline %v", h.prov.InUse(), h.baseline)
+		}
+		for _, c := range held {
+			if _, err := awaitClose(c); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := expectNoReply(tc); err != nil {
+			t.Error(err)
+		}
+
+		// The client package classifies the missing certificate as tls.
+		d := h.newDialer(h.cdev, h.clientTLS(false))
+		defer d.Close()
+		c, rec := d.Connect(ctx, 0, 0)
+		if c != nil {
+			c.Close()
+			t.Fatal("client without a certificate connected")
+		}
+		if rec.Outcome != result.OutcomeTLS {
+			t.Errorf("client without a certificate: outcome %q (%s), want %q", rec.Outcome, rec.Error, result.OutcomeTLS)
+		}
+		if !h.inUseIsBaseline() {
+			t.Errorf("in use %v after unauthenticated peers, baseline %v", h.prov.InUse(), h.baseline)
+		}
+		// A TLS 1.3 client reads the server's alert before the server has
+		// counted its failure: wait for the count so the next phase starts
+		// from settled stats.
+		eventually(t, "the server counted the failures", func() bool {
+			st := h.srv.Stats()
+			return st.Failures[result.OutcomeTLS] == 5 && st.Failures[result.OutcomeExchange] == 1
+		})
+	})
+
+	t.Run("concurrent", func(t *testing.T) {
+		start := h.srv.Stats()
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var errs []error
+		report := func(name string, err error) {
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+				mu.Unlock()
+			}
+		}
+		// Legitimate clients, all at once.
+		var recs []result.ClientRecord
+		var conns []*client.Conn
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			recs, conns = client.Run(ctx, h.dialer, client.Load{N: legit}, nil)
+		}()
+		// Every hostile peer twice.
+		hs := hostiles(t)
+		want := map[string]int{}
+		for _, x := range hs {
+			want[x.class] += 2
+			for i := 0; i < 2; i++ {
+				wg.Add(1)
+				go func(x hostile) {
+					defer wg.Done()
+					report(x.name, x.run(h))
+				}(x)
+			}
+		}
+		// A flood of connections beyond MaxClients that never speak.
+		flood := 3 * maxClients
+		want[result.OutcomeTLS] += flood
+		for i := 0; i < flood; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				report("flood", expectDropped(h, nil))
+			}()
+		}
+		// A replayed hello: the original is accepted and kept, the copy
+		// refused.
+		var original net.Conn
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := hello(0x5151, 0x2a)
+			tc, err := dialTLS(h)
+			if err != nil {
+				report("replay", err)
+				return
+			}
+			original = tc
+			if err := exchange.Write(tc, m); err != nil {
+				report("replay", err)
+				return
+			}
+			if r, err := exchange.Read(tc); err != nil || r.Type != exchange.Accept {
+				report("replay", fmt.Errorf("original hello: %+v, %v", r, err))
+				return
+			}
+			tc2, err := dialTLS(h)
+			if err != nil {
+				report("replay", err)
+				return
+			}
+			defer tc2.Close()
+			if err := exchange.Write(tc2, m); err != nil {
+				report("replay", err)
+				return
+			}
+			if r, err := exchange.Read(tc2); err != nil || r.Type != exchange.Refuse || r.Reason != exchange.ReasonReplayed {
+				report("replay", fmt.Errorf("replayed hello: %+v, %v", r, err))
+			}
+		}()
+		want[result.OutcomeExchange]++
+		wg.Wait()
+		for _, err := range errs {
+			t.Error(err)
+		}
+
+		ok := 0
+		for _, r := range recs {
+			if r.Outcome == result.OutcomeOK {
+				ok++
+			} else {
+				t.Errorf("legitimate client %d: %s: %s", r.ID, r.Outcome, r.Error)
+			}
+		}
+		if ok != legit {
+			t.Errorf("%d/%d legitimate clients ok", ok, legit)
+		}
+		client.CloseAll(conns)
+		if original != nil {
+			original.Close()
+		}
+
+		counted := func(st result.ServerStats) bool {
+			for class, n := range want {
+				if st.Failures[class]-start.Failures[class] != n {
+					return false
+				}
+			}
+			return true
+		}
+		eventually(t, "every admitted client is released", func() bool {
+			st := h.srv.Stats()
+			return st.Released == st.Connected && h.inUseIsBaseline()
+		})
+		waitFor(func() bool { return counted(h.srv.Stats()) })
+		st := h.srv.Stats()
+		for class, n := range want {
+			if got := st.Failures[class] - start.Failures[class]; got != n {
+				t.Errorf("server counted %d %s failures, want %d (failures %v)", got, class, n, st.Failures)
+			}
+		}
+		if got := st.Connected - start.Connected; got != legit+1 {
+			t.Errorf("server connected %d clients, want %d", got, legit+1)
+		}
+		if st.Refused != start.Refused {
+			t.Errorf("server refused %d at capacity: hostile peers took slots", st.Refused-start.Refused)
+		}
+	})
+
+	t.Run("still serves", func(t *testing.T) {
+		recs, conns := client.Run(ctx, h.dialer, client.Load{N: maxClients}, nil)
+		if len(conns) != maxClients {
+			t.Errorf("%d/%d clients connected after the hostile peers", len(conns), maxClients)
+			for _, r := range recs {
+				if r.Outcome != result.OutcomeOK {
+					t.Errorf("client %d: %s: %s", r.ID, r.Outcome, r.Error)
+				}
+			}
+		}
+		// Client MaxClients+1 is refused at capacity, not failed.
+		c, rec := h.dialer.Connect(ctx, maxClients, 0)
+		if c != nil {
+			c.Close()
+			t.Error("client beyond MaxClients connected")
+		} else if rec.Outcome != result.OutcomeRefused {
+			t.Errorf("client beyond MaxClients: %s: %s", rec.Outcome, rec.Error)
+		}
+		client.CloseAll(conns)
+		eventually(t, "every client is released", func() bool {
+			st := h.srv.Stats()
+			return st.Released == st.Connected && h.inUseIsBaseline()
+		})
+	})
+
+	h.stop()
+	st := h.srv.Stats()
+	if st.Released != st.Connected {
+		t.Errorf("after shutdown released %d of %d connected", st.Released, st.Connected)
+	}
+	for k, n := range h.prov.InUse() {
+		if n != 0 {
+			t.Errorf("after shutdown the server's device still holds %d %s", n, k)
+		}
+	}
+}

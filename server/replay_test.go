@@ -1,0 +1,67 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/rdmaprobe/rdmaprobe/exchange"
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// A hello is a one-time claim: once the server accepted an endpoint
+// (QPN, PSN, GID, LID), the same hello again — while the first client is
+// connected or after it left — is refused as replayed and creates no QP.
+func TestReplayedHelloRefused(t *testing.T) {
+	h := newHarness(t, 4)
+	m := hello(0x4242, 0x777)
+
+	reply, first := h.sendHello(m)
+	if reply.Type != exchange.Accept {
+		t.Fatalf("first hello: reply %+v, want accept", reply)
+	}
+	inUse := h.prov.InUse()
+
+	reply, again := h.sendHello(m)
+	if reply.Type != exchange.Refuse || reply.Reason != exchange.ReasonReplayed {
+		t.Fatalf("replayed hello: reply %+v, want refuse %q", reply, exchange.ReasonReplayed)
+	}
+	if _, err := awaitClose(again); err != nil {
+		t.Error(err)
+	}
+	again.Close()
+	if got := h.prov.InUse(); got["qp"] != inUse["qp"] {
+		t.Errorf("replay changed the server's QPs: %v, was %v", got, inUse)
+	}
+
+	// After the original leaves the endpoint stays spent.
+	first.Close()
+	eventually(t, "the first client is released", func() bool { return h.srv.Stats().Released == 1 })
+	reply, late := h.sendHello(m)
+	late.Close()
+	if reply.Type != exchange.Refuse || reply.Reason != exchange.ReasonReplayed {
+		t.Errorf("hello replayed after the original left: reply %+v", reply)
+	}
+
+	// Another PSN on the same QPN is a new endpoint.
+	reply, other := h.sendHello(hello(0x4242, 0x778))
+	if reply.Type != exchange.Accept {
+		t.Errorf("fresh hello: reply %+v, want accept", reply)
+	}
+	other.Close()
+
+	// Legitimate clients are unaffected.
+	c := h.connectOK(context.Background(), 1)
+	c.Close()
+
+	eventually(t, "every client is released", func() bool {
+		st := h.srv.Stats()
+		return st.Released == st.Connected && h.inUseIsBaseline()
+	})
+	st := h.srv.Stats()
+	if st.Failures[result.OutcomeExchange] != 2 || st.Errors[exchange.ReasonReplayed] != 2 {
+		t.Errorf("stats %+v: want 2 exchange failures, both replays", st)
+	}
+	if st.Connected != 3 {
+		t.Errorf("connected %d, want 3", st.Connected)
+	}
+}
