@@ -39,6 +39,7 @@ func clientsCommand(s Streams) *cli.Command {
 			&cli.BoolFlag{Name: "events", Hidden: true, Usage: "JSON events on stdout; hold clients until stdin closes"},
 		}, fabricFlags()...),
 		Action: func(c *cli.Context) error {
+			raiseNoFile()
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			return runClients(ctx, c, s)

@@ -2,6 +2,9 @@ package app
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -26,8 +29,30 @@ func limitArgs(c *cli.Context) []string {
 	return args
 }
 
+// raiseNoFile lifts this process's open-file limit to the kernel's
+// fs.nr_open when it is allowed to (root), so that a point is bounded by
+// what it measures rather than by a login default such as 1024 or 20000.
+// The limit in force is recorded with every point; --nofile lowers it.
+func raiseNoFile() {
+	data, err := os.ReadFile("/proc/sys/fs/nr_open")
+	if err != nil {
+		return
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil {
+		return
+	}
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Max < n {
+		unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: n}) // best effort: unprivileged keeps its limit
+	} else if rl.Cur < rl.Max {
+		unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: rl.Max, Max: rl.Max})
+	}
+}
+
 // applyLimits sets this process's limits from the flags.
 func applyLimits(c *cli.Context) error {
+	raiseNoFile()
 	set := func(flag string, res int) error {
 		v := c.Uint64(flag)
 		if v == 0 {

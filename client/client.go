@@ -157,7 +157,7 @@ func (d *Dialer) Connect(ctx context.Context, id, proc int) (*Conn, result.Clien
 
 func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 	c := &Conn{}
-	var nd net.Dialer
+	nd := net.Dialer{LocalAddr: loopbackSource(d.cfg.Addr, a.rec.ID)}
 	raw, err := nd.DialContext(ctx, "tcp", d.cfg.Addr)
 	if err != nil {
 		a.fail(ctx, result.OutcomeTCPConnect, err)
@@ -361,4 +361,21 @@ func classOfRefusal(reason string) string {
 		}
 	}
 	return result.OutcomeExchange
+}
+
+// loopbackSource spreads clients of an IPv4 loopback server over the
+// source addresses 127.0.0.1–127.0.0.250: one source address has only
+// the ephemeral port range (about 28,000 ports) towards one server
+// address, which would cap a point near 28k clients. Other servers dial
+// from the kernel's choice (nil).
+func loopbackSource(addr string, id int) net.Addr {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil
+	}
+	ip := net.ParseIP(host).To4()
+	if ip == nil || ip[0] != 127 {
+		return nil
+	}
+	return &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+id%250))}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -110,6 +111,12 @@ func (c *child) exitText() string {
 	} else {
 		s += " exited"
 	}
+	c.tail.mu.Lock()
+	crash := c.tail.crash
+	c.tail.mu.Unlock()
+	if crash != "" {
+		return s + ": " + crash
+	}
 	if t := strings.TrimSpace(c.tail.String()); t != "" {
 		lines := strings.Split(t, "\n")
 		s += ": " + lines[len(lines)-1]
@@ -117,16 +124,26 @@ func (c *child) exitText() string {
 	return s
 }
 
-// tailBuffer keeps the last max bytes written to it.
+// tailBuffer keeps the last max bytes written to it, and the first line
+// that starts a Go crash ("fatal error: ...", "panic: ..."), which a long
+// goroutine dump pushes out of the tail.
 type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf bytes.Buffer
+	mu    sync.Mutex
+	max   int
+	buf   bytes.Buffer
+	crash string
 }
+
+var crashLine = regexp.MustCompile(`(?m)^(fatal error: .*|panic: .*)$`)
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.crash == "" {
+		if m := crashLine.Find(p); m != nil {
+			t.crash = string(m)
+		}
+	}
 	t.buf.Write(p)
 	if t.buf.Len() > t.max {
 		b := t.buf.Bytes()[t.buf.Len()-t.max:]
