@@ -40,6 +40,7 @@ func probeFlags() []cli.Flag {
 		&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "payload bytes per message"},
 		&cli.StringFlag{Name: "results", Value: "results", Usage: "directory that receives <UTC time>-<backend>/run.json"},
 		&cli.StringFlag{Name: "backlog", Usage: "server listen queue length (default: somaxconn)"},
+		&cli.BoolFlag{Name: "stop-on-error", Usage: "stop at the first point that itself fails (server died, load generator crashed or hung) instead of counting it as failed and going on"},
 		&cli.DurationFlag{Name: "sample-interval", Value: 250 * time.Millisecond, Usage: "how often the collectors sample resources, processes and the host (0 = off)"},
 	}, append(append(vmFlags(), limitFlags()...), fabricFlags()...)...)
 }
@@ -232,7 +233,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 			fmt.Fprintln(s.Out, "note: "+ev.Note)
 		}
 	}
-	cfg := probe.Config{Threshold: thr / 100, Trials: c.Int("trials")}
+	cfg := probe.Config{Threshold: thr / 100, Trials: c.Int("trials"), StopOnPointError: c.Bool("stop-on-error")}
 	srch, _, perr := strat(ctx, cfg, record, obs)
 	run.Search = &srch
 	run.FinishedAt = time.Now().UTC()

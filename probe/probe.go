@@ -74,7 +74,15 @@ type Config struct {
 	// Zero means DefaultRetests; a negative value disables re-tests (the
 	// inconsistency is still reported).
 	Retests int
+	// StopOnPointError ends the probe at the first point that itself
+	// failed (server died, load generator crashed or hung), returning
+	// ErrPointFailed; by default such a point counts as failed and the
+	// probe goes on.
+	StopOnPointError bool
 }
+
+// ErrPointFailed is returned (wrapped) when StopOnPointError stops a probe.
+var ErrPointFailed = errors.New("point failed")
 
 // Event reports progress. Point and Step point to copies.
 type Event struct {
@@ -286,6 +294,9 @@ func (p *prober) run(n int, note string) error {
 		p.points = append(p.points, pt)
 		t.add(pt)
 		p.observe(Event{Kind: EventPoint, Point: &pt})
+		if pt.Error != "" && p.cfg.StopOnPointError {
+			return fmt.Errorf("%w at %d clients (trial %d): %s", ErrPointFailed, n, trial, pt.Error)
+		}
 	}
 	s := result.Step{Clients: n, Trials: t.trials, Passed: t.passed(p.cfg.Threshold), Rate: t.rate(), Note: note}
 	p.steps = append(p.steps, s)

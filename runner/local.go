@@ -235,7 +235,9 @@ func (l *Local) collect(ctx context.Context, n int, srv *child, gens []*child) (
 	if cfg.Rate > 0 {
 		launch = time.Duration(float64(n) / cfg.Rate * float64(time.Second))
 	}
-	deadline := time.NewTimer(cfg.Timeout + launch + 30*time.Second)
+	// Every client has its own deadline (cfg.Timeout from its launch);
+	// a generator silent well past the last one is hung.
+	deadline := time.NewTimer(cfg.Timeout + launch + 10*time.Second + cfg.Timeout/4)
 	defer deadline.Stop()
 
 	type state struct {

@@ -45,6 +45,12 @@ const (
 
 func newHarness(t *testing.T, maxClients int) *harness {
 	t.Helper()
+	return newHarnessWith(t, maxClients, testHandshakeTimeout, testExchangeTimeout)
+}
+
+// newHarnessWith sets the server's handshake and exchange timeouts.
+func newHarnessWith(t *testing.T, maxClients int, handshake, exchange time.Duration) *harness {
+	t.Helper()
 	h := &harness{t: t, prov: sim.New(sim.Options{}), served: make(chan error, 1)}
 	var err error
 	if h.serverPair, err = certs.SelfSigned(); err != nil {
@@ -61,7 +67,7 @@ func newHarness(t *testing.T, maxClients int) *harness {
 	h.cancel = cancel
 	h.srv, err = server.New(ctx, server.Config{Listen: "127.0.0.1:0", MaxClients: maxClients,
 		TLS: stls, Provider: h.prov, Device: fabric.DeviceConfig{GIDIndex: -1}, MsgSize: 256,
-		HandshakeTimeout: testHandshakeTimeout, ExchangeTimeout: testExchangeTimeout})
+		HandshakeTimeout: handshake, ExchangeTimeout: exchange})
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 
+	"time"
+
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/collectors"
 )
@@ -20,7 +22,9 @@ func TestSoakNoGrowth(t *testing.T) {
 		t.Skip("soak: 50 cycles of 200 clients")
 	}
 	const cycles, clients, warm = 50, 200, 10
-	h := newHarness(t, clients)
+	// Timeouts for legitimate clients on a busy machine, not the short
+	// ones that drop stalled peers.
+	h := newHarnessWith(t, clients, 30*time.Second, 30*time.Second)
 	ctx := context.Background()
 	type reading struct {
 		goroutines, fds, threads int
