@@ -57,6 +57,8 @@ func New(s Streams) *cli.App {
 			serveCommand(s),
 			clientsCommand(s),
 			benchCommand(s),
+			reportCommand(s),
+			compareCommand(s),
 		},
 	}
 }

@@ -35,6 +35,7 @@ func probeFlags() []cli.Flag {
 		&cli.StringFlag{Name: "mode", Value: server.ModePerClient, Usage: "server resources per client: per-client or shared-cq"},
 		&cli.IntFlag{Name: "procs", Value: 1, Usage: "load-generator processes the clients are spread over"},
 		&cli.Float64Flag{Name: "rate", Usage: "client launches per second over all generators (0 = all at once)"},
+		&cli.IntFlag{Name: "inflight", Value: DefaultInFlight, Usage: "connection attempts in progress at once per load generator (0 = unbounded burst); connected clients stay open either way"},
 		&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "per-client deadline"},
 		&cli.IntFlag{Name: "rounds", Value: 3, Usage: "verified round trips per client"},
 		&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "payload bytes per message"},
@@ -148,7 +149,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 		Backend: be.Backend, Environment: collectors.Environment(),
 		Config: result.Config{
 			ResourceMode: c.String("mode"), Rounds: c.Int("rounds"), PayloadBytes: c.Int("msg-size"),
-			ClientTimeout: c.Duration("timeout").Seconds(), Rate: c.Float64("rate"), Procs: c.Int("procs"),
+			ClientTimeout: c.Duration("timeout").Seconds(), Rate: c.Float64("rate"), Procs: c.Int("procs"), InFlight: c.Int("inflight"),
 			Threshold: thr / 100, Trials: c.Int("trials"), MaxClients: c.Int("max-clients"),
 		},
 	}
@@ -194,7 +195,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 	}
 	measure, closeBackend, err := be.open(ctx, runner.Config{
 		FabricArgs: be.childArgs, MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
-		Procs: c.Int("procs"), Rate: c.Float64("rate"), Timeout: c.Duration("timeout"),
+		Procs: c.Int("procs"), Rate: c.Float64("rate"), InFlight: c.Int("inflight"), Timeout: c.Duration("timeout"),
 		Rounds: c.Int("rounds"), MsgSize: c.Int("msg-size"), Threshold: thr / 100,
 		CertFile: certFile, KeyFile: keyFile, ServerArgs: serverArgs,
 		ClientCertFile: clientCertFile, ClientKeyFile: clientKeyFile,
@@ -269,6 +270,11 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 	}
 	fmt.Fprintln(s.Out)
 	fmt.Fprintf(s.Out, "saved %s\n", path)
+	// The same code as `rdmaprobe report run.json`, so a saved run
+	// renders again to the same bytes.
+	if err := writeReport(s, run, dir, report.Formats); err != nil {
+		return err
+	}
 	if perr != nil {
 		if errors.Is(perr, context.Canceled) {
 			return fail(130, "interrupted: %d points saved in %s", len(run.Points), path)

@@ -15,6 +15,11 @@ type Load struct {
 	IDBase int     // first client ID (IDs are unique across processes)
 	Proc   int     // this process's index
 	Rate   float64 // launches per second; 0 = all at once
+	// InFlight bounds the connection attempts in progress at once (0 =
+	// unbounded). Connected clients do not count: they all stay open, so
+	// the server still holds N at once; the window only keeps N handshakes
+	// from fighting for the CPU and the listen queue until all time out.
+	InFlight int
 }
 
 // Run launches l.N clients concurrently, paced by l.Rate, and waits until
@@ -27,6 +32,10 @@ func Run(ctx context.Context, d *Dialer, l Load, progress func(done, ok int)) ([
 	var done, ok atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
+	var window chan struct{}
+	if l.InFlight > 0 {
+		window = make(chan struct{}, l.InFlight)
+	}
 	for i := 0; i < l.N; i++ {
 		if l.Rate > 0 && i > 0 {
 			// Pace against the schedule, not the previous launch, so slow
@@ -41,10 +50,16 @@ func Run(ctx context.Context, d *Dialer, l Load, progress func(done, ok int)) ([
 				}
 			}
 		}
+		if window != nil {
+			window <- struct{}{}
+		}
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			c, rec := d.Connect(ctx, l.IDBase+i, l.Proc)
+			if window != nil {
+				<-window
+			}
 			recs[i], conns[i] = rec, c
 			n := done.Add(1)
 			k := ok.Load()

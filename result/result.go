@@ -126,6 +126,7 @@ type Config struct {
 	ClientTimeout float64      `json:"client_timeout_sec"`
 	Rate          float64      `json:"rate_per_sec,omitempty"` // launch pacing, 0 = all at once
 	Procs         int          `json:"procs"`                  // load-generator processes
+	InFlight      int          `json:"inflight,omitempty"`     // connect attempts in progress per generator, 0 = unbounded
 	Threshold     float64      `json:"threshold"`
 	Trials        int          `json:"trials"`
 	Lo            int          `json:"lo,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -127,7 +128,7 @@ func describeJSONError(b []byte, err error) error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF) || (errors.As(err, &se) && se.Offset >= int64(len(bytes.TrimRight(b, " \n\r\t")))):
+	case errors.Is(err, io.ErrUnexpectedEOF) || (errors.As(err, &se) && strings.Contains(se.Error(), "unexpected end of JSON input")):
 		return fmt.Errorf("truncated JSON (%d bytes): the run was cut off while being written or copied", len(b))
 	case errors.As(err, &se):
 		return fmt.Errorf("corrupt JSON at byte %d: %v", se.Offset, err)

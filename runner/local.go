@@ -34,6 +34,8 @@ type Config struct {
 	// ClientCertFile/ClientKeyFile are the clients' pair (mutual TLS):
 	// the server authorises ClientCertFile, the clients present both.
 	ClientCertFile, ClientKeyFile string
+	// InFlight bounds each generator's connection attempts in progress.
+	InFlight int
 	// ServerArgs are extra flags for serve (e.g. --backlog).
 	ServerArgs []string
 	// SampleInterval is the collectors' period (0 = their default, < 0 =
@@ -206,7 +208,7 @@ func (l *Local) startGenerators(n int, addr string) ([]*child, error) {
 			"--id-base", strconv.Itoa(base), "--proc", strconv.Itoa(i),
 			"--timeout", cfg.Timeout.String(), "--rounds", strconv.Itoa(cfg.Rounds),
 			"--ca", cfg.CertFile, "--cert", cfg.ClientCertFile, "--key", cfg.ClientKeyFile,
-			"--events"}, cfg.FabricArgs...)
+			"--events", "--inflight", strconv.Itoa(cfg.InFlight)}, cfg.FabricArgs...)
 		if cfg.Rate > 0 {
 			args = append(args, "--rate", strconv.FormatFloat(cfg.Rate/float64(procs), 'f', -1, 64))
 		}
@@ -235,9 +237,11 @@ func (l *Local) collect(ctx context.Context, n int, srv *child, gens []*child) (
 	if cfg.Rate > 0 {
 		launch = time.Duration(float64(n) / cfg.Rate * float64(time.Second))
 	}
-	// Every client has its own deadline (cfg.Timeout from its launch);
-	// a generator silent well past the last one is hung.
-	deadline := time.NewTimer(cfg.Timeout + launch + 10*time.Second + cfg.Timeout/4)
+	// Every client has its own deadline (cfg.Timeout from its launch), and
+	// a generator reports progress as its clients finish: one silent for
+	// longer than a client may take is hung.
+	quiet := cfg.Timeout + 10*time.Second + cfg.Timeout/4
+	deadline := time.NewTimer(launch + quiet)
 	defer deadline.Stop()
 
 	type state struct {
@@ -312,6 +316,9 @@ func (l *Local) collect(ctx context.Context, n int, srv *child, gens []*child) (
 			}
 			switch ev.Event {
 			case "progress":
+				if ev.Done > st[i].progress.Done {
+					deadline.Reset(quiet)
+				}
 				st[i].progress = ev
 				report()
 			case "done":

@@ -14,6 +14,7 @@ pkgs=(
   ibverbs-utils        # ibv_devinfo, ibv_rc_pingpong (reference check)
   perftest             # ib_write_lat (reference check)
   gcc                  # cgo
+  chromium             # renders the HTML report in the test suite (headless)
   ca-certificates
 )
 

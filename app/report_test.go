@@ -1,0 +1,94 @@
+package app
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// `rdmaprobe report` on a run saved by search reproduces, byte for byte,
+// the files search wrote at its end.
+func TestReportRegeneratesSearchOutput(t *testing.T) {
+	root := t.TempDir()
+	out, errOut, code := run(t, "search", "--backend", "sim", "--lo", "10", "--hi", "30", "--sim-max-qp", "20",
+		"--rounds", "1", "--msg-size", "64", "--results", root)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	runs, _ := filepath.Glob(filepath.Join(root, "*", "run.json"))
+	if len(runs) != 1 {
+		t.Fatalf("runs %v", runs)
+	}
+	dir := filepath.Dir(runs[0])
+	if !strings.Contains(out, "report: "+filepath.Join(dir, "report.html")) {
+		t.Errorf("search did not say where the report is:\n%s", out)
+	}
+	again := t.TempDir()
+	if o, e, code := run(t, "report", "--out", again, runs[0]); code != 0 {
+		t.Fatalf("report: exit %d\n%s\n%s", code, o, e)
+	}
+	written, _ := filepath.Glob(filepath.Join(dir, "*"))
+	n := 0
+	for _, f := range written {
+		if filepath.Base(f) == "run.json" {
+			continue
+		}
+		n++
+		a, _ := os.ReadFile(f)
+		b, err := os.ReadFile(filepath.Join(again, filepath.Base(f)))
+		if err != nil || !bytes.Equal(a, b) {
+			t.Errorf("%s: regenerated file differs (%v)", filepath.Base(f), err)
+		}
+	}
+	if n != 7 {
+		t.Errorf("search wrote %d report files, want 7 (md, html, 5 plots)", n)
+	}
+}
+
+// Bad input to report and compare: one line naming the file and the
+// problem, a non-zero exit, nothing written.
+func TestReportBadInput(t *testing.T) {
+	dir := t.TempDir()
+	good, err := os.ReadFile("../testdata/report/predecessor.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		data []byte
+		want string
+	}{
+		"truncated.json": {good[:len(good)/2], "truncated JSON"},
+		"corrupt.json":   {[]byte(`{"schema_version": 1, "tool": "rdmaprobe", "points": [}`), "corrupt JSON"},
+		"foreign.json":   {[]byte(`{"name": "something else", "version": 3}`), "not an rdmaprobe run"},
+		"newer.json":     {bytes.Replace(good, []byte(`"schema_version": 1`), []byte(`"schema_version": 99`), 1), "newer than this build reads"},
+		"empty.json":     {nil, "empty file"},
+	}
+	for name, c := range cases {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, c.data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := t.TempDir()
+		_, errOut, code := run(t, "report", "--out", out, p)
+		if code == 0 || !strings.Contains(errOut, p) || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Errorf("%s: exit %d, stderr %q; want one line naming the file and %q", name, code, errOut, c.want)
+		}
+		if files, _ := os.ReadDir(out); len(files) != 0 {
+			t.Errorf("%s: wrote %d files", name, len(files))
+		}
+		_, errOut, code = run(t, "compare", "--out", out, "../testdata/report/predecessor.json", p)
+		if code == 0 || !strings.Contains(errOut, c.want) {
+			t.Errorf("compare with %s: exit %d, stderr %q", name, code, errOut)
+		}
+	}
+	for _, args := range [][]string{{"report"}, {"report", "a.json", "--out", "x"}, {"report", "--format", "pdf", "x.json"}, {"compare", "a.json"}} {
+		if _, errOut, code := run(t, args...); code != 2 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+	if _, _, code := run(t, "report", "--out", t.TempDir(), "/nonexistent/run.json"); code != 1 {
+		t.Errorf("missing file: exit %d", code)
+	}
+}

@@ -1,0 +1,162 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	htmltemplate "html/template"
+	"os"
+	"path/filepath"
+	"sort"
+	texttemplate "text/template"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/templates"
+)
+
+// Comparison sets several runs side by side.
+type Comparison struct {
+	Title   string
+	Labels  []string
+	Summary [][]string // one row per run
+	Header  []string   // "Clients", then one column per run
+	Table   [][]string
+	Plots   []Plot
+}
+
+// SummaryHeader names the columns of Comparison.Summary.
+var SummaryHeader = []string{"Run", "Backend", "Mode", "100% up to", "Failures from", "QPs/client", "CQs/client", "MRs/client", "Server RSS/client", "Limit"}
+
+// Label names a run in a comparison: its backend and resource mode.
+func Label(r *result.Run) string {
+	l := r.Backend.Name
+	if r.Backend.Simulated {
+		l += " (simulated)"
+	}
+	if r.Config.ResourceMode != "" {
+		l += " " + r.Config.ResourceMode
+	}
+	return l
+}
+
+// NewComparison builds the side-by-side view; labels default to Label,
+// made unique with #i.
+func NewComparison(runs []*result.Run) *Comparison {
+	c := &Comparison{Title: "rdmaprobe: comparison of " + fmt.Sprint(len(runs)) + " runs", Header: []string{"Clients"}}
+	seen := map[string]int{}
+	for i, r := range runs {
+		l := Label(r)
+		seen[l]++
+		if seen[l] > 1 {
+			l = fmt.Sprintf("%s #%d", l, i+1)
+		}
+		c.Labels = append(c.Labels, l)
+		c.Header = append(c.Header, l)
+	}
+	byCount := map[int][]string{}
+	var succ, conn []Series
+	for i, r := range runs {
+		m := NewModel(r, Wilson95)
+		a := m.Answer
+		full, fail := "none", "none"
+		if a.Full > 0 {
+			full = fmt.Sprint(a.Full)
+		}
+		if a.FirstFail > 0 {
+			fail = fmt.Sprint(a.FirstFail)
+		}
+		row := []string{c.Labels[i], m.Backend, r.Config.ResourceMode, full, fail, "–", "–", "–", "–", "–"}
+		if n := len(m.Costs); n > 0 {
+			// The cost at the largest count measured.
+			k := m.Costs[n-1]
+			row[5], row[6], row[7], row[8] = k.QPs, k.CQs, k.MRs, k.ServerBytes
+		}
+		if m.Limit != nil {
+			row[9] = m.Limit.Limit
+		}
+		c.Summary = append(c.Summary, row)
+		s := Series{Label: c.Labels[i]}
+		cs := Series{Label: c.Labels[i]}
+		for _, pr := range m.Rows {
+			cells := byCount[pr.Clients]
+			if cells == nil {
+				cells = make([]string, len(runs))
+				for j := range cells {
+					cells[j] = "–"
+				}
+				byCount[pr.Clients] = cells
+			}
+			cells[i] = fmt.Sprintf("%s (%s–%s)", Pct(pr.Rate), Pct(pr.CILow), Pct(pr.CIHigh))
+			s.X, s.Y = append(s.X, float64(pr.Clients)), append(s.Y, pctAxis(pr.Rate))
+			if pr.ConnectP50 > 0 {
+				cs.X, cs.Y = append(cs.X, float64(pr.Clients)), append(cs.Y, pr.ConnectP50)
+			}
+		}
+		succ, conn = append(succ, s), append(conn, cs)
+	}
+	var ns []int
+	for n := range byCount {
+		ns = append(ns, n)
+	}
+	sort.Ints(ns)
+	for _, n := range ns {
+		c.Table = append(c.Table, append([]string{fmt.Sprint(n)}, byCount[n]...))
+	}
+	c.Plots = []Plot{
+		linePlot("compare-success", "Success rate vs clients", "clients", "success %", succ),
+		linePlot("compare-connect", "Connect time p50 vs clients", "clients", "ms", conn),
+	}
+	return c
+}
+
+// WriteComparison renders runs side by side into dir as compare.md (with
+// PNG plots) and/or compare.html.
+func WriteComparison(runs []*result.Run, dir string, formats []string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	c := NewComparison(runs)
+	var files []string
+	write := func(name string, data []byte) error {
+		p := filepath.Join(dir, name)
+		if err := result.WriteFileAtomic(p, data, 0o644); err != nil {
+			return err
+		}
+		files = append(files, p)
+		return nil
+	}
+	for _, f := range formats {
+		var b bytes.Buffer
+		switch f {
+		case "md":
+			t, err := texttemplate.ParseFS(templates.FS, "compare.md.tmpl")
+			if err != nil {
+				return files, err
+			}
+			for _, p := range c.Plots {
+				if p.PNG != nil {
+					if err := write(p.Name+".png", p.PNG); err != nil {
+						return files, err
+					}
+				}
+			}
+			if err := t.Execute(&b, map[string]any{"C": c, "Summary": mdTable(SummaryHeader, c.Summary),
+				"Table": mdTable(c.Header, c.Table)}); err != nil {
+				return files, err
+			}
+		case "html":
+			t, err := htmltemplate.New("compare.html.tmpl").Funcs(htmlFuncs).ParseFS(templates.FS, "compare.html.tmpl")
+			if err != nil {
+				return files, err
+			}
+			if err := t.Execute(&b, map[string]any{"C": c, "SummaryHeader": SummaryHeader}); err != nil {
+				return files, err
+			}
+		default:
+			return files, fmt.Errorf("unknown report format %q (want md or html)", f)
+		}
+		if err := write("compare."+f, b.Bytes()); err != nil {
+			return files, err
+		}
+	}
+	return files, nil
+}

@@ -1,0 +1,453 @@
+package report
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// Model is everything a report shows, computed from the run alone.
+type Model struct {
+	Title     string
+	Simulated bool
+	Backend   string
+	Answer    Answer
+	Env       [][2]string
+	Caps      [][2]string
+	Reference string
+	Rows      []Row
+	Costs     []CostRow
+	// PhaseAt is the client count whose connection phases are shown.
+	PhaseAt int
+	Phases  []PhaseRow
+	RTT     []RTTRow
+	Limit   *result.Diagnosis
+	// LimitAt is the client count the diagnosis is for.
+	LimitAt int
+	Recs    []string
+	Method  Method
+	Plots   []Plot
+	Notes   []string // sampler errors and other caveats
+}
+
+// Answer is the executive summary.
+type Answer struct {
+	// Full is the highest count at which every client connected (0 if
+	// none); FullCI its pooled interval.
+	Full       int
+	FullRow    *Row
+	Practical  int // highest count of the run's ≥95% prefix
+	Highest95  int // highest count at ≥95%, monotonic or not
+	FirstFail  int // smallest count below 100%
+	FirstFailR *Row
+	// NonMonotonic lists counts whose success rate is below that of a
+	// larger count (success rose with load).
+	NonMonotonic []int
+	AboveHi      bool
+	Sentences    []string
+}
+
+// Row is one client count of the success-rate table.
+type Row struct {
+	PointRow
+	Status      string
+	QPs, CQs    string
+	MRs         string
+	Source      string // where the resource counts came from
+	NonMonotone bool
+}
+
+// CostRow is the per-client cost at one count.
+type CostRow struct {
+	Clients                      int
+	QPs, CQs, MRs, PDs           string
+	RegisteredBytes, ServerBytes string
+}
+
+// PhaseRow is one connection phase's percentiles in milliseconds.
+type PhaseRow struct {
+	Phase         string
+	N             int
+	P50, P95, P99 string
+}
+
+// RTTRow is the message round trip at one count, in microseconds.
+type RTTRow struct {
+	Clients            int
+	N                  int
+	P50, P95, P99, Max string
+}
+
+// Method says how the numbers were obtained.
+type Method struct {
+	Command   string
+	Mode      string
+	Threshold string
+	Trials    int
+	Timeout   string
+	Rounds    int
+	Payload   int
+	Procs     int
+	InFlight  int
+	Rate      string
+	Resource  string
+	Steps     []result.Step
+	Verdict   string
+	Started   string
+	Duration  string
+	Complete  bool
+	Error     string
+	PSN       string
+}
+
+// NewModel computes the report model of run. ci gives the pooled 95%
+// interval (probe.Wilson).
+func NewModel(run *result.Run, ci func(k, n int) (float64, float64)) *Model {
+	m := &Model{Simulated: run.Backend.Simulated, Backend: run.Backend.Description}
+	if m.Backend == "" {
+		m.Backend = run.Backend.Name
+	}
+	m.Title = "rdmaprobe: RDMA client capacity on " + m.Backend
+	if m.Simulated && !strings.Contains(strings.ToLower(m.Backend), "simulated") {
+		m.Title += " (simulated)"
+	}
+	thr := run.Config.Threshold
+	if thr == 0 {
+		thr = 1
+	}
+	for _, pr := range Rows(run.Points, thr, ci) {
+		r := Row{PointRow: pr, Status: Status(pr)}
+		r.QPs, r.CQs, r.MRs, r.Source = resources(run.Points, pr.Clients)
+		m.Rows = append(m.Rows, r)
+	}
+	m.answer(run)
+	m.env(run)
+	m.costs(run)
+	m.phases(run)
+	m.limit(run)
+	m.recommend(run)
+	m.method(run)
+	for _, p := range run.Points {
+		for _, e := range p.SamplerErrors {
+			m.Notes = append(m.Notes, fmt.Sprintf("%d clients, trial %d: collector failed: %s", p.Clients, p.Trial, e))
+		}
+	}
+	return m
+}
+
+func (m *Model) answer(run *result.Run) {
+	a := &m.Answer
+	prefix95 := true
+	for i := range m.Rows {
+		r := &m.Rows[i]
+		if r.Attempted == 0 {
+			continue
+		}
+		if r.Connected == r.Attempted && (a.FirstFail == 0) {
+			a.Full, a.FullRow = r.Clients, r
+		}
+		if r.Connected < r.Attempted && a.FirstFail == 0 {
+			a.FirstFail, a.FirstFailR = r.Clients, r
+		}
+		if r.Rate >= 0.95 {
+			a.Highest95 = r.Clients
+			if prefix95 {
+				a.Practical = r.Clients
+			}
+		} else {
+			prefix95 = false
+		}
+		for j := i + 1; j < len(m.Rows); j++ {
+			if m.Rows[j].Rate > r.Rate && m.Rows[j].Attempted > 0 {
+				r.NonMonotone = true
+				a.NonMonotonic = append(a.NonMonotonic, r.Clients)
+				break
+			}
+		}
+	}
+	if run.Search != nil {
+		a.AboveHi = run.Search.AboveHi
+	}
+	sim := ""
+	if m.Simulated {
+		sim = "(simulated) "
+	}
+	switch {
+	case a.FullRow != nil:
+		a.Sentences = append(a.Sentences, fmt.Sprintf("%s**%d clients** connect at 100%% (%d/%d; 95%% CI %s–%s).",
+			sim, a.Full, a.FullRow.Connected, a.FullRow.Attempted, Pct(a.FullRow.CILow), Pct(a.FullRow.CIHigh)))
+	case len(m.Rows) > 0:
+		a.Sentences = append(a.Sentences, sim+"No tested client count connected at 100%.")
+	default:
+		a.Sentences = append(a.Sentences, "The run holds no completed point.")
+	}
+	if a.FirstFailR != nil {
+		r := a.FirstFailR
+		a.Sentences = append(a.Sentences, fmt.Sprintf("Failures begin at **%d clients**: %s (%d/%d; 95%% CI %s–%s).",
+			r.Clients, Pct(r.Rate), r.Connected, r.Attempted, Pct(r.CILow), Pct(r.CIHigh)))
+	} else if len(m.Rows) > 0 {
+		last := m.Rows[len(m.Rows)-1].Clients
+		a.Sentences = append(a.Sentences, fmt.Sprintf("No failures up to %d clients, the highest tested: capacity > %d.", last, last))
+	}
+	if a.Highest95 > 0 && a.Highest95 != a.Full {
+		s := fmt.Sprintf("The highest count at ≥95%% is %d", a.Highest95)
+		if a.Practical != a.Highest95 {
+			s += fmt.Sprintf(", but smaller counts fell below 95%%, so only %d is reliably ≥95%%", a.Practical)
+		}
+		a.Sentences = append(a.Sentences, s+".")
+	}
+	if len(a.NonMonotonic) > 0 {
+		a.Sentences = append(a.Sentences, fmt.Sprintf("⚠️ Non-monotonic: success at %s clients is lower than at a larger count. Success should not rise with load; these points were disturbed by something other than capacity (timeouts, noise) and deserve re-testing.",
+			joinInts(a.NonMonotonic)))
+	}
+}
+
+func (m *Model) env(run *result.Run) {
+	e := run.Environment
+	add := func(k, v string) {
+		if v != "" {
+			m.Env = append(m.Env, [2]string{k, v})
+		}
+	}
+	add("Backend", m.Backend)
+	if run.Backend.Reason != "" {
+		add("Backend chosen because", run.Backend.Reason)
+	}
+	add("Host", e.Hostname)
+	add("OS", e.OS)
+	add("Kernel", e.Kernel)
+	if e.CPUs > 0 {
+		add("CPUs", fmt.Sprint(e.CPUs))
+	}
+	if e.MemoryBytes > 0 {
+		add("Memory", bytesIEC(float64(e.MemoryBytes)))
+	}
+	if g := e.Guest; g != nil {
+		add("Guest kernel", g.Kernel)
+		if g.CPUs > 0 {
+			add("Guest CPUs", fmt.Sprint(g.CPUs))
+		}
+		if g.MemoryBytes > 0 {
+			add("Guest memory", bytesIEC(float64(g.MemoryBytes)))
+		}
+	}
+	add("Go", e.GoVersion)
+	if d := e.Device; d != nil {
+		add("Device", fmt.Sprintf("%s port %d (%s, %s), GID[%d] %s, MTU %v", d.Name, d.Port.Port, d.Port.State,
+			d.Port.LinkLayer, d.Port.GIDIndex, d.Port.GID.String(), d.Port.ActiveMTU))
+		c := d.Caps
+		for _, kv := range [][2]any{{"max_qp", c.MaxQP}, {"max_cq", c.MaxCQ}, {"max_mr", c.MaxMR}, {"max_pd", c.MaxPD},
+			{"max_srq", c.MaxSRQ}, {"max_qp_wr", c.MaxQPWR}, {"max_cqe", c.MaxCQE}} {
+			m.Caps = append(m.Caps, [2]string{kv[0].(string), fmt.Sprint(kv[1])})
+		}
+	}
+	if l := run.Limits; l != nil {
+		add("Limits", fmt.Sprintf("RLIMIT_NOFILE %s, RLIMIT_MEMLOCK %s, vm.max_map_count %d, somaxconn %d, threads-max %d, pid_max %d",
+			limit(l.NoFile), limit(l.MemlockBytes), l.MaxMapCount, l.Somaxconn, l.ThreadsMax, l.PidMax))
+	}
+	if r := e.Reference; r != nil {
+		if r.Error != "" {
+			m.Reference = fmt.Sprintf("%s failed: %s", r.Tool, r.Error)
+		} else {
+			var fs []string
+			for _, k := range sortedKeys(r.Figures) {
+				fs = append(fs, fmt.Sprintf("%s %g", k, r.Figures[k]))
+			}
+			m.Reference = fmt.Sprintf("%s: %s (`%s`)", r.Tool, strings.Join(fs, ", "), r.Command)
+		}
+	}
+}
+
+func (m *Model) costs(run *result.Run) {
+	seen := map[int]bool{}
+	for _, p := range run.Points {
+		c := p.Cost
+		if c == nil || seen[p.Clients] {
+			continue
+		}
+		seen[p.Clients] = true
+		m.Costs = append(m.Costs, CostRow{Clients: p.Clients, QPs: f2(c.QPs), CQs: f2(c.CQs), MRs: f2(c.MRs), PDs: f2(c.PDs),
+			RegisteredBytes: bytesIEC(c.RegisteredMem), ServerBytes: bytesIEC(c.ServerRSS)})
+	}
+	sort.Slice(m.Costs, func(i, j int) bool { return m.Costs[i].Clients < m.Costs[j].Clients })
+}
+
+func (m *Model) phases(run *result.Run) {
+	// The phases at the highest fully connected count, else the largest.
+	var pick *result.Point
+	for i := range run.Points {
+		p := &run.Points[i]
+		if p.Clients == m.Answer.Full || (m.Answer.Full == 0 && (pick == nil || p.Clients > pick.Clients)) {
+			pick = p
+		}
+	}
+	if pick != nil {
+		m.PhaseAt = pick.Clients
+		for _, ph := range result.Phases {
+			if pc, ok := pick.Phases[ph]; ok && pc.N > 0 {
+				m.Phases = append(m.Phases, PhaseRow{Phase: ph, N: pc.N, P50: f2(pc.P50), P95: f2(pc.P95), P99: f2(pc.P99)})
+			}
+		}
+		if pick.Connect.N > 0 {
+			m.Phases = append(m.Phases, PhaseRow{Phase: "total connect", N: pick.Connect.N, P50: f2(pick.Connect.P50),
+				P95: f2(pick.Connect.P95), P99: f2(pick.Connect.P99)})
+		}
+	}
+	seen := map[int]bool{}
+	for _, p := range run.Points {
+		if p.RTT.N == 0 || seen[p.Clients] {
+			continue
+		}
+		seen[p.Clients] = true
+		m.RTT = append(m.RTT, RTTRow{Clients: p.Clients, N: p.RTT.N, P50: f1(p.RTT.P50), P95: f1(p.RTT.P95), P99: f1(p.RTT.P99), Max: f1(p.RTT.Max)})
+	}
+	sort.Slice(m.RTT, func(i, j int) bool { return m.RTT[i].Clients < m.RTT[j].Clients })
+}
+
+func (m *Model) limit(run *result.Run) {
+	m.Limit = run.Diagnosis
+	if m.Limit == nil {
+		for _, p := range run.Points {
+			if p.Diagnosis != nil && (m.Limit == nil || p.Clients == m.Answer.FirstFail) {
+				m.Limit, m.LimitAt = p.Diagnosis, p.Clients
+			}
+		}
+		return
+	}
+	m.LimitAt = m.Answer.FirstFail
+}
+
+func (m *Model) recommend(run *result.Run) {
+	a := m.Answer
+	if a.Full > 0 {
+		cons := a.Full * 8 / 10
+		m.Recs = append(m.Recs, fmt.Sprintf("Conservative: MAX_CLIENTS = %d (80%% of %d, the highest count at which every client connected).", cons, a.Full))
+		prac := a.Full
+		if a.Practical > prac {
+			prac = a.Practical
+		}
+		m.Recs = append(m.Recs, fmt.Sprintf("Practical: MAX_CLIENTS = %d (the highest count such that it and every smaller tested count reached ≥95%%).", prac))
+	} else {
+		m.Recs = append(m.Recs, "No count reached 100%: test smaller counts before choosing MAX_CLIENTS.")
+	}
+	if a.FirstFail == 0 && len(m.Rows) > 0 {
+		m.Recs = append(m.Recs, fmt.Sprintf("Every tested count passed: search higher (e.g. `--lo %d` without `--hi`) to find the limit.", m.Rows[len(m.Rows)-1].Clients))
+	}
+	if m.Limit != nil && m.Limit.Suggestion != "" {
+		m.Recs = append(m.Recs, "To go further: "+m.Limit.Suggestion+".")
+	}
+	if len(a.NonMonotonic) > 0 {
+		m.Recs = append(m.Recs, fmt.Sprintf("Re-test %s with more trials (`--trials 3`): their results contradict the larger counts.", joinInts(a.NonMonotonic)))
+	}
+	if m.Simulated {
+		m.Recs = append(m.Recs, "These figures are simulated: confirm them on Soft-RoCE (`--backend vm`) or a real device.")
+	}
+}
+
+func (m *Model) method(run *result.Run) {
+	c := run.Config
+	mt := Method{Command: strings.Join(run.Command, " "), Mode: run.Mode, Threshold: Pct(c.Threshold), Trials: c.Trials,
+		Timeout: fmt.Sprintf("%gs", c.ClientTimeout), Rounds: c.Rounds, Payload: c.PayloadBytes, Procs: c.Procs,
+		InFlight: c.InFlight, Resource: c.ResourceMode, Complete: run.Complete, Error: run.Error}
+	if c.Rate > 0 {
+		mt.Rate = fmt.Sprintf("%g/s", c.Rate)
+	} else {
+		mt.Rate = "all at once"
+	}
+	if run.Search != nil {
+		mt.Steps, mt.Verdict = run.Search.Steps, run.Search.Verdict
+	}
+	if !run.StartedAt.IsZero() {
+		mt.Started = run.StartedAt.UTC().Format(time.RFC3339)
+		if !run.FinishedAt.IsZero() {
+			mt.Duration = run.FinishedAt.Sub(run.StartedAt).Round(time.Second).String()
+		}
+	}
+	if run.PSN.Connections > 0 {
+		mt.PSN = fmt.Sprintf("%d connections, %d distinct (client, server) PSN pairs", run.PSN.Connections, run.PSN.DistinctPairs)
+		if !run.PSN.Unique {
+			mt.PSN += fmt.Sprintf(", %d REPEATED", run.PSN.DuplicatePairs)
+		}
+	}
+	m.Method = mt
+}
+
+// resources gives the server-side QP/CQ/MR counts at a client count (the
+// highest over its trials) and where they came from.
+func resources(points []result.Point, clients int) (qp, cq, mr, src string) {
+	best := map[string]int{}
+	for _, p := range points {
+		if p.Clients != clients {
+			continue
+		}
+		var m map[string]int
+		switch {
+		case p.Peak != nil && p.Peak.ByRole["server"] != nil:
+			m, src = p.Peak.ByRole["server"], "server process, kernel count"
+		case p.Server.Resources != nil:
+			m, src = p.Server.Resources, "server's fabric"
+		case p.Peak != nil && p.Peak.RDMA != nil:
+			m, src = p.Peak.RDMA, "device, all processes"
+		}
+		for k, v := range m {
+			best[k] = max(best[k], v)
+		}
+	}
+	if len(best) == 0 {
+		return "–", "–", "–", ""
+	}
+	return fmt.Sprint(best["qp"]), fmt.Sprint(best["cq"]), fmt.Sprint(best["mr"]), src
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func f1(x float64) string { return fmt.Sprintf("%.1f", x) }
+func f2(x float64) string { return trimZeros(fmt.Sprintf("%.2f", x)) }
+
+func trimZeros(s string) string {
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
+}
+
+func limit(v int64) string {
+	if v < 0 {
+		return "unlimited"
+	}
+	return fmt.Sprint(v)
+}
+
+func bytesIEC(b float64) string {
+	if b <= 0 {
+		return "–"
+	}
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for b >= 1024 && i < len(units)-1 {
+		b /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%.0f B", b)
+	}
+	return fmt.Sprintf("%.1f %s", b, units[i])
+}

@@ -1,0 +1,141 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"image/color"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// Plot is one rendered figure: SVG for the HTML, PNG beside the Markdown.
+type Plot struct {
+	Name  string // file stem, e.g. "success"
+	Title string
+	SVG   []byte // without the XML prolog, ready to inline
+	PNG   []byte
+	// Empty says why there is no figure ("no samples"); SVG/PNG are nil.
+	Empty string
+}
+
+// Series is one line of a figure.
+type Series struct {
+	Label string
+	X, Y  []float64
+	// Low/High are the error bar ends (absolute y values), if any.
+	Low, High []float64
+}
+
+const plotW, plotH = 16 * vg.Centimeter, 9 * vg.Centimeter
+
+// linePlot renders series against a shared x axis.
+func linePlot(name, title, xlabel, ylabel string, series []Series) Plot {
+	out := Plot{Name: name, Title: title}
+	n := 0
+	for _, s := range series {
+		n += len(s.X)
+	}
+	if n == 0 {
+		out.Empty = "no data"
+		return out
+	}
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = xlabel
+	p.Y.Label.Text = ylabel
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	for i, s := range series {
+		if len(s.X) == 0 {
+			continue
+		}
+		xys := make(plotter.XYs, len(s.X))
+		for j := range s.X {
+			xys[j].X, xys[j].Y = s.X[j], s.Y[j]
+		}
+		l, pts, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			out.Empty = err.Error()
+			return out
+		}
+		c := plotutil.Color(i)
+		l.Color, pts.Color = c, c
+		pts.Shape = draw.CircleGlyph{}
+		p.Add(l, pts)
+		if s.Low != nil {
+			eb := errBars{XYs: xys}
+			for j := range s.X {
+				eb.errs = append(eb.errs, struct{ Low, High float64 }{s.Y[j] - s.Low[j], s.High[j] - s.Y[j]})
+			}
+			bars, err := plotter.NewYErrorBars(eb)
+			if err == nil {
+				bars.Color = c
+				p.Add(bars)
+			}
+		}
+		if len(series) > 1 {
+			p.Legend.Add(safeLabel(s.Label), l, pts)
+		}
+	}
+	return render(p, out)
+}
+
+type errBars struct {
+	plotter.XYs
+	errs plotter.YErrors
+}
+
+func (e errBars) YError(i int) (float64, float64) { return e.errs.YError(i) }
+
+func render(p *plot.Plot, out Plot) Plot {
+	p.BackgroundColor = color.White
+	var svg, png bytes.Buffer
+	for _, f := range []struct {
+		format string
+		buf    *bytes.Buffer
+	}{{"svg", &svg}, {"png", &png}} {
+		w, err := p.WriterTo(plotW, plotH, f.format)
+		if err != nil {
+			out.Empty = err.Error()
+			return out
+		}
+		if _, err := w.WriteTo(f.buf); err != nil {
+			out.Empty = err.Error()
+			return out
+		}
+	}
+	s := svg.String()
+	if i := strings.Index(s, "<svg"); i >= 0 {
+		s = s[i:]
+	}
+	// Scale with the page: drop the fixed size, keep the viewBox.
+	s = strings.Replace(s, "<svg ", `<svg role="img" class="plot" `, 1)
+	out.SVG, out.PNG = []byte(s), png.Bytes()
+	return out
+}
+
+// safeLabel keeps labels to characters any renderer shows as written.
+func safeLabel(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', strings.ContainsRune(" .,:;()+-_/%=", r):
+			b.WriteRune(r)
+		default:
+			b.WriteRune('?')
+		}
+	}
+	if b.Len() > 60 {
+		return b.String()[:60]
+	}
+	return b.String()
+}
+
+func pctAxis(x float64) float64 { return x * 100 }
+
+var _ = fmt.Sprint

@@ -1,0 +1,172 @@
+package report
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden reports in testdata/report")
+
+const fixtures = "../testdata/report"
+
+func load(t *testing.T, name string) *result.Run {
+	t.Helper()
+	r, err := result.Load(filepath.Join(fixtures, name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// The predecessor's published Soft-RoCE table (100–500 clients → 100,
+// 100, 100, 92, 85, 94, 98 %): 300 is the 100% capacity, and 400, 450
+// and 475 are flagged because success rose with load after them.
+func TestPredecessorTable(t *testing.T) {
+	m := NewModel(load(t, "predecessor"), Wilson95)
+	a := m.Answer
+	if a.Full != 300 || a.FirstFail != 400 || a.Practical != 300 || a.Highest95 != 500 {
+		t.Errorf("answer: 100%% up to %d, first failure %d, practical %d, highest ≥95%% %d", a.Full, a.FirstFail, a.Practical, a.Highest95)
+	}
+	if !reflect.DeepEqual(a.NonMonotonic, []int{400, 450, 475}) {
+		t.Errorf("non-monotonic %v, want [400 450 475]", a.NonMonotonic)
+	}
+	md, err := Markdown(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"**300 clients** connect at 100% (300/300",
+		"Failures begin at **400 clients**: 92%",
+		"Non-monotonic: success at 400, 450, 475 clients",
+		"| 450     | 382/450   | 84.9%",
+		"MAX_CLIENTS = 300",
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	marked := 0
+	for _, l := range strings.Split(string(md), "\n") {
+		if strings.HasPrefix(l, "|") && strings.Contains(l, "↯") {
+			marked++
+		}
+	}
+	if marked != 3 {
+		t.Errorf("want 3 rows marked non-monotonic:\n%s", md)
+	}
+}
+
+// Golden reports for every fixture run; go test -run Golden -update
+// rewrites them after a deliberate change.
+func TestGolden(t *testing.T) {
+	for _, name := range []string{"predecessor", "sim-search"} {
+		t.Run(name, func(t *testing.T) {
+			m := NewModel(load(t, name), Wilson95)
+			m.Plots = Figures(load(t, name), m)
+			md, err := Markdown(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			html, err := HTML(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for ext, got := range map[string][]byte{"md": md, "html": html} {
+				golden := filepath.Join(fixtures, name+".golden."+ext)
+				if *update {
+					if err := os.WriteFile(golden, got, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				want, err := os.ReadFile(golden)
+				if err != nil {
+					t.Fatalf("%v (run with -update to create)", err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Errorf("%s differs from %s (run with -update after a deliberate change)", ext, golden)
+				}
+			}
+		})
+	}
+}
+
+func TestSimulatedTitle(t *testing.T) {
+	m := NewModel(load(t, "sim-search"), Wilson95)
+	if !strings.Contains(m.Title, "simulated") || !strings.HasPrefix(m.Answer.Sentences[0], "(simulated)") {
+		t.Errorf("title %q, answer %q", m.Title, m.Answer.Sentences)
+	}
+	if m.Answer.Full != 40 || m.Limit == nil || m.Limit.Limit != "device-cap:max_qp" {
+		t.Errorf("sim run: 100%% up to %d, limit %+v", m.Answer.Full, m.Limit)
+	}
+}
+
+// Rendering is deterministic: the same run gives the same bytes, plots
+// included.
+func TestWriteAllDeterministic(t *testing.T) {
+	run := load(t, "sim-search")
+	a, b := t.TempDir(), t.TempDir()
+	fa, err := WriteAll(run, a, Formats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteAll(load(t, "sim-search"), b, Formats); err != nil {
+		t.Fatal(err)
+	}
+	if len(fa) != 7 {
+		t.Errorf("files %v, want report.md, report.html and 5 PNG plots", fa)
+	}
+	for _, f := range fa {
+		x, _ := os.ReadFile(f)
+		y, err := os.ReadFile(filepath.Join(b, filepath.Base(f)))
+		if err != nil || !bytes.Equal(x, y) || len(x) == 0 {
+			t.Errorf("%s differs between two renderings", filepath.Base(f))
+		}
+	}
+}
+
+// Text from the run is escaped in the HTML; the plots never carry it.
+func TestHTMLEscapes(t *testing.T) {
+	run := load(t, "predecessor")
+	run.Backend.Description = `<script>alert("x")</script>`
+	run.Command = []string{"rdmaprobe", `--x=<img src=y onerror=alert(1)>`}
+	m := NewModel(run, Wilson95)
+	m.Plots = Figures(run, m)
+	html, err := HTML(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(html, []byte("<script>alert")) || bytes.Contains(html, []byte("<img src=y")) {
+		t.Error("run text reached the HTML unescaped")
+	}
+	if bytes.Contains(html, []byte("http://")) && !bytes.Contains(html, []byte(`xmlns="http://www.w3.org/2000/svg"`)) {
+		t.Error("the HTML refers to the network")
+	}
+}
+
+func TestCompare(t *testing.T) {
+	dir := t.TempDir()
+	files, err := WriteComparison([]*result.Run{load(t, "predecessor"), load(t, "sim-search")}, dir, Formats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "compare.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"predecessor per-client", "sim (simulated) per-client", "| 300", "device-cap:max_qp", "compare-success.png"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("compare.md lacks %q:\n%s", want, md)
+		}
+	}
+	if len(files) != 4 {
+		t.Errorf("files %v", files)
+	}
+}
