@@ -38,9 +38,14 @@ func clientsCommand(s Streams) *cli.Command {
 			&cli.StringFlag{Name: "key", Required: true, Usage: "client key PEM"},
 			&cli.DurationFlag{Name: "hold", Usage: "keep connected clients open this long before exiting (without --events)"},
 			&cli.BoolFlag{Name: "events", Hidden: true, Usage: "JSON events on stdout; hold clients until stdin closes"},
-		}, fabricFlags()...),
+		}, append(fabricFlags(), profileFlag())...),
 		Action: func(c *cli.Context) error {
 			raiseNoFile()
+			stopProfile, err := startProfile(c)
+			if err != nil {
+				return err
+			}
+			defer stopProfile()
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			return runClients(ctx, c, s)

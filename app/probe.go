@@ -41,6 +41,7 @@ func probeFlags() []cli.Flag {
 		&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "payload bytes per message"},
 		&cli.StringFlag{Name: "results", Value: "results", Usage: "directory that receives <UTC time>-<backend>/run.json"},
 		&cli.StringFlag{Name: "backlog", Usage: "server listen queue length (default: somaxconn)"},
+		&cli.StringFlag{Name: "profile", Usage: "write CPU profiles (pprof) of the server and load generators of every point into `DIR` (sim and verbs backends)"},
 		&cli.BoolFlag{Name: "stop-on-error", Usage: "stop at the first point that itself fails (server died, load generator crashed or hung) instead of counting it as failed and going on"},
 		&cli.DurationFlag{Name: "sample-interval", Value: 250 * time.Millisecond, Usage: "how often the collectors sample resources, processes and the host (0 = off)"},
 	}, append(append(vmFlags(), limitFlags()...), fabricFlags()...)...)
@@ -199,7 +200,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 		Rounds: c.Int("rounds"), MsgSize: c.Int("msg-size"), Threshold: thr / 100,
 		CertFile: certFile, KeyFile: keyFile, ServerArgs: serverArgs,
 		ClientCertFile: clientCertFile, ClientKeyFile: clientKeyFile,
-		Progress: prog.update, SampleInterval: sampleInterval(c),
+		Progress: prog.update, SampleInterval: sampleInterval(c), ProfileDir: c.String("profile"),
 	}, run, dir)
 	if err != nil {
 		return err

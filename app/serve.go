@@ -36,11 +36,16 @@ func serveCommand(s Streams) *cli.Command {
 			&cli.DurationFlag{Name: "exchange-timeout", Value: 60 * time.Second, Usage: "per-client deadline from the handshake to the client's hello"},
 			&cli.StringFlag{Name: "ready-file", Usage: "write the listening address to this file once ready"},
 			&cli.BoolFlag{Name: "events", Hidden: true, Usage: "write JSON events on stdout for the runner"},
-		}, append(limitFlags(), fabricFlags()...)...),
+		}, append(append(limitFlags(), profileFlag()), fabricFlags()...)...),
 		Action: func(c *cli.Context) error {
 			if err := applyLimits(c); err != nil {
 				return err
 			}
+			stopProfile, err := startProfile(c)
+			if err != nil {
+				return err
+			}
+			defer stopProfile()
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			return serve(ctx, c, s)

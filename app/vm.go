@@ -47,6 +47,9 @@ func newVMBackend(c *cli.Context, reason string) (*backend, error) {
 	if ok, why := softroce.Available(); !ok {
 		return nil, fmt.Errorf("--backend vm: %s", why)
 	}
+	if c.String("profile") != "" {
+		return nil, fmt.Errorf("--profile works with the sim and verbs backends: the vm backend's processes run inside the guest")
+	}
 	b := &backend{
 		Backend: result.Backend{Name: "vm", Reason: reason,
 			Description: "vm: rxe0 (Soft-RoCE in a QEMU guest)"},

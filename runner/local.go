@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"time"
@@ -34,6 +35,9 @@ type Config struct {
 	// ClientCertFile/ClientKeyFile are the clients' pair (mutual TLS):
 	// the server authorises ClientCertFile, the clients present both.
 	ClientCertFile, ClientKeyFile string
+	// ProfileDir, if set, receives CPU profiles of the server and each
+	// generator: <dir>/<n>-<trial>-server.pprof, ...-clients-<i>.pprof.
+	ProfileDir string
 	// InFlight bounds each generator's connection attempts in progress.
 	InFlight int
 	// ServerArgs are extra flags for serve (e.g. --backlog).
@@ -106,6 +110,9 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		srvArgs = append(srvArgs, "--msg-size", strconv.Itoa(cfg.MsgSize))
 	}
 	srvArgs = append(srvArgs, cfg.ServerArgs...)
+	if cfg.ProfileDir != "" {
+		srvArgs = append(srvArgs, "--cpuprofile", filepath.Join(cfg.ProfileDir, fmt.Sprintf("%d-%d-server.pprof", n, trial)))
+	}
 	smp := startSampler(ctx, cfg)
 	srv, err := startChild("server", cfg.Exe, srvArgs)
 	if err != nil {
@@ -120,7 +127,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	}
 	smp.serverUp(srv.cmd.Process.Pid, l.Device)
 
-	gens, err := l.startGenerators(n, addr)
+	gens, err := l.startGenerators(n, trial, addr)
 	if err != nil {
 		srv.stop(10 * time.Second)
 		smp.finish(&pt, max)
@@ -194,7 +201,7 @@ func share(n, procs, i int) int {
 	return s
 }
 
-func (l *Local) startGenerators(n int, addr string) ([]*child, error) {
+func (l *Local) startGenerators(n, trial int, addr string) ([]*child, error) {
 	cfg := l.cfg
 	procs := cfg.Procs
 	if procs > n {
@@ -214,6 +221,9 @@ func (l *Local) startGenerators(n int, addr string) ([]*child, error) {
 		}
 		if cfg.MsgSize > 0 {
 			args = append(args, "--msg-size", strconv.Itoa(cfg.MsgSize))
+		}
+		if cfg.ProfileDir != "" {
+			args = append(args, "--cpuprofile", filepath.Join(cfg.ProfileDir, fmt.Sprintf("%d-%d-clients-%d.pprof", n, trial, i)))
 		}
 		g, err := startChild(fmt.Sprintf("load generator %d", i), cfg.Exe, args)
 		if err != nil {
