@@ -35,6 +35,7 @@ func probeFlags() []cli.Flag {
 		&cli.StringFlag{Name: "mode", Value: server.ModePerClient, Usage: "server resources per client: per-client or shared-cq"},
 		&cli.IntFlag{Name: "procs", Value: 1, Usage: "load-generator processes the clients are spread over"},
 		&cli.Float64Flag{Name: "rate", Usage: "client launches per second over all generators (0 = all at once)"},
+		&cli.BoolFlag{Name: "tls-resume", Usage: "let each load generator's clients resume TLS sessions (a server facing returning clients; default: every client does a full mutual-TLS handshake)"},
 		&cli.IntFlag{Name: "inflight", Value: DefaultInFlight, Usage: "connection attempts in progress at once per load generator (0 = unbounded burst); connected clients stay open either way"},
 		&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "per-client deadline"},
 		&cli.IntFlag{Name: "rounds", Value: 3, Usage: "verified round trips per client"},
@@ -43,7 +44,7 @@ func probeFlags() []cli.Flag {
 		&cli.StringFlag{Name: "backlog", Usage: "server listen queue length (default: somaxconn)"},
 		&cli.StringFlag{Name: "profile", Usage: "write CPU profiles (pprof) of the server and load generators of every point into `DIR` (sim and verbs backends)"},
 		&cli.BoolFlag{Name: "stop-on-error", Usage: "stop at the first point that itself fails (server died, load generator crashed or hung) instead of counting it as failed and going on"},
-		&cli.DurationFlag{Name: "sample-interval", Value: 250 * time.Millisecond, Usage: "how often the collectors sample resources, processes and the host (0 = off)"},
+		&cli.DurationFlag{Name: "sample-interval", Value: 500 * time.Millisecond, Usage: "how often the collectors sample resources, processes and the host (0 = off)"},
 	}, append(append(vmFlags(), limitFlags()...), fabricFlags()...)...)
 }
 
@@ -150,7 +151,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 		Backend: be.Backend, Environment: collectors.Environment(),
 		Config: result.Config{
 			ResourceMode: c.String("mode"), Rounds: c.Int("rounds"), PayloadBytes: c.Int("msg-size"),
-			ClientTimeout: c.Duration("timeout").Seconds(), Rate: c.Float64("rate"), Procs: c.Int("procs"), InFlight: c.Int("inflight"),
+			ClientTimeout: c.Duration("timeout").Seconds(), Rate: c.Float64("rate"), Procs: c.Int("procs"), InFlight: c.Int("inflight"), TLSResume: c.Bool("tls-resume"),
 			Threshold: thr / 100, Trials: c.Int("trials"), MaxClients: c.Int("max-clients"),
 		},
 	}
@@ -196,7 +197,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 	}
 	measure, closeBackend, err := be.open(ctx, runner.Config{
 		FabricArgs: be.childArgs, MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
-		Procs: c.Int("procs"), Rate: c.Float64("rate"), InFlight: c.Int("inflight"), Timeout: c.Duration("timeout"),
+		Procs: c.Int("procs"), Rate: c.Float64("rate"), InFlight: c.Int("inflight"), TLSResume: c.Bool("tls-resume"), Timeout: c.Duration("timeout"),
 		Rounds: c.Int("rounds"), MsgSize: c.Int("msg-size"), Threshold: thr / 100,
 		CertFile: certFile, KeyFile: keyFile, ServerArgs: serverArgs,
 		ClientCertFile: clientCertFile, ClientKeyFile: clientKeyFile,
@@ -290,8 +291,12 @@ func pointLine(pt result.Point, simulated bool) string {
 	if simulated {
 		tag = " [simulated]"
 	}
-	s := fmt.Sprintf("%6d clients: %d/%d connected (%s) connect p50 %.1f ms p99 %.1f ms, %.1f s%s",
-		pt.Clients, pt.Connected, pt.Attempted, report.Pct(pt.SuccessRate), pt.Connect.P50, pt.Connect.P99, pt.DurationSec, tag)
+	rate := ""
+	if pt.ConnectSec > 0 {
+		rate = fmt.Sprintf(" (%.0f connects/s over %.1f s)", float64(pt.Connected)/pt.ConnectSec, pt.ConnectSec)
+	}
+	s := fmt.Sprintf("%6d clients: %d/%d connected (%s) connect p50 %.1f ms p99 %.1f ms, %.1f s%s%s",
+		pt.Clients, pt.Connected, pt.Attempted, report.Pct(pt.SuccessRate), pt.Connect.P50, pt.Connect.P99, pt.DurationSec, rate, tag)
 	var fails []string
 	for _, o := range result.Outcomes {
 		if o != result.OutcomeOK && pt.Outcomes[o] > 0 {

@@ -36,9 +36,11 @@ type Options struct {
 	Timeout time.Duration
 	// Device is opened by FullConnect for its server and its client.
 	Device fabric.DeviceConfig
-	// Certs are used by TLSHandshake and FullConnect; zero generates a
-	// self-signed pair, as the server does when given none.
-	Certs certs.Pair
+	// Certs (the server's) and ClientCerts are used by TLSHandshake and
+	// FullConnect, with mutual TLS as rdmaprobe runs it; zero generates
+	// self-signed pairs, as the probe commands do.
+	Certs       certs.Pair
+	ClientCerts certs.Pair
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -58,7 +60,24 @@ func (o Options) withDefaults() (Options, error) {
 		}
 		o.Certs = p
 	}
+	if len(o.ClientCerts.CertPEM) == 0 {
+		p, err := certs.SelfSignedClient()
+		if err != nil {
+			return o, fmt.Errorf("generate client certificate: %w", err)
+		}
+		o.ClientCerts = p
+	}
 	return o, nil
+}
+
+// tlsConfigs are the server's and the client's mutual-TLS configurations.
+func (o Options) tlsConfigs() (*tls.Config, *tls.Config, error) {
+	sconf, err := o.Certs.Server(o.ClientCerts.CertPEM)
+	if err != nil {
+		return nil, nil, err
+	}
+	cconf, err := certs.Client(o.Certs.CertPEM, o.ClientCerts)
+	return sconf, cconf, err
 }
 
 // op performs operation i and returns how to release what it holds.
@@ -173,11 +192,7 @@ func TLSHandshake(ctx context.Context, n, conc int, o Options) (Measurement, err
 	if err != nil {
 		return Measurement{}, err
 	}
-	sconf, err := o.Certs.Server()
-	if err != nil {
-		return Measurement{}, err
-	}
-	cconf, err := certs.Client(o.Certs.CertPEM)
+	sconf, cconf, err := o.tlsConfigs()
 	if err != nil {
 		return Measurement{}, err
 	}
@@ -436,11 +451,7 @@ func FullConnect(ctx context.Context, p fabric.Provider, n, conc int, o Options)
 	if err != nil {
 		return Measurement{}, err
 	}
-	sconf, err := o.Certs.Server()
-	if err != nil {
-		return Measurement{}, err
-	}
-	cconf, err := certs.Client(o.Certs.CertPEM)
+	sconf, cconf, err := o.tlsConfigs()
 	if err != nil {
 		return Measurement{}, err
 	}

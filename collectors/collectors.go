@@ -11,7 +11,7 @@ import (
 )
 
 // DefaultInterval is the sampling period when Config.Interval is zero.
-const DefaultInterval = 250 * time.Millisecond
+const DefaultInterval = 500 * time.Millisecond
 
 // A Collector adds one kind of reading to a sample. Collectors are
 // independent, in the manner of node_exporter's: one failing records its
@@ -47,6 +47,9 @@ type Session struct {
 	collectors []Collector
 	rdma       *rdmaCollector
 
+	// collect serialises readings: the ticker and explicit Sample calls
+	// share the collectors' state.
+	collect sync.Mutex
 	mu      sync.Mutex
 	samples []result.Sample
 	errs    map[string]string // first error per collector
@@ -86,18 +89,26 @@ func Start(ctx context.Context, cfg Config) *Session {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				s.Sample()
+				s.sample(false)
 			}
 		}
 	}()
 	return s
 }
 
-// Sample takes one reading now. The runner calls it when every client
-// has reported, so the sample at full load is never missed between ticks.
-func (s *Session) Sample() {
+// Sample takes one full reading now. The runner calls it when every
+// client has reported, so the sample at full load is never missed between
+// ticks.
+func (s *Session) Sample() { s.sample(true) }
+
+func (s *Session) sample(full bool) {
+	s.collect.Lock()
+	defer s.collect.Unlock()
 	smp := result.Sample{T: time.Since(s.start).Seconds()}
 	for _, c := range s.collectors {
+		if f, ok := c.(interface{ Force() }); ok && full {
+			f.Force()
+		}
 		if err := c.Collect(&smp); err != nil {
 			s.mu.Lock()
 			if _, ok := s.errs[c.Name()]; !ok {
@@ -118,6 +129,8 @@ func (s *Session) Split(procs []Proc) map[string]map[string]int {
 	if s.rdma == nil {
 		return nil
 	}
+	s.collect.Lock()
+	defer s.collect.Unlock()
 	m, err := s.rdma.byRole(procs)
 	if err != nil {
 		s.mu.Lock()

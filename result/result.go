@@ -127,6 +127,7 @@ type Config struct {
 	Rate          float64      `json:"rate_per_sec,omitempty"` // launch pacing, 0 = all at once
 	Procs         int          `json:"procs"`                  // load-generator processes
 	InFlight      int          `json:"inflight,omitempty"`     // connect attempts in progress per generator, 0 = unbounded
+	TLSResume     bool         `json:"tls_resume,omitempty"`   // clients of a generator resumed TLS sessions
 	Threshold     float64      `json:"threshold"`
 	Trials        int          `json:"trials"`
 	Lo            int          `json:"lo,omitempty"`
@@ -142,12 +143,15 @@ type Point struct {
 	Trial       int       `json:"trial"`
 	StartedAt   time.Time `json:"started_at"`
 	DurationSec float64   `json:"duration_sec"`
-	Attempted   int       `json:"attempted"`
-	Connected   int       `json:"connected"`
-	SuccessRate float64   `json:"success_rate"` // 0..1
-	CILow       float64   `json:"ci_low"`       // 95% Wilson
-	CIHigh      float64   `json:"ci_high"`
-	Passed      bool      `json:"passed"` // success rate reached the threshold
+	// ConnectSec is the time from launching the first client to the last
+	// client's outcome: Connected/ConnectSec is the connection rate.
+	ConnectSec  float64 `json:"connect_sec,omitempty"`
+	Attempted   int     `json:"attempted"`
+	Connected   int     `json:"connected"`
+	SuccessRate float64 `json:"success_rate"` // 0..1
+	CILow       float64 `json:"ci_low"`       // 95% Wilson
+	CIHigh      float64 `json:"ci_high"`
+	Passed      bool    `json:"passed"` // success rate reached the threshold
 	// Outcomes counts clients by outcome class.
 	Outcomes map[string]int `json:"outcomes"`
 	// Errors counts the distinct error texts of failed clients (top ones).

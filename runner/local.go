@@ -40,6 +40,8 @@ type Config struct {
 	ProfileDir string
 	// InFlight bounds each generator's connection attempts in progress.
 	InFlight int
+	// TLSResume lets a generator's clients resume TLS sessions.
+	TLSResume bool
 	// ServerArgs are extra flags for serve (e.g. --backlog).
 	ServerArgs []string
 	// SampleInterval is the collectors' period (0 = their default, < 0 =
@@ -127,6 +129,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	}
 	smp.serverUp(srv.cmd.Process.Pid, l.Device)
 
+	launched := time.Now()
 	gens, err := l.startGenerators(n, trial, addr)
 	if err != nil {
 		srv.stop(10 * time.Second)
@@ -137,6 +140,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		smp.add(fmt.Sprintf("clients-%d", i), g.cmd.Process.Pid)
 	}
 	recs, pointErr := l.collect(ctx, n, srv, gens)
+	pt.ConnectSec = time.Since(launched).Seconds()
 	smp.loaded()
 
 	// Release the clients (stdin EOF), then stop the server, which prints
@@ -221,6 +225,9 @@ func (l *Local) startGenerators(n, trial int, addr string) ([]*child, error) {
 		}
 		if cfg.MsgSize > 0 {
 			args = append(args, "--msg-size", strconv.Itoa(cfg.MsgSize))
+		}
+		if cfg.TLSResume {
+			args = append(args, "--tls-resume")
 		}
 		if cfg.ProfileDir != "" {
 			args = append(args, "--cpuprofile", filepath.Join(cfg.ProfileDir, fmt.Sprintf("%d-%d-clients-%d.pprof", n, trial, i)))
