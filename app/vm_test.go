@@ -128,10 +128,12 @@ func TestVMRealLimits(t *testing.T) {
 	}
 }
 
-// The verbs fabric's own tests need a device, which this host lacks:
-// build them with the verbs tag and run them inside the Soft-RoCE guest,
-// so CI exercises real libibverbs on rxe0.
-func TestVerbsSuiteInGuest(t *testing.T) {
+// The verbs fabric's tests and the server's hostile-peer and replay tests
+// need a device, which this host lacks: build them with the verbs tag and
+// run them inside the Soft-RoCE guest, so CI exercises real libibverbs on
+// rxe0 and proves, by the kernel's own resource count, that hostile and
+// unauthenticated peers get no QP there either.
+func TestGuestSuites(t *testing.T) {
 	needVM(t)
 	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
 		t.Skip("libibverbs-dev missing (make setup installs it)")
@@ -144,17 +146,31 @@ func TestVerbsSuiteInGuest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(cache, "rdmaprobe", "verbs.test")
-	build := exec.Command("go", "test", "-c", "-tags", "verbs", "-o", bin, "./fabric/verbs")
-	build.Dir = mod
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build verbs tests: %v\n%s", err, out)
+	suites := []struct {
+		pkg, bin string
+		args     []string
+		mustLog  string
+		minPass  int
+	}{
+		{"./fabric/verbs", "verbs.test", nil, "", 5},
+		// -test.short skips the soak, which runs on the host.
+		{"./server", "server.test", []string{"-test.short"}, "fabric: verbs on rxe0", 3},
+	}
+	var bins []string
+	for i, s := range suites {
+		suites[i].bin = filepath.Join(cache, "rdmaprobe", s.bin)
+		build := exec.Command("go", "test", "-c", "-tags", "verbs", "-o", suites[i].bin, s.pkg)
+		build.Dir = mod
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build %s tests: %v\n%s", s.pkg, err, out)
+		}
+		bins = append(bins, suites[i].bin)
 	}
 	exe, err := verbsBinary(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := softroce.BuildImage(ctx, softroce.ImageConfig{Binary: exe, ExtraBinaries: append([]string{bin}, softroce.DefaultExtraBinaries...)})
+	img, err := softroce.BuildImage(ctx, softroce.ImageConfig{Binary: exe, ExtraBinaries: append(bins, softroce.DefaultExtraBinaries...)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,24 +179,29 @@ func TestVerbsSuiteInGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	res, err := g.Exec(ctx, 5*time.Minute, bin, "-test.v", "-test.count=1")
-	if err != nil {
-		t.Fatal(err)
+	for _, s := range suites {
+		res, err := g.Exec(ctx, 5*time.Minute, append([]string{s.bin, "-test.v", "-test.count=1"}, s.args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode != 0 {
+			t.Fatalf("%s tests failed in the guest (exit %d, error %q, timed out %v):\n%s\n%s", s.pkg, res.ExitCode, res.Error, res.TimedOut, tail(res.Stdout, 60), res.Stderr)
+		}
+		if strings.Contains(res.Stdout, "--- SKIP") && strings.Contains(res.Stdout, "no RDMA device") {
+			t.Fatalf("%s tests skipped inside the guest:\n%s", s.pkg, tail(res.Stdout, 30))
+		}
+		if s.mustLog != "" && !strings.Contains(res.Stdout, s.mustLog) {
+			t.Fatalf("%s tests did not run on the device (no %q):\n%s", s.pkg, s.mustLog, tail(res.Stdout, 30))
+		}
+		if testing.Verbose() {
+			t.Log(res.Stdout)
+		}
+		passed := strings.Count(res.Stdout, "--- PASS")
+		if passed < s.minPass {
+			t.Fatalf("only %d %s tests passed:\n%s", passed, s.pkg, tail(res.Stdout, 40))
+		}
+		t.Logf("%s: %d tests passed on rxe0 in %.1f s", s.pkg, passed, res.DurationMS/1000)
 	}
-	if res.ExitCode != 0 {
-		t.Fatalf("verbs tests failed in the guest (exit %d, error %q, timed out %v):\n%s\n%s", res.ExitCode, res.Error, res.TimedOut, tail(res.Stdout, 60), res.Stderr)
-	}
-	if strings.Contains(res.Stdout, "--- SKIP") && strings.Contains(res.Stdout, "no RDMA device") {
-		t.Fatalf("verbs tests skipped inside the guest:\n%s", tail(res.Stdout, 30))
-	}
-	if testing.Verbose() {
-		t.Log(res.Stdout)
-	}
-	passed := strings.Count(res.Stdout, "--- PASS")
-	if passed < 5 {
-		t.Fatalf("only %d verbs tests passed:\n%s", passed, tail(res.Stdout, 40))
-	}
-	t.Logf("%d verbs tests passed on rxe0 in %.1f s", passed, res.DurationMS/1000)
 }
 
 func tail(s string, n int) string {

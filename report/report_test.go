@@ -170,3 +170,11 @@ func TestCompare(t *testing.T) {
 		t.Errorf("files %v", files)
 	}
 }
+
+func TestPct(t *testing.T) {
+	for x, want := range map[float64]string{1: "100%", 0: "0%", 0.5: "50%", 0.9245: "92.5%", 0.99963: "99.96%", 0.99999: "99.999%", 0.00004: "0.004%"} {
+		if got := Pct(x); got != want {
+			t.Errorf("Pct(%v) = %q, want %q", x, got, want)
+		}
+	}
+}

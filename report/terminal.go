@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
@@ -65,9 +66,18 @@ func Rows(points []result.Point, threshold float64, ci func(k, n int) (float64, 
 
 // Pct formats a 0..1 rate as a percentage with at most one decimal.
 func Pct(x float64) string {
-	s := strconv.FormatFloat(x*100, 'f', 1, 64)
-	if len(s) > 2 && s[len(s)-2:] == ".0" {
-		s = s[:len(s)-2]
+	// One decimal, but never round a rate short of 100% (or above 0%) to
+	// it: 99.96% is not 100%.
+	var s string
+	for d := 1; d <= 4; d++ {
+		s = strconv.FormatFloat(x*100, 'f', d, 64)
+		v, _ := strconv.ParseFloat(s, 64)
+		if !(x < 1 && v >= 100) && !(x > 0 && v == 0) {
+			break
+		}
+	}
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
 	}
 	return s + "%"
 }

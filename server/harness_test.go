@@ -14,17 +14,21 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/exchange"
 	"github.com/rdmaprobe/rdmaprobe/fabric"
-	"github.com/rdmaprobe/rdmaprobe/fabric/sim"
 	"github.com/rdmaprobe/rdmaprobe/server"
 )
 
 // harness is an in-process mutual-TLS server on its own simulated device
 // and a dialer of legitimate clients on another.
 type harness struct {
-	t          *testing.T
-	srv        *server.Server
-	prov       *sim.Provider // the server's device
-	baseline   map[string]int
+	t   *testing.T
+	srv *server.Server
+	// inUse counts the fabric objects the test watches: the server's
+	// simulated device, or the whole RDMA device under the verbs tag.
+	inUse    func() map[string]int
+	baseline map[string]int
+	// idle is what inUse reads once the server has stopped (the clients'
+	// PD may still be held on a shared device).
+	idle       map[string]int
 	addr       string
 	serverPair certs.Pair
 	clientPair certs.Pair
@@ -34,13 +38,17 @@ type harness struct {
 	served     chan error
 }
 
-const (
+// The timeouts stretch by timeScale (from the fabric under test): inside
+// the TCG guest a TLS handshake costs ~15x the host's, and a hostile burst
+// of 90 handshakes must not push legitimate clients past the server's
+// deadline there.
+var (
 	// Short server timeouts so stalled peers are dropped quickly.
-	testHandshakeTimeout = 300 * time.Millisecond
-	testExchangeTimeout  = 300 * time.Millisecond
+	testHandshakeTimeout = 300 * time.Millisecond * timeScale
+	testExchangeTimeout  = 300 * time.Millisecond * timeScale
 	// guard bounds every blocking read of a test so a bug fails the test
 	// instead of hanging it; it never orders events.
-	guard = 5 * time.Second
+	guard = 5 * time.Second * timeScale
 )
 
 func newHarness(t *testing.T, maxClients int) *harness {
@@ -51,7 +59,9 @@ func newHarness(t *testing.T, maxClients int) *harness {
 // newHarnessWith sets the server's handshake and exchange timeouts.
 func newHarnessWith(t *testing.T, maxClients int, handshake, exchange time.Duration) *harness {
 	t.Helper()
-	h := &harness{t: t, prov: sim.New(sim.Options{}), served: make(chan error, 1)}
+	fab := testFabric(t)
+	h := &harness{t: t, inUse: fab.inUse, served: make(chan error, 1)}
+	pre := h.inUse()
 	var err error
 	if h.serverPair, err = certs.SelfSigned(); err != nil {
 		t.Fatal(err)
@@ -66,23 +76,26 @@ func newHarnessWith(t *testing.T, maxClients int, handshake, exchange time.Durat
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	h.srv, err = server.New(ctx, server.Config{Listen: "127.0.0.1:0", MaxClients: maxClients,
-		TLS: stls, Provider: h.prov, Device: fabric.DeviceConfig{GIDIndex: -1}, MsgSize: 256,
+		TLS: stls, Provider: fab.server, Device: fabric.DeviceConfig{GIDIndex: -1}, MsgSize: 256,
 		HandshakeTimeout: handshake, ExchangeTimeout: exchange})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
-	h.baseline = h.prov.InUse()
 	h.addr = h.srv.Addr().String()
 	go func() { h.served <- h.srv.Serve(ctx) }()
 
-	cprov := sim.New(sim.Options{})
-	cdev, err := cprov.Open(ctx, fabric.DeviceConfig{GIDIndex: -1})
+	cdev, err := fab.client.Open(ctx, fabric.DeviceConfig{GIDIndex: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.cdev = cdev
 	h.dialer = h.newDialer(cdev, h.clientTLS(true))
+	h.baseline = h.inUse()
+	h.idle = map[string]int{}
+	for k, v := range pre {
+		h.idle[k] = v + fab.clientIdle[k]
+	}
 	t.Cleanup(func() {
 		h.stop()
 		h.dialer.Close()
@@ -206,7 +219,7 @@ func waitFor(cond func() bool) bool {
 }
 
 func (h *harness) inUseIsBaseline() bool {
-	return reflect.DeepEqual(h.prov.InUse(), h.baseline)
+	return reflect.DeepEqual(h.inUse(), h.baseline)
 }
 
 // connectOK runs one legitimate client and fails the test unless it is ok.
@@ -217,4 +230,12 @@ func (h *harness) connectOK(ctx context.Context, id int) *client.Conn {
 		h.t.Fatalf("legitimate client %d: %s: %s", id, rec.Outcome, rec.Error)
 	}
 	return c
+}
+
+// fabricUnderTest is where the harness's server and clients get their
+// devices, and how the objects in use are counted.
+type fabricUnderTest struct {
+	server, client fabric.Provider
+	inUse          func() map[string]int
+	clientIdle     map[string]int
 }

@@ -19,7 +19,7 @@ func TestReplayedHelloRefused(t *testing.T) {
 	if reply.Type != exchange.Accept {
 		t.Fatalf("first hello: reply %+v, want accept", reply)
 	}
-	inUse := h.prov.InUse()
+	inUse := h.inUse()
 
 	reply, again := h.sendHello(m)
 	if reply.Type != exchange.Refuse || reply.Reason != exchange.ReasonReplayed {
@@ -29,7 +29,7 @@ func TestReplayedHelloRefused(t *testing.T) {
 		t.Error(err)
 	}
 	again.Close()
-	if got := h.prov.InUse(); got["qp"] != inUse["qp"] {
+	if got := h.inUse(); got["qp"] != inUse["qp"] {
 		t.Errorf("replay changed the server's QPs: %v, was %v", got, inUse)
 	}
 

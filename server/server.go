@@ -12,7 +12,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -370,13 +369,19 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 	}
 	s.mu.Unlock()
 
-	// The TLS connection lives as long as the client: its end (EOF, reset)
-	// is the signal to release the client's QP.
+	// The connection lives as long as the client: its end is the signal to
+	// release the client's QP. Nothing travels over TLS after the
+	// exchange, so the server watches the raw socket and lets the TLS state
+	// (record buffers, handshake leftovers: most of a connection's memory)
+	// be collected: any byte (the client's close_notify, or stray data) or
+	// EOF/reset means the client is gone.
+	tc = nil
 	cctx, ccancel := context.WithCancel(ctx)
 	left := make(chan struct{})
 	go func() {
 		defer close(left)
-		io.Copy(io.Discard, tc)
+		var b [1]byte
+		raw.Read(b[:])
 		ccancel()
 	}()
 	err = c.echo(cctx)

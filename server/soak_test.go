@@ -43,7 +43,7 @@ func TestSoakNoGrowth(t *testing.T) {
 		}
 		p := samples[0].Procs[0]
 		return reading{goroutines: runtime.NumGoroutine(), fds: p.FDs, threads: p.Threads,
-			heap: ms.HeapInuse, rss: p.RSS, inUse: h.prov.InUse()}
+			heap: ms.HeapInuse, rss: p.RSS, inUse: h.inUse()}
 	}
 	var at10 reading
 	for i := 1; i <= cycles; i++ {

@@ -1,0 +1,46 @@
+//go:build verbs && cgo
+
+package server_test
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/collectors"
+	"github.com/rdmaprobe/rdmaprobe/fabric/sim"
+	"github.com/rdmaprobe/rdmaprobe/fabric/verbs"
+)
+
+// timeScale stretches the harness's timeouts: the only device these tests
+// meet is rxe0 in the QEMU TCG guest, where crypto runs ~15x slower.
+var timeScale = func() time.Duration {
+	if ents, err := os.ReadDir("/sys/class/infiniband"); err == nil && len(ents) > 0 {
+		return 8
+	}
+	return 1
+}()
+
+// testFabric: built with the verbs tag and run where an RDMA device exists
+// (the Soft-RoCE guest: TestGuestSuites in app), the server and clients
+// share the real device and the kernel's own resource count is watched.
+// Elsewhere it falls back to sim.
+func testFabric(t *testing.T) fabricUnderTest {
+	ents, err := os.ReadDir("/sys/class/infiniband")
+	if err != nil || len(ents) == 0 {
+		srv := sim.New(sim.Options{})
+		return fabricUnderTest{server: srv, client: sim.New(sim.Options{}), inUse: srv.InUse, clientIdle: map[string]int{}}
+	}
+	dev := ents[0].Name()
+	t.Logf("fabric: verbs on %s, counted by the kernel", dev)
+	count := func() map[string]int {
+		m, err := collectors.DeviceResources(dev)
+		if err != nil {
+			t.Fatalf("resource count of %s: %v", dev, err)
+		}
+		return map[string]int{"pd": m["pd"], "cq": m["cq"], "mr": m["mr"], "qp": m["qp"]}
+	}
+	p := verbs.New()
+	// The clients' dialer keeps its PD until the test ends.
+	return fabricUnderTest{server: p, client: p, inUse: count, clientIdle: map[string]int{"pd": 1}}
+}
