@@ -32,10 +32,11 @@ const opBench = "bench"
 type benchRequest struct {
 	N, Concurrency, Warmup, MsgSize int
 	Timeout                         time.Duration
+	Kex                             string
 }
 
 func (r benchRequest) options(dev fabric.DeviceConfig) bench.Options {
-	return bench.Options{Warmup: r.Warmup, MsgSize: r.MsgSize, Timeout: r.Timeout, Device: dev}
+	return bench.Options{Warmup: r.Warmup, MsgSize: r.MsgSize, Timeout: r.Timeout, Device: dev, Kex: r.Kex}
 }
 
 func benchCommand(s Streams) *cli.Command {
@@ -50,6 +51,7 @@ func benchCommand(s Streams) *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.IntFlag{Name: "n", Value: 500, Usage: "operations per measurement"},
 			&cli.IntFlag{Name: "concurrency", Value: 100, Usage: "operations in flight in the concurrent pass (1 = serial only)"},
+			tlsKexFlag(),
 			&cli.IntFlag{Name: "warmup", Value: 5, Usage: "untimed operations before each measurement"},
 			&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "MR size and payload bytes"},
 			&cli.DurationFlag{Name: "op-timeout", Value: 60 * time.Second, Usage: "deadline of each operation"},
@@ -65,7 +67,10 @@ func benchCommand(s Streams) *cli.Command {
 
 func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 	req := benchRequest{N: c.Int("n"), Concurrency: c.Int("concurrency"), Warmup: c.Int("warmup"),
-		MsgSize: c.Int("msg-size"), Timeout: c.Duration("op-timeout")}
+		MsgSize: c.Int("msg-size"), Timeout: c.Duration("op-timeout"), Kex: c.String("tls-kex")}
+	if err := checkTLSKex(c); err != nil {
+		return fail(2, "--tls-kex: %v", err)
+	}
 	if req.N < 1 || req.Concurrency < 1 || req.Warmup < 0 {
 		return fail(2, "--n and --concurrency must be at least 1, --warmup at least 0")
 	}

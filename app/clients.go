@@ -31,6 +31,7 @@ func clientsCommand(s Streams) *cli.Command {
 			&cli.IntFlag{Name: "proc", Usage: "index of this process"},
 			&cli.Float64Flag{Name: "rate", Usage: "client launches per second (0 = all at once)"},
 			&cli.BoolFlag{Name: "tls-resume", Usage: "resume TLS sessions between this process's clients (PSK with ECDHE: forward-secret, the client certificate travels in the ticket); the first clients do full handshakes"},
+			tlsKexFlag(),
 			&cli.IntFlag{Name: "inflight", Value: DefaultInFlight, Usage: "connection attempts in progress at once (0 = unbounded burst)"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "per-client deadline"},
 			&cli.IntFlag{Name: "rounds", Value: 3, Usage: "verified round trips per client"},
@@ -77,6 +78,9 @@ func runClients(ctx context.Context, c *cli.Context, s Streams) error {
 	}
 	tlsConf, err := certs.Client(ca, cpair)
 	if err != nil {
+		return failf(err)
+	}
+	if err := certs.SetKeyExchange(tlsConf, c.String("tls-kex")); err != nil {
 		return failf(err)
 	}
 	if c.Bool("tls-resume") {

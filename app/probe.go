@@ -29,6 +29,7 @@ import (
 // probeFlags are shared by search and ramp.
 func probeFlags() []cli.Flag {
 	return append([]cli.Flag{
+		tlsKexFlag(),
 		&cli.Float64Flag{Name: "threshold", Value: 100, Usage: "success rate in percent a point must reach to pass"},
 		&cli.IntFlag{Name: "trials", Value: 1, Usage: "trials per client count (pooled for the pass decision)"},
 		&cli.IntFlag{Name: "max-clients", Usage: "server cap; default: each point's client count"},
@@ -128,6 +129,9 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 	if c.Int("procs") < 1 {
 		return fail(2, "--procs must be at least 1")
 	}
+	if err := checkTLSKex(c); err != nil {
+		return fail(2, "--tls-kex: %v", err)
+	}
 	if m := c.String("mode"); m != server.ModePerClient && m != server.ModeSharedCQ {
 		return fail(2, "--mode %q: want %s or %s", m, server.ModePerClient, server.ModeSharedCQ)
 	}
@@ -151,7 +155,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 		Backend: be.Backend, Environment: collectors.Environment(),
 		Config: result.Config{
 			ResourceMode: c.String("mode"), Rounds: c.Int("rounds"), PayloadBytes: c.Int("msg-size"),
-			ClientTimeout: c.Duration("timeout").Seconds(), Rate: c.Float64("rate"), Procs: c.Int("procs"), InFlight: c.Int("inflight"), TLSResume: c.Bool("tls-resume"),
+			ClientTimeout: c.Duration("timeout").Seconds(), Rate: c.Float64("rate"), Procs: c.Int("procs"), InFlight: c.Int("inflight"), TLSResume: c.Bool("tls-resume"), TLSKex: c.String("tls-kex"),
 			Threshold: thr / 100, Trials: c.Int("trials"), MaxClients: c.Int("max-clients"),
 		},
 	}
@@ -197,7 +201,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 	}
 	measure, closeBackend, err := be.open(ctx, runner.Config{
 		FabricArgs: be.childArgs, MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
-		Procs: c.Int("procs"), Rate: c.Float64("rate"), InFlight: c.Int("inflight"), TLSResume: c.Bool("tls-resume"), Timeout: c.Duration("timeout"),
+		Procs: c.Int("procs"), Rate: c.Float64("rate"), InFlight: c.Int("inflight"), TLSResume: c.Bool("tls-resume"), TLSKex: c.String("tls-kex"), Timeout: c.Duration("timeout"),
 		Rounds: c.Int("rounds"), MsgSize: c.Int("msg-size"), Threshold: thr / 100,
 		CertFile: certFile, KeyFile: keyFile, ServerArgs: serverArgs,
 		ClientCertFile: clientCertFile, ClientKeyFile: clientKeyFile,

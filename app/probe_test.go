@@ -135,6 +135,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"ramp", "--backend", "nosuch"}, `unknown --backend "nosuch"`},
 		{[]string{"ramp", "--backend", "sim", "--mode", "weird"}, `--mode "weird"`},
 		{[]string{"search", "--lo", "abc"}, "invalid value"},
+		{[]string{"ramp", "--backend", "sim", "--tls-kex", "rsa"}, `unknown TLS key exchange "rsa"`},
+		{[]string{"bench", "--backend", "sim", "--tls-kex", "rsa"}, `unknown TLS key exchange "rsa"`},
 	}
 	for _, tc := range tests {
 		out, errOut, code := run(t, append(tc.args, "--results", t.TempDir())...)

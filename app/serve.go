@@ -34,6 +34,7 @@ func serveCommand(s Streams) *cli.Command {
 			&cli.IntFlag{Name: "backlog", Usage: "listen queue length (default: the kernel's somaxconn)"},
 			&cli.DurationFlag{Name: "handshake-timeout", Value: 60 * time.Second, Usage: "per-client deadline for the TLS handshake"},
 			&cli.DurationFlag{Name: "exchange-timeout", Value: 60 * time.Second, Usage: "per-client deadline from the handshake to the client's hello"},
+			tlsKexFlag(),
 			&cli.StringFlag{Name: "ready-file", Usage: "write the listening address to this file once ready"},
 			&cli.BoolFlag{Name: "events", Hidden: true, Usage: "write JSON events on stdout for the runner"},
 		}, append(append(limitFlags(), profileFlag()), fabricFlags()...)...),
@@ -66,6 +67,9 @@ func serve(ctx context.Context, c *cli.Context, s Streams) error {
 	}
 	tlsConf, err := pair.Server(clientCA)
 	if err != nil {
+		return err
+	}
+	if err := certs.SetKeyExchange(tlsConf, c.String("tls-kex")); err != nil {
 		return err
 	}
 	p, err := provider(c)

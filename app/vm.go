@@ -3,7 +3,9 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,6 +34,13 @@ func vmFlags() []cli.Flag {
 // opPoint runs one probe point inside the guest.
 const opPoint = "point"
 
+// opProfiles hands the host the CPU profiles the guest's server and load
+// generators wrote during the last point (--profile), and removes them.
+const opProfiles = "profiles"
+
+// guestProfileDir is where they are written inside the guest.
+const guestProfileDir = "/tmp/rdmaprobe-profiles"
+
 // pointRequest is what the host sends for one point.
 type pointRequest struct {
 	N, Trial int
@@ -46,9 +55,6 @@ func init() {
 func newVMBackend(c *cli.Context, reason string) (*backend, error) {
 	if ok, why := softroce.Available(); !ok {
 		return nil, fmt.Errorf("--backend vm: %s", why)
-	}
-	if c.String("profile") != "" {
-		return nil, fmt.Errorf("--profile works with the sim and verbs backends: the vm backend's processes run inside the guest")
 	}
 	b := &backend{
 		Backend: result.Backend{Name: "vm", Reason: reason,
@@ -120,6 +126,11 @@ func newVMBackend(c *cli.Context, reason string) (*backend, error) {
 			if qemu != nil {
 				host, _, _ = qemu.Stop()
 			}
+			if cfg.ProfileDir != "" {
+				if err := fetchProfiles(ctx, g, cfg.ProfileDir); err != nil {
+					fmt.Fprintf(out, "profiles: %v\n", err)
+				}
+			}
 			var pt result.Point
 			if err := json.Unmarshal(raw, &pt); err != nil {
 				return pt, fmt.Errorf("guest sent an unreadable point: %w", err)
@@ -183,6 +194,12 @@ func guestMain() {
 				}
 			}
 			cfg := req.Config
+			if cfg.ProfileDir != "" {
+				cfg.ProfileDir = guestProfileDir
+				if err := os.MkdirAll(guestProfileDir, 0o755); err != nil {
+					return nil, err
+				}
+			}
 			cfg.CertFile, cfg.KeyFile = certFile, keyFile
 			cfg.ClientCertFile, cfg.ClientKeyFile = clientCertFile, clientKeyFile
 			var lastSent time.Time
@@ -206,6 +223,8 @@ func guestMain() {
 			return pt, nil
 		case opDevice:
 			return struct{ Device *result.DeviceInfo }{last}, nil
+		case opProfiles:
+			return takeProfiles(guestProfileDir)
 		case opBench:
 			return guestBench(ctx, payload, progress)
 		}
@@ -251,4 +270,48 @@ func mergeHostSamples(pt *result.Point, host []result.Sample) {
 		}
 		pt.Samples[j].Procs = append(pt.Samples[j].Procs, h.Procs...)
 	}
+}
+
+// takeProfiles reads and removes the profiles in dir (inside the guest).
+func takeProfiles(dir string) (map[string][]byte, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string][]byte{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		out[e.Name()] = b
+		os.Remove(p)
+	}
+	return out, nil
+}
+
+// fetchProfiles copies the guest's profiles of the last point into dir on
+// the host.
+func fetchProfiles(ctx context.Context, g *softroce.Guest, dir string) error {
+	raw, err := g.Call(ctx, opProfiles, nil, nil)
+	if err != nil {
+		return fmt.Errorf("fetch from the guest: %w", err)
+	}
+	var files map[string][]byte
+	if err := json.Unmarshal(raw, &files); err != nil {
+		return fmt.Errorf("guest sent unreadable profiles: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(name)), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -4,7 +4,7 @@
 // only ratios taken in the same run mean anything across machines):
 //
 //   - tls_handshake: a bare TLS 1.3 handshake with the certs package's
-//     ECDSA P-256 configuration, both ends in this process over loopback,
+//     Ed25519 configuration, both ends in this process over loopback,
 //     timed from dial until both ends have finished;
 //   - raw_verbs: the verbs work of one connection, both ends in this
 //     process: two sides of 2 CQ + 2 MR + RC QP + INIT, then RTR and RTS

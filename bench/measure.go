@@ -41,6 +41,9 @@ type Options struct {
 	// self-signed pairs, as the probe commands do.
 	Certs       certs.Pair
 	ClientCerts certs.Pair
+	// Kex is the handshake's key exchange (certs.KexHybrid, KexX25519;
+	// empty = hybrid, Go's default).
+	Kex string
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -77,7 +80,13 @@ func (o Options) tlsConfigs() (*tls.Config, *tls.Config, error) {
 		return nil, nil, err
 	}
 	cconf, err := certs.Client(o.Certs.CertPEM, o.ClientCerts)
-	return sconf, cconf, err
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := certs.SetKeyExchange(sconf, o.Kex); err != nil {
+		return nil, nil, err
+	}
+	return sconf, cconf, certs.SetKeyExchange(cconf, o.Kex)
 }
 
 // op performs operation i and returns how to release what it holds.
@@ -513,7 +522,7 @@ func Suite(ctx context.Context, p fabric.Provider, n, concurrency int, o Options
 		StartedAt: time.Now().UTC(),
 		Backend:   result.Backend{Name: p.Name(), Simulated: p.Simulated()},
 		Config: Config{N: n, Concurrency: concurrency, Warmup: o.Warmup, PayloadBytes: o.MsgSize,
-			Rounds: 1, Certificate: "ECDSA P-256, self-signed, TLS 1.3", TimeoutSec: o.Timeout.Seconds()},
+			Rounds: 1, Certificate: certs.Describe(o.Certs, o.Kex), TimeoutSec: o.Timeout.Seconds()},
 	}
 	fail := func(err error) (*Run, error) {
 		run.FinishedAt = time.Now().UTC()

@@ -2,10 +2,12 @@ package certs
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
@@ -116,5 +118,71 @@ func TestWriteFilesAs(t *testing.T) {
 	q, err := Load(cert, key)
 	if err != nil || string(q.CertPEM) != string(p.CertPEM) || string(q.KeyPEM) != string(p.KeyPEM) {
 		t.Errorf("load back: %v", err)
+	}
+}
+
+func TestSetKeyExchange(t *testing.T) {
+	for _, tc := range []struct {
+		kex     string
+		want    []tls.CurveID
+		wantErr bool
+	}{
+		{KexHybrid, nil, false},
+		{"", nil, false},
+		{KexX25519, []tls.CurveID{tls.X25519}, false},
+		{"rsa", nil, true},
+	} {
+		conf := &tls.Config{CurvePreferences: []tls.CurveID{tls.CurveP384}}
+		err := SetKeyExchange(conf, tc.kex)
+		if (err != nil) != tc.wantErr {
+			t.Errorf("%q: error %v", tc.kex, err)
+			continue
+		}
+		if !tc.wantErr && !reflect.DeepEqual(conf.CurvePreferences, tc.want) {
+			t.Errorf("%q: curves %v, want %v", tc.kex, conf.CurvePreferences, tc.want)
+		}
+	}
+}
+
+// The generated pairs are Ed25519, and a handshake restricted to X25519
+// on both ends really negotiates X25519.
+func TestEd25519AndX25519Handshake(t *testing.T) {
+	sp, err := SelfSigned()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := SelfSignedClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := Describe(sp, KexX25519); d != "Ed25519, self-signed, TLS 1.3, key exchange x25519" {
+		t.Errorf("Describe = %q", d)
+	}
+	sconf, err := sp.Server(cp.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cconf, err := Client(sp.CertPEM, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	SetKeyExchange(sconf, KexX25519)
+	SetKeyExchange(cconf, KexX25519)
+	a, b := net.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- tls.Server(a, sconf).Handshake() }()
+	cc := tls.Client(b, cconf)
+	if err := cc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	st := cc.ConnectionState()
+	if st.CurveID != tls.X25519 {
+		t.Errorf("negotiated %v, want X25519", st.CurveID)
+	}
+	if alg := st.PeerCertificates[0].PublicKeyAlgorithm; alg != x509.Ed25519 {
+		t.Errorf("server key %v, want Ed25519", alg)
 	}
 }

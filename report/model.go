@@ -92,15 +92,17 @@ type Method struct {
 	Payload   int
 	Procs     int
 	InFlight  int
-	Rate      string
-	Resource  string
-	Steps     []result.Step
-	Verdict   string
-	Started   string
-	Duration  string
-	Complete  bool
-	Error     string
-	PSN       string
+	// TLS says how clients authenticated: key exchange, resumption.
+	TLS      string
+	Rate     string
+	Resource string
+	Steps    []result.Step
+	Verdict  string
+	Started  string
+	Duration string
+	Complete bool
+	Error    string
+	PSN      string
 }
 
 // NewModel computes the report model of run. ci gives the pooled 95%
@@ -352,6 +354,14 @@ func (m *Model) method(run *result.Run) {
 	mt := Method{Command: strings.Join(run.Command, " "), Mode: run.Mode, Threshold: Pct(c.Threshold), Trials: c.Trials,
 		Timeout: fmt.Sprintf("%gs", c.ClientTimeout), Rounds: c.Rounds, Payload: c.PayloadBytes, Procs: c.Procs,
 		InFlight: c.InFlight, Resource: c.ResourceMode, Complete: run.Complete, Error: run.Error}
+	if c.TLSKex != "" {
+		mt.TLS = "mutual TLS 1.3, key exchange " + c.TLSKex
+		if c.TLSResume {
+			mt.TLS += ", sessions resumed within each load generator"
+		}
+	} else if c.TLSResume {
+		mt.TLS = "sessions resumed within each load generator"
+	}
 	if c.Rate > 0 {
 		mt.Rate = fmt.Sprintf("%g/s", c.Rate)
 	} else {

@@ -128,6 +128,7 @@ type Config struct {
 	Procs         int          `json:"procs"`                  // load-generator processes
 	InFlight      int          `json:"inflight,omitempty"`     // connect attempts in progress per generator, 0 = unbounded
 	TLSResume     bool         `json:"tls_resume,omitempty"`   // clients of a generator resumed TLS sessions
+	TLSKex        string       `json:"tls_kex,omitempty"`      // handshake key exchange: "hybrid" (X25519MLKEM768) or "x25519"; empty in runs before it was recorded
 	Threshold     float64      `json:"threshold"`
 	Trials        int          `json:"trials"`
 	Lo            int          `json:"lo,omitempty"`

@@ -42,6 +42,9 @@ type Config struct {
 	InFlight int
 	// TLSResume lets a generator's clients resume TLS sessions.
 	TLSResume bool
+	// TLSKex is the handshake's key exchange (certs.KexHybrid, KexX25519)
+	// for the server and every generator.
+	TLSKex string
 	// ServerArgs are extra flags for serve (e.g. --backlog).
 	ServerArgs []string
 	// SampleInterval is the collectors' period (0 = their default, < 0 =
@@ -110,6 +113,9 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		"--handshake-timeout", cfg.Timeout.String(), "--exchange-timeout", cfg.Timeout.String()}, cfg.FabricArgs...)
 	if cfg.MsgSize > 0 {
 		srvArgs = append(srvArgs, "--msg-size", strconv.Itoa(cfg.MsgSize))
+	}
+	if cfg.TLSKex != "" {
+		srvArgs = append(srvArgs, "--tls-kex", cfg.TLSKex)
 	}
 	srvArgs = append(srvArgs, cfg.ServerArgs...)
 	if cfg.ProfileDir != "" {
@@ -228,6 +234,9 @@ func (l *Local) startGenerators(n, trial int, addr string) ([]*child, error) {
 		}
 		if cfg.TLSResume {
 			args = append(args, "--tls-resume")
+		}
+		if cfg.TLSKex != "" {
+			args = append(args, "--tls-kex", cfg.TLSKex)
 		}
 		if cfg.ProfileDir != "" {
 			args = append(args, "--cpuprofile", filepath.Join(cfg.ProfileDir, fmt.Sprintf("%d-%d-clients-%d.pprof", n, trial, i)))

@@ -38,6 +38,8 @@ type BootConfig struct {
 	QEMU string
 	// KernelArgs are appended to the kernel command line.
 	KernelArgs []string
+	// CPUModel is QEMU's -cpu; default "max".
+	CPUModel string
 }
 
 // Guest is a running softroce VM.
@@ -120,10 +122,14 @@ func Boot(ctx context.Context, cfg BootConfig) (*Guest, error) {
 		"no_timer_check", "tsc=reliable", "i8042.noaux", "i8042.nokbd", "i8042.nopnp",
 		guestEnv + "=1",
 	}, cfg.KernelArgs...), " ")
+	cpuModel := cfg.CPUModel
+	if cpuModel == "" {
+		cpuModel = "max"
+	}
 	args := []string{
 		"-nodefaults", "-no-user-config", "-nic", "none",
 		"-display", "none", "-monitor", "none", "-no-reboot",
-		"-machine", "pc", "-accel", accel, "-cpu", "max",
+		"-machine", "pc", "-accel", accel, "-cpu", cpuModel,
 		"-smp", strconv.Itoa(cfg.CPUs), "-m", strconv.Itoa(cfg.MemMiB),
 		"-kernel", cfg.Image.Kernel, "-initrd", cfg.Image.Initrd, "-append", append_,
 		"-chardev", "file,id=con,path=/dev/fd/3",
