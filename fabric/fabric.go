@@ -1,6 +1,6 @@
 // Package fabric is the seam between rdmaprobe's server/client and the thing
 // that provides queue pairs. It mirrors libibverbs closely (device, PD, CQ,
-// MR, RC QP, manual RESET→INIT→RTR→RTS, post send/recv, poll CQ) so the cgo
+// MR, SRQ, RC QP, manual RESET→INIT→RTR→RTS, post send/recv, poll CQ) so the cgo
 // implementation in fabric/verbs and the pure-Go one in fabric/sim are
 // interchangeable without touching the server or client code.
 //
@@ -141,7 +141,26 @@ type PD interface {
 	RegMR(size int, access Access) (MR, error)
 	// CreateQP creates an RC QP in RESET state (ibv_create_qp).
 	CreateQP(attr QPInitAttr) (QP, error)
+	// CreateSRQ creates a shared receive queue holding at least maxWR
+	// receives of up to maxSGE entries each (ibv_create_srq). QPs created
+	// with QPInitAttr.SRQ take their receive buffers from it.
+	CreateSRQ(maxWR, maxSGE int) (SRQ, error)
+	// Dealloc releases the PD (ibv_dealloc_pd); EBUSY while MRs, QPs or
+	// SRQs still use it.
 	Dealloc() error
+}
+
+// SRQ is a shared receive queue (struct ibv_srq). A SEND arriving at any
+// QP attached to it consumes the oldest receive posted here; the
+// completion goes to that QP's receive CQ with the QP's number in WC.QPN
+// and the receive's wrID in WC.WRID.
+type SRQ interface {
+	// PostRecv posts one receive into mr.Buf()[off:off+length]
+	// (ibv_post_srq_recv).
+	PostRecv(wrID uint64, mr MR, off, length int) error
+	// Destroy releases the SRQ (ibv_destroy_srq); EBUSY while a QP is
+	// attached, so QPs go first.
+	Destroy() error
 }
 
 // MR is a registered memory region.
@@ -154,8 +173,12 @@ type MR interface {
 
 // QPInitAttr mirrors struct ibv_qp_init_attr for an RC QP.
 type QPInitAttr struct {
-	SendCQ     CQ
-	RecvCQ     CQ
+	SendCQ CQ
+	RecvCQ CQ
+	// SRQ, when set, makes the QP take its receives from that shared
+	// receive queue: the QP has no receive queue of its own (MaxRecvWR and
+	// MaxRecvSGE are ignored), and QP.PostRecv on it fails with EINVAL.
+	SRQ        SRQ
 	MaxSendWR  int
 	MaxRecvWR  int
 	MaxSendSGE int
@@ -236,7 +259,8 @@ type QP interface {
 	ToRTS(a RTSAttr) error
 	// PostSend posts one signaled IBV_WR_SEND of mr.Buf()[off:off+length].
 	PostSend(wrID uint64, mr MR, off, length int) error
-	// PostRecv posts one receive into mr.Buf()[off:off+length].
+	// PostRecv posts one receive into mr.Buf()[off:off+length]. A QP
+	// created with an SRQ has no receive queue: EINVAL.
 	PostRecv(wrID uint64, mr MR, off, length int) error
 	Destroy() error
 }

@@ -90,10 +90,14 @@ func (d *device) Close() error {
 	p := d.prov
 	p.mu.Lock()
 	var qps []*qp
+	var srqs []*srq
 	var mrs []*mr
 	for pd := range d.pds {
 		for q := range pd.qps {
 			qps = append(qps, q)
+		}
+		for s := range pd.srqs {
+			srqs = append(srqs, s)
 		}
 		for m := range pd.mrs {
 			mrs = append(mrs, m)
@@ -110,6 +114,9 @@ func (d *device) Close() error {
 	p.mu.Unlock()
 	for _, q := range qps {
 		_ = q.Destroy()
+	}
+	for _, s := range srqs {
+		_ = s.Destroy()
 	}
 	for _, m := range mrs {
 		_ = m.Dereg()
@@ -142,7 +149,7 @@ func (d *device) AllocPD() (fabric.PD, error) {
 		return nil, verr("ibv_alloc_pd", syscall.EINVAL, fmt.Sprintf("max_pd %d reached", p.caps.MaxPD))
 	}
 	p.nPD++
-	x := &pd{dev: d, mrs: make(map[*mr]struct{}), qps: make(map[*qp]struct{})}
+	x := &pd{dev: d, mrs: make(map[*mr]struct{}), qps: make(map[*qp]struct{}), srqs: make(map[*srq]struct{})}
 	d.pds[x] = struct{}{}
 	return x, nil
 }
@@ -174,6 +181,7 @@ type pd struct {
 	dead bool
 	mrs  map[*mr]struct{}
 	qps  map[*qp]struct{}
+	srqs map[*srq]struct{}
 }
 
 func (x *pd) Dealloc() error {
@@ -183,8 +191,8 @@ func (x *pd) Dealloc() error {
 	if x.dead {
 		return verr("ibv_dealloc_pd", syscall.EINVAL, "already deallocated")
 	}
-	if len(x.mrs)+len(x.qps) > 0 {
-		return verr("ibv_dealloc_pd", syscall.EBUSY, fmt.Sprintf("%d MRs and %d QPs still use it", len(x.mrs), len(x.qps)))
+	if len(x.mrs)+len(x.qps)+len(x.srqs) > 0 {
+		return verr("ibv_dealloc_pd", syscall.EBUSY, fmt.Sprintf("%d MRs, %d QPs and %d SRQs still use it", len(x.mrs), len(x.qps), len(x.srqs)))
 	}
 	x.dead = true
 	p.nPD--

@@ -66,6 +66,7 @@ type qp struct {
 	qpn     uint32
 	scq     *cq
 	rcq     *cq
+	srq     *srq // nil: the QP has its own receive queue
 	maxSend int
 	maxRecv int
 
@@ -80,6 +81,7 @@ type qp struct {
 	lastIn  uint32 // last PSN placed in a receive buffer
 	rq      ring[recvWR]
 	held    ring[heldMsg]
+	srqWait bool // listed among srq.waiters; guarded by srq.mu
 
 	// Requester side, set at RTS.
 	npsn     uint32 // next PSN to send
@@ -108,6 +110,19 @@ func (x *pd) CreateQP(a fabric.QPInitAttr) (fabric.QP, error) {
 	if scq.dev != d || rcq.dev != d {
 		return nil, verr(verb, syscall.EINVAL, "CQ belongs to another device context")
 	}
+	var sq *srq
+	if a.SRQ != nil {
+		sq, _ = a.SRQ.(*srq)
+		if sq == nil {
+			return nil, verr(verb, syscall.EINVAL, "SRQ not created by this fabric")
+		}
+		if sq.pd.dev != d {
+			return nil, verr(verb, syscall.EINVAL, "SRQ belongs to another device context")
+		}
+		// With an SRQ there is no receive queue: rxe_qp_chk_cap checks
+		// the receive caps only without one, and creates no RQ.
+		a.MaxRecvWR, a.MaxRecvSGE = 0, 0
+	}
 	caps := d.prov.caps
 	// rxe_qp_chk_cap: WR and SGE counts above the device caps are -EINVAL.
 	if a.MaxSendWR < 0 || a.MaxSendWR > caps.MaxQPWR || a.MaxRecvWR < 0 || a.MaxRecvWR > caps.MaxQPWR {
@@ -125,16 +140,23 @@ func (x *pd) CreateQP(a fabric.QPInitAttr) (fabric.QP, error) {
 	if scq.dead || rcq.dead {
 		return nil, verr(verb, syscall.EINVAL, "CQ destroyed")
 	}
+	if sq != nil && sq.dead {
+		return nil, verr(verb, syscall.EINVAL, "SRQ destroyed")
+	}
 	if p.nQP >= caps.MaxQP {
 		// rxe_create_qp → rxe_add_to_pool: -EINVAL when the pool is full (6.1).
 		return nil, verr(verb, syscall.EINVAL, fmt.Sprintf("max_qp %d reached", caps.MaxQP))
 	}
 	q := &qp{
-		dev: d, pd: x, qpn: p.allocQPNLocked(), scq: scq, rcq: rcq,
+		dev: d, pd: x, qpn: p.allocQPNLocked(), scq: scq, rcq: rcq, srq: sq,
 		// rxe rounds queue depths up the same way as CQs and reports the
 		// larger depth back in init_attr.cap; posting is limited by that.
 		maxSend: roundQueue(a.MaxSendWR),
 		maxRecv: roundQueue(a.MaxRecvWR),
+	}
+	if sq != nil {
+		q.maxRecv = 0
+		sq.refs++
 	}
 	p.nQP++
 	p.qps[q.qpn] = q
@@ -253,6 +275,11 @@ func (q *qp) ToRTS(a fabric.RTSAttr) error {
 // the sim refuses at post time with EINVAL, which points at the same bug
 // sooner.
 func (q *qp) sge(verb string, m fabric.MR, off, length int) ([]byte, error) {
+	return sgeOf(verb, q.pd, m, off, length)
+}
+
+// sgeOf resolves a buffer of an MR that must belong to x.
+func sgeOf(verb string, x *pd, m fabric.MR, off, length int) ([]byte, error) {
 	if m == nil && length == 0 {
 		return nil, nil
 	}
@@ -260,7 +287,7 @@ func (q *qp) sge(verb string, m fabric.MR, off, length int) ([]byte, error) {
 	switch {
 	case r == nil:
 		return nil, verr(verb, syscall.EINVAL, "MR not registered with this fabric")
-	case r.pd != q.pd:
+	case r.pd != x:
 		return nil, verr(verb, syscall.EINVAL, "MR belongs to another PD")
 	case off < 0 || length < 0 || off > len(r.buf) || length > len(r.buf)-off:
 		return nil, verr(verb, syscall.EINVAL, fmt.Sprintf("[%d, %d+%d) outside the %d-byte MR", off, off, length, len(r.buf)))
@@ -303,6 +330,11 @@ func (q *qp) PostSend(wrID uint64, m fabric.MR, off, length int) error {
 
 func (q *qp) PostRecv(wrID uint64, m fabric.MR, off, length int) error {
 	const verb = "ibv_post_recv"
+	if q.srq != nil {
+		// librxe: a QP created with an SRQ has no RQ (rq.queue is NULL),
+		// and rxe_post_recv answers EINVAL before looking at the WR.
+		return verr(verb, syscall.EINVAL, "QP takes its receives from an SRQ: it has no receive queue")
+	}
 	buf, err := q.sge(verb, m, off, length)
 	if err != nil {
 		return err
@@ -321,11 +353,41 @@ func (q *qp) PostRecv(wrID uint64, m fabric.MR, off, length int) error {
 		return verr(verb, syscall.ENOMEM, fmt.Sprintf("receive queue full (%d posted)", q.rq.n))
 	}
 	q.rq.push(recvWR{wrID: wrID, buf: buf})
-	for q.held.n > 0 && q.rq.n > 0 && q.state != fabric.QPSErr {
-		h := q.held.pop()
-		q.deliverLocked(h.psn, h.data, h.from)
-	}
+	q.drainHeldLocked()
 	return nil
+}
+
+// nextRecvLocked takes the receive the next message goes to: the oldest
+// of the QP's own receive queue, or of its SRQ (registering the QP as a
+// waiter there when the SRQ is empty).
+func (q *qp) nextRecvLocked() (recvWR, bool) {
+	if q.srq != nil {
+		return q.srq.take(q)
+	}
+	if q.rq.n > 0 {
+		return q.rq.pop(), true
+	}
+	return recvWR{}, false
+}
+
+// drainHeldLocked delivers held messages, oldest first, while receives
+// are available.
+func (q *qp) drainHeldLocked() {
+	for q.held.n > 0 && !q.destroyed && q.state != fabric.QPSErr {
+		r, ok := q.nextRecvLocked()
+		if !ok {
+			return
+		}
+		h := q.held.pop()
+		q.deliverLocked(r, h.psn, h.data, h.from)
+	}
+}
+
+// drainHeld is drainHeldLocked for a QP woken by its SRQ.
+func (q *qp) drainHeld() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.drainHeldLocked()
 }
 
 func (q *qp) Destroy() error {
@@ -351,6 +413,9 @@ func (q *qp) Destroy() error {
 	delete(q.pd.qps, q)
 	q.scq.refs--
 	q.rcq.refs--
+	if q.srq != nil {
+		q.srq.refs--
+	}
 	return nil
 }
 
@@ -441,10 +506,9 @@ func (q *qp) errorLocked(status fabric.WCStatus) {
 	q.held.reset()
 }
 
-// deliverLocked places an accepted message in the oldest posted receive
-// and acknowledges it.
-func (q *qp) deliverLocked(psn uint32, data []byte, from *link) {
-	r := q.rq.pop()
+// deliverLocked places an accepted message in receive r (the oldest of
+// the QP's receive queue or of its SRQ) and acknowledges it.
+func (q *qp) deliverLocked(r recvWR, psn uint32, data []byte, from *link) {
 	if len(data) > len(r.buf) {
 		// Responder length error: the receive fails with a local length
 		// error, the requester is told "invalid request", both QPs go to ERR.
@@ -476,12 +540,15 @@ func (q *qp) onSend(from *link, h header, payload []byte) {
 	switch d := psnSub(h.psn, q.epsn); {
 	case d == 0:
 		q.epsn = psnAdd(q.epsn, 1)
-		if q.held.n == 0 && q.rq.n > 0 {
-			q.deliverLocked(h.psn, payload, from)
-			return
+		if q.held.n == 0 {
+			if r, ok := q.nextRecvLocked(); ok {
+				q.deliverLocked(r, h.psn, payload, from)
+				return
+			}
 		}
-		// No receive posted: keep it and tell the requester (RNR NAK) so
-		// it waits instead of counting transport retries.
+		// No receive posted (on the QP or its SRQ): keep it and tell the
+		// requester (RNR NAK) so it waits instead of counting transport
+		// retries. An SRQ wakes the QP when a receive is posted there.
 		q.held.push(heldMsg{psn: h.psn, data: bytes.Clone(payload), from: from})
 		q.replyLocked(from, opRNR, h.psn)
 	case d >= psnHalf:

@@ -24,6 +24,12 @@
 //     message longer than the posted receive, and RNR handled as
 //     rnr_retry=7 (the responder holds the message until a receive is
 //     posted, whatever rnr_retry says).
+//   - SRQs: a SEND arriving at a QP created with an SRQ takes the oldest
+//     receive posted to the SRQ; with none posted it is held and RNR-NAKed
+//     exactly as for an empty receive queue, and delivered when a receive
+//     is posted to the SRQ. Such a QP has no receive queue (PostRecv is
+//     EINVAL, as librxe answers), and the SRQ is busy (EBUSY) while QPs
+//     use it.
 //
 // Nothing here is an RDMA measurement: Provider.Simulated reports true.
 package sim
@@ -102,6 +108,7 @@ type Provider struct {
 	nCQ     int
 	nMR     int
 	nQP     int
+	nSRQ    int
 	qps     map[uint32]*qp
 	nextQPN uint32
 	nextMR  uint32

@@ -425,6 +425,18 @@ func TestCapExhaustion(t *testing.T) {
 			},
 			verb: "ibv_create_qp", errno: syscall.EINVAL,
 		},
+		{
+			name: "SRQ", caps: fabric.Caps{MaxSRQ: 2},
+			alloc: func(s *side) (func() error, error) {
+				q, err := s.pd.CreateSRQ(4, 1)
+				if err != nil {
+					return nil, err
+				}
+				return q.Destroy, nil
+			},
+			// rxe_create_srq → rxe_add_to_pool: -EINVAL when the pool is full (6.1).
+			verb: "ibv_create_srq", errno: syscall.EINVAL,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

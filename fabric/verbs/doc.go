@@ -1,5 +1,5 @@
 // Package verbs is the libibverbs implementation of the fabric interfaces:
-// real protection domains, CQs, MRs and RC QPs on an RDMA device (mlx5,
+// real protection domains, CQs, MRs, SRQs and RC QPs on an RDMA device (mlx5,
 // efa, rxe/Soft-RoCE ...).
 //
 // The cgo code is built only with the "verbs" build tag (and cgo), since it

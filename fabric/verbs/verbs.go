@@ -140,12 +140,18 @@ static int rp_dereg_mr(struct ibv_mr *mr) {
 	return r;
 }
 
+// With an SRQ the QP has no receive queue: its receive caps must be 0.
 static struct ibv_qp *rp_create_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,
-		uint32_t swr, uint32_t rwr, uint32_t ssge, uint32_t rsge) {
+		struct ibv_srq *srq, uint32_t swr, uint32_t rwr, uint32_t ssge, uint32_t rsge) {
 	struct ibv_qp_init_attr a;
 	memset(&a, 0, sizeof a);
 	a.send_cq = scq;
 	a.recv_cq = rcq;
+	a.srq = srq;
+	if (srq != NULL) {
+		rwr = 0;
+		rsge = 0;
+	}
 	a.cap.max_send_wr = swr;
 	a.cap.max_recv_wr = rwr;
 	a.cap.max_send_sge = ssge;
@@ -237,6 +243,29 @@ static int rp_post_recv(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32
 	wr.num_sge = 1;
 	return rp_ret(ibv_post_recv(qp, &wr, &bad));
 }
+
+static struct ibv_srq *rp_create_srq(struct ibv_pd *pd, uint32_t max_wr, uint32_t max_sge) {
+	struct ibv_srq_init_attr a;
+	memset(&a, 0, sizeof a);
+	a.attr.max_wr = max_wr;
+	a.attr.max_sge = max_sge;
+	a.attr.srq_limit = 0;
+	return ibv_create_srq(pd, &a);
+}
+
+static int rp_post_srq_recv(struct ibv_srq *srq, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey) {
+	struct ibv_sge sge = { .addr = addr, .length = len, .lkey = lkey };
+	struct ibv_recv_wr wr, *bad = NULL;
+	memset(&wr, 0, sizeof wr);
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	return rp_ret(ibv_post_srq_recv(srq, &wr, &bad));
+}
+
+static int rp_destroy_srq(struct ibv_srq *srq) {
+	return rp_ret(ibv_destroy_srq(srq));
+}
 */
 import "C"
 
@@ -244,6 +273,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -593,7 +623,7 @@ func (d *device) AllocPD() (fabric.PD, error) {
 	if p == nil {
 		return nil, verr("ibv_alloc_pd", errnoOf(err, syscall.ENOMEM), "")
 	}
-	x := &pd{dev: d, pd: p, qps: make(map[*qp]struct{}), mrs: make(map[*mr]struct{})}
+	x := &pd{dev: d, pd: p, qps: make(map[*qp]struct{}), mrs: make(map[*mr]struct{}), srqs: make(map[*srq]struct{})}
 	d.mu.Lock()
 	d.pds[x] = struct{}{}
 	d.mu.Unlock()
@@ -628,8 +658,8 @@ func (d *device) CreateCQ(cqe int) (fabric.CQ, error) {
 	return c, nil
 }
 
-// Close destroys what the caller left (QPs, MRs, CQs, PDs, in the order
-// verbs requires), stops the event goroutine and closes the context.
+// Close destroys what the caller left (QPs, SRQs, MRs, CQs, PDs, in the
+// order verbs requires), stops the event goroutine and closes the context.
 func (d *device) Close() error {
 	d.life.Lock()
 	if d.closed {
@@ -646,23 +676,31 @@ func (d *device) Close() error {
 	d.mu.Unlock()
 
 	var errs []error
+	var qps []*qp
+	var srqs []*srq
+	var mrs []*mr
 	for _, x := range pds {
 		x.mu.Lock()
-		qps := make([]*qp, 0, len(x.qps))
 		for q := range x.qps {
 			qps = append(qps, q)
 		}
-		mrs := make([]*mr, 0, len(x.mrs))
+		for s := range x.srqs {
+			srqs = append(srqs, s)
+		}
 		for m := range x.mrs {
 			mrs = append(mrs, m)
 		}
 		x.mu.Unlock()
-		for _, q := range qps {
-			errs = append(errs, q.Destroy())
-		}
-		for _, m := range mrs {
-			errs = append(errs, m.Dereg())
-		}
+	}
+	// QPs first: an SRQ (of any PD) is busy while a QP uses it.
+	for _, q := range qps {
+		errs = append(errs, q.Destroy())
+	}
+	for _, s := range srqs {
+		errs = append(errs, s.Destroy())
+	}
+	for _, m := range mrs {
+		errs = append(errs, m.Dereg())
 	}
 	d.cqMu.RLock()
 	cqs := make([]*cq, 0, len(d.cqs))
@@ -700,9 +738,10 @@ type pd struct {
 	life sync.RWMutex
 	dead bool
 
-	mu  sync.Mutex
-	qps map[*qp]struct{}
-	mrs map[*mr]struct{}
+	mu   sync.Mutex
+	qps  map[*qp]struct{}
+	mrs  map[*mr]struct{}
+	srqs map[*srq]struct{}
 }
 
 var _ fabric.PD = (*pd)(nil)
@@ -745,6 +784,13 @@ func (x *pd) CreateQP(a fabric.QPInitAttr) (fabric.QP, error) {
 	if !ok1 || !ok2 || scq == nil || rcq == nil {
 		return nil, verr("ibv_create_qp", syscall.EINVAL, "send and receive CQs must be verbs CQs")
 	}
+	var sq *srq
+	if a.SRQ != nil {
+		var ok bool
+		if sq, ok = a.SRQ.(*srq); !ok || sq == nil {
+			return nil, verr("ibv_create_qp", syscall.EINVAL, "the SRQ must be a verbs SRQ")
+		}
+	}
 	if err := x.dev.enter("ibv_create_qp"); err != nil {
 		return nil, err
 	}
@@ -760,13 +806,28 @@ func (x *pd) CreateQP(a fabric.QPInitAttr) (fabric.QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, cerr := C.rp_create_qp(x.pd, scq.cq, rcq.cq, C.uint32_t(a.MaxSendWR), C.uint32_t(a.MaxRecvWR),
+	// The SRQ likewise: the kernel refuses to destroy it (EBUSY) once the
+	// QP exists, but not while the QP is being created.
+	var csrq *C.struct_ibv_srq
+	if sq != nil {
+		sq.life.RLock()
+		if sq.dead {
+			sq.life.RUnlock()
+			unlock()
+			return nil, verr("ibv_create_qp", syscall.EINVAL, "SRQ destroyed")
+		}
+		csrq = sq.srq
+	}
+	p, cerr := C.rp_create_qp(x.pd, scq.cq, rcq.cq, csrq, C.uint32_t(a.MaxSendWR), C.uint32_t(a.MaxRecvWR),
 		C.uint32_t(a.MaxSendSGE), C.uint32_t(a.MaxRecvSGE))
+	if sq != nil {
+		sq.life.RUnlock()
+	}
 	unlock()
 	if p == nil {
 		return nil, verr("ibv_create_qp", errnoOf(cerr, syscall.ENOMEM), "")
 	}
-	q := &qp{pd: x, qp: p, qpn: uint32(p.qp_num)}
+	q := &qp{pd: x, qp: p, qpn: uint32(p.qp_num), srq: sq}
 	x.mu.Lock()
 	x.qps[q] = struct{}{}
 	x.mu.Unlock()
@@ -804,10 +865,10 @@ func (x *pd) Dealloc() error {
 		return verr("ibv_dealloc_pd", syscall.EINVAL, "already deallocated")
 	}
 	x.mu.Lock()
-	nq, nm := len(x.qps), len(x.mrs)
+	nq, nm, ns := len(x.qps), len(x.mrs), len(x.srqs)
 	x.mu.Unlock()
-	if nq > 0 || nm > 0 {
-		return verr("ibv_dealloc_pd", syscall.EBUSY, fmt.Sprintf("%d QPs and %d MRs still use it", nq, nm))
+	if nq > 0 || nm > 0 || ns > 0 {
+		return verr("ibv_dealloc_pd", syscall.EBUSY, fmt.Sprintf("%d QPs, %d MRs and %d SRQs still use it", nq, nm, ns))
 	}
 	if r := C.ibv_dealloc_pd(x.pd); r != 0 {
 		return verr("ibv_dealloc_pd", syscall.Errno(r), "")
@@ -853,6 +914,85 @@ func (m *mr) Dereg() error {
 	x := m.pd
 	x.mu.Lock()
 	delete(x.mrs, m)
+	x.mu.Unlock()
+	return nil
+}
+
+// CreateSRQ creates a shared receive queue (ibv_create_srq). The device
+// checks max_wr and max_sge against max_srq_wr and its max_srq_sge (rxe:
+// EINVAL); the queue it maps may be deeper than asked.
+func (x *pd) CreateSRQ(maxWR, maxSGE int) (fabric.SRQ, error) {
+	const verb = "ibv_create_srq"
+	if maxWR < 0 || maxSGE < 0 || maxWR > math.MaxUint32 || maxSGE > math.MaxUint32 {
+		return nil, verr(verb, syscall.EINVAL, fmt.Sprintf("max_wr %d, max_sge %d", maxWR, maxSGE))
+	}
+	if err := x.dev.enter(verb); err != nil {
+		return nil, err
+	}
+	defer x.dev.exit()
+	x.life.RLock()
+	defer x.life.RUnlock()
+	if x.dead {
+		return nil, verr(verb, syscall.EINVAL, "PD deallocated")
+	}
+	p, err := C.rp_create_srq(x.pd, C.uint32_t(maxWR), C.uint32_t(maxSGE))
+	if p == nil {
+		return nil, verr(verb, errnoOf(err, syscall.ENOMEM), fmt.Sprintf("max_wr %d, max_sge %d", maxWR, maxSGE))
+	}
+	s := &srq{pd: x, srq: p}
+	x.mu.Lock()
+	x.srqs[s] = struct{}{}
+	x.mu.Unlock()
+	return s, nil
+}
+
+// srq is a shared receive queue. life keeps Destroy from freeing it under
+// a concurrent post or a QP being created on it.
+type srq struct {
+	pd   *pd
+	life sync.RWMutex
+	srq  *C.struct_ibv_srq
+	dead bool
+}
+
+var _ fabric.SRQ = (*srq)(nil)
+
+// PostRecv posts one receive (ibv_post_srq_recv, thread-safe in
+// rdma-core's providers).
+func (s *srq) PostRecv(wrID uint64, m fabric.MR, off, length int) error {
+	const verb = "ibv_post_srq_recv"
+	x, err := sgeMR(verb, m, off, length)
+	if err != nil {
+		return err
+	}
+	s.life.RLock()
+	defer s.life.RUnlock()
+	if s.dead {
+		return verr(verb, syscall.EINVAL, "SRQ destroyed")
+	}
+	r := C.rp_post_srq_recv(s.srq, C.uint64_t(wrID), C.uint64_t(x.addr+uintptr(off)), C.uint32_t(length), C.uint32_t(x.lkey))
+	if r != 0 {
+		return verr(verb, syscall.Errno(r), "")
+	}
+	return nil
+}
+
+// Destroy releases the SRQ (ibv_destroy_srq). While a QP uses it the
+// kernel refuses with EBUSY and the SRQ stays usable.
+func (s *srq) Destroy() error {
+	const verb = "ibv_destroy_srq"
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.dead {
+		return verr(verb, syscall.EINVAL, "already destroyed")
+	}
+	if r := C.rp_destroy_srq(s.srq); r != 0 {
+		return verr(verb, syscall.Errno(r), "")
+	}
+	s.dead = true
+	x := s.pd
+	x.mu.Lock()
+	delete(x.srqs, s)
 	x.mu.Unlock()
 	return nil
 }
@@ -999,6 +1139,7 @@ func (c *cq) Destroy() error {
 type qp struct {
 	pd   *pd
 	qpn  uint32
+	srq  *srq // nil: the QP has its own receive queue
 	life sync.RWMutex
 	qp   *C.struct_ibv_qp
 	dead bool
@@ -1082,15 +1223,21 @@ func (q *qp) PostRecv(wrID uint64, m fabric.MR, off, length int) error {
 }
 
 func (q *qp) post(verb string, wrID uint64, m fabric.MR, off, length int, recv bool) error {
-	x, ok := m.(*mr)
-	if !ok || x == nil {
-		return verr(verb, syscall.EINVAL, "not a verbs MR")
+	if recv && q.srq != nil {
+		// librxe answers EINVAL itself (the QP's rq.queue is NULL), but
+		// providers differ (mlx5 reports a full queue, ENOMEM): say it
+		// the same way everywhere.
+		return verr(verb, syscall.EINVAL, "QP takes its receives from an SRQ: it has no receive queue")
 	}
-	if off < 0 || length < 0 || off+length > x.size {
-		return verr(verb, syscall.EINVAL, fmt.Sprintf("[%d:%d] outside the %d-byte MR", off, off+length, x.size))
-	}
-	if x.dead.Load() {
-		return verr(verb, syscall.EINVAL, "MR deregistered")
+	return q.postRaw(verb, wrID, m, off, length, recv)
+}
+
+// postRaw posts without the fabric's own SRQ check, so tests can see what
+// the provider itself answers.
+func (q *qp) postRaw(verb string, wrID uint64, m fabric.MR, off, length int, recv bool) error {
+	x, err := sgeMR(verb, m, off, length)
+	if err != nil {
+		return err
 	}
 	q.life.RLock()
 	defer q.life.RUnlock()
@@ -1108,6 +1255,21 @@ func (q *qp) post(verb string, wrID uint64, m fabric.MR, off, length int, recv b
 		return verr(verb, syscall.Errno(r), "")
 	}
 	return nil
+}
+
+// sgeMR checks that [off, off+length) lies in a live verbs MR.
+func sgeMR(verb string, m fabric.MR, off, length int) (*mr, error) {
+	x, ok := m.(*mr)
+	if !ok || x == nil {
+		return nil, verr(verb, syscall.EINVAL, "not a verbs MR")
+	}
+	if off < 0 || length < 0 || off+length > x.size {
+		return nil, verr(verb, syscall.EINVAL, fmt.Sprintf("[%d:%d] outside the %d-byte MR", off, off+length, x.size))
+	}
+	if x.dead.Load() {
+		return nil, verr(verb, syscall.EINVAL, "MR deregistered")
+	}
+	return x, nil
 }
 
 func (q *qp) Destroy() error {
