@@ -33,7 +33,7 @@ func probeFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "threshold", Value: 100, Usage: "success rate in percent a point must reach to pass"},
 		&cli.IntFlag{Name: "trials", Value: 1, Usage: "trials per client count (pooled for the pass decision)"},
 		&cli.IntFlag{Name: "max-clients", Usage: "server cap; default: each point's client count"},
-		&cli.StringFlag{Name: "mode", Value: server.ModePerClient, Usage: "server resources per client: per-client or shared-cq"},
+		&cli.StringFlag{Name: "mode", Value: server.ModePerClient, Usage: "server resources per client: per-client (1 QP + 2 CQ + 2 MR), shared-cq (1 QP + 2 MR), pool (1 QP; one registered pool) or srq (1 QP without RQ; pool + shared receive queue)"},
 		&cli.IntFlag{Name: "procs", Value: 1, Usage: "load-generator processes the clients are spread over"},
 		&cli.Float64Flag{Name: "rate", Usage: "client launches per second over all generators (0 = all at once)"},
 		&cli.BoolFlag{Name: "tls-resume", Usage: "let each load generator's clients resume TLS sessions (a server facing returning clients; default: every client does a full mutual-TLS handshake)"},
@@ -132,8 +132,8 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 	if err := checkTLSKex(c); err != nil {
 		return fail(2, "--tls-kex: %v", err)
 	}
-	if m := c.String("mode"); m != server.ModePerClient && m != server.ModeSharedCQ {
-		return fail(2, "--mode %q: want %s or %s", m, server.ModePerClient, server.ModeSharedCQ)
+	if err := server.ValidMode(c.String("mode")); err != nil {
+		return fail(2, "--mode: %v", err)
 	}
 	be, err := chooseBackend(c)
 	if err != nil {

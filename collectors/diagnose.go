@@ -12,10 +12,21 @@ import (
 // capOfVerb maps the verb that failed to the device cap that bounds it
 // and the resource it counts.
 var capOfVerb = map[string][2]string{
-	"ibv_create_qp": {"max_qp", "qp"},
-	"ibv_create_cq": {"max_cq", "cq"},
-	"ibv_reg_mr":    {"max_mr", "mr"},
-	"ibv_alloc_pd":  {"max_pd", "pd"},
+	"ibv_create_qp":  {"max_qp", "qp"},
+	"ibv_create_cq":  {"max_cq", "cq"},
+	"ibv_reg_mr":     {"max_mr", "mr"},
+	"ibv_alloc_pd":   {"max_pd", "pd"},
+	"ibv_create_srq": {"max_srq", "srq"},
+}
+
+// fewerPerClient says which server resource modes spend less of a device
+// resource per client (see package server): every mode uses one QP per
+// client and one PD in all.
+var fewerPerClient = map[string]string{
+	"qp":  "every resource mode uses 1 QP per client: use a device with a larger max_qp or spread the clients over servers",
+	"cq":  "use a mode without CQs per client (--mode shared-cq, pool or srq) or a device with a larger max_cq",
+	"mr":  "use a mode without MRs per client (--mode pool or srq: one registered pool) or a device with a larger max_mr",
+	"srq": "srq mode takes one SRQ per group of ⌊max_cqe/2⌋ clients: use --mode pool (no SRQ) or a device with a larger max_srq",
 }
 
 var verbRE = regexp.MustCompile(`\b(ibv_[a-z_]+)`)
@@ -105,7 +116,7 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 		d.Summary = fmt.Sprintf("%s %s; %s process had %s mappings of vm.max_map_count %s",
 			what, failedAt, role, num(maps), num(int(before.MaxMapCount)))
 		ev("peak mappings of the %s process: %s (vm.max_map_count %s)", role, num(maps), num(int(before.MaxMapCount)))
-		d.Suggestion = "share CQs (--mode shared-cq) or raise vm.max_map_count"
+		d.Suggestion = "map less per client (on rxe: per-client mode maps 4 rings per client, --mode shared-cq or pool 2, --mode srq 1) or raise vm.max_map_count"
 		return d
 	}
 
@@ -137,8 +148,11 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 			d.Summary = fmt.Sprintf("%s %s; %s held %s %ss of %s %s",
 				what, failedAt, src, num(held), strings.ToUpper(c[1]), c[0], num(int(limit)))
 			ev("%s in use at peak: %s; device %s: %s", c[1], num(held), c[0], num(int(limit)))
-			d.Suggestion = fmt.Sprintf("the device allows %s %ss: use fewer per client (--mode shared-cq) or a device with a larger %s",
-				num(int(limit)), strings.ToUpper(c[1]), c[0])
+			advice := fewerPerClient[c[1]]
+			if advice == "" {
+				advice = "use a device with a larger " + c[0]
+			}
+			d.Suggestion = fmt.Sprintf("the device allows %s %ss: %s", num(int(limit)), strings.ToUpper(c[1]), advice)
 			return d
 		}
 		if c[1] == "mr" && f.errno == "ENOMEM" && before.MemlockBytes > 0 {

@@ -28,7 +28,7 @@ func withMaps(pt result.Point, role string, maps int) result.Point {
 // not blamed.
 func TestDiagnose(t *testing.T) {
 	lim := result.Limits{NoFile: 1 << 20, MaxMapCount: 65530, Somaxconn: 4096,
-		DeviceCaps: map[string]int64{"max_qp": 450, "max_cq": 1 << 20, "max_mr": 1 << 19, "max_pd": 1 << 20}}
+		DeviceCaps: map[string]int64{"max_qp": 450, "max_cq": 1 << 20, "max_mr": 1 << 19, "max_pd": 1 << 20, "max_srq": 2}}
 	after := lim
 	cases := []struct {
 		name     string
@@ -39,6 +39,8 @@ func TestDiagnose(t *testing.T) {
 		limit    string
 		summary  []string
 		evidence string
+		// suggestion, if set, is what the advice must mention.
+		suggestion string
 	}{
 		{name: "max-clients", pt: func() result.Point {
 			p := failedPoint(40, 30, result.OutcomeRefused, "", "server at capacity (30 clients)")
@@ -51,7 +53,15 @@ func TestDiagnose(t *testing.T) {
 			p.Server.Resources = map[string]int{"qp": 450, "cq": 900}
 			return p
 		}(), before: lim, after: after, max: 451, limit: "device-cap:max_qp",
-			summary: []string{"ibv_create_qp: EINVAL from 450 clients", "450 QPs of max_qp 450"}},
+			summary:    []string{"ibv_create_qp: EINVAL from 450 clients", "450 QPs of max_qp 450"},
+			suggestion: "every resource mode uses 1 QP per client"},
+		{name: "sim SRQ cap", pt: func() result.Point {
+			p := failedPoint(30, 20, result.OutcomeQPCreate, "EINVAL", "server: qp-create: shared receive queue: ibv_create_srq: EINVAL (invalid argument): max_srq 2 reached")
+			p.Server.Resources = map[string]int{"qp": 20, "cq": 4, "srq": 2}
+			return p
+		}(), before: lim, after: after, max: 30, limit: "device-cap:max_srq",
+			summary:    []string{"ibv_create_srq: EINVAL from 20 clients", "2 SRQs of max_srq 2"},
+			suggestion: "--mode pool"},
 		{name: "device cap from the kernel's count", pt: func() result.Point {
 			p := failedPoint(451, 450, result.OutcomeQPCreate, "EINVAL", "ibv_create_qp: EINVAL")
 			p.Peak = &result.Peak{RDMA: map[string]int{"qp": 449}, Baseline: map[string]int{"qp": 1}}
@@ -61,7 +71,8 @@ func TestDiagnose(t *testing.T) {
 		{name: "vm.max_map_count", pt: withMaps(failedPoint(20000, 16371, result.OutcomeQPCreate, "ENOMEM",
 			"server: qp-create: ibv_create_cq: ENOMEM (cannot allocate memory)"), "server", 65524),
 			before: lim, after: after, max: 20000, limit: "vm.max_map_count",
-			summary: []string{"ibv_create_cq: ENOMEM from 16,371 clients", "server process had 65,524 mappings of vm.max_map_count 65,530"}},
+			summary:    []string{"ibv_create_cq: ENOMEM from 16,371 clients", "server process had 65,524 mappings of vm.max_map_count 65,530"},
+			suggestion: "--mode srq 1"},
 		{name: "max_map_count in a load generator", pt: withMaps(failedPoint(300, 200, result.OutcomeQPCreate, "ENOMEM",
 			"ibv_create_qp: ENOMEM"), "clients-0", 999),
 			before: result.Limits{NoFile: 1 << 20, MaxMapCount: 1000}, max: 300, limit: "vm.max_map_count",
@@ -101,6 +112,9 @@ func TestDiagnose(t *testing.T) {
 			}
 			if d.Suggestion == "" {
 				t.Error("no suggestion")
+			}
+			if !strings.Contains(d.Suggestion, c.suggestion) {
+				t.Errorf("suggestion %q lacks %q", d.Suggestion, c.suggestion)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/collectors"
+	"github.com/rdmaprobe/rdmaprobe/fabric"
 	"github.com/rdmaprobe/rdmaprobe/fabric/sim"
 	"github.com/rdmaprobe/rdmaprobe/fabric/verbs"
 )
@@ -24,12 +25,13 @@ var timeScale = func() time.Duration {
 // testFabric: built with the verbs tag and run where an RDMA device exists
 // (the Soft-RoCE guest: TestGuestSuites in app), the server and clients
 // share the real device and the kernel's own resource count is watched.
-// Elsewhere it falls back to sim.
-func testFabric(t *testing.T) fabricUnderTest {
+// Elsewhere it falls back to sim (with caps; a real device has its own).
+func testFabric(t *testing.T, caps fabric.Caps) fabricUnderTest {
 	ents, err := os.ReadDir("/sys/class/infiniband")
 	if err != nil || len(ents) == 0 {
-		srv := sim.New(sim.Options{})
-		return fabricUnderTest{server: srv, client: sim.New(sim.Options{}), inUse: srv.InUse, clientIdle: map[string]int{}}
+		srv := sim.New(sim.Options{Caps: caps})
+		return fabricUnderTest{server: srv, client: sim.New(sim.Options{}), inUse: srv.InUse,
+			clientIdle: map[string]int{}, clientConn: map[string]int{}}
 	}
 	dev := ents[0].Name()
 	t.Logf("fabric: verbs on %s, counted by the kernel", dev)
@@ -38,9 +40,11 @@ func testFabric(t *testing.T) fabricUnderTest {
 		if err != nil {
 			t.Fatalf("resource count of %s: %v", dev, err)
 		}
-		return map[string]int{"pd": m["pd"], "cq": m["cq"], "mr": m["mr"], "qp": m["qp"]}
+		return map[string]int{"pd": m["pd"], "cq": m["cq"], "mr": m["mr"], "qp": m["qp"], "srq": m["srq"]}
 	}
 	p := verbs.New()
-	// The clients' dialer keeps its PD until the test ends.
-	return fabricUnderTest{server: p, client: p, inUse: count, clientIdle: map[string]int{"pd": 1}}
+	// The clients' dialer keeps its PD until the test ends; each
+	// connected client holds a QP, one CQ and two MRs on the same device.
+	return fabricUnderTest{server: p, client: p, inUse: count, clientIdle: map[string]int{"pd": 1},
+		clientConn: map[string]int{"qp": 1, "cq": 1, "mr": 2}}
 }

@@ -28,7 +28,11 @@ type harness struct {
 	baseline map[string]int
 	// idle is what inUse reads once the server has stopped (the clients'
 	// PD may still be held on a shared device).
-	idle       map[string]int
+	idle map[string]int
+	// clientConn is what each connected client holds on the counted
+	// device (nothing when the clients have a device of their own).
+	clientConn map[string]int
+	rounds     int
 	addr       string
 	serverPair certs.Pair
 	clientPair certs.Pair
@@ -59,8 +63,34 @@ func newHarness(t *testing.T, maxClients int) *harness {
 // newHarnessWith sets the server's handshake and exchange timeouts.
 func newHarnessWith(t *testing.T, maxClients int, handshake, exchange time.Duration) *harness {
 	t.Helper()
-	fab := testFabric(t)
-	h := &harness{t: t, inUse: fab.inUse, served: make(chan error, 1)}
+	return newHarnessOpts(t, maxClients, harnessOpts{handshake: handshake, exchange: exchange})
+}
+
+// harnessOpts are the harness's settings beyond the capacity; zero fields
+// take the defaults.
+type harnessOpts struct {
+	mode                string
+	handshake, exchange time.Duration
+	// simCaps bound the server's device when the fabric is sim (a real
+	// device has its own).
+	simCaps fabric.Caps
+	rounds  int // verified round trips per client (default 2)
+}
+
+func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
+	t.Helper()
+	if o.handshake == 0 {
+		o.handshake = testHandshakeTimeout
+	}
+	if o.exchange == 0 {
+		o.exchange = testExchangeTimeout
+	}
+	if o.rounds == 0 {
+		o.rounds = 2
+	}
+	handshake, exchange := o.handshake, o.exchange
+	fab := testFabric(t, o.simCaps)
+	h := &harness{t: t, inUse: fab.inUse, served: make(chan error, 1), clientConn: fab.clientConn, rounds: o.rounds}
 	pre := h.inUse()
 	var err error
 	if h.serverPair, err = certs.SelfSigned(); err != nil {
@@ -75,7 +105,7 @@ func newHarnessWith(t *testing.T, maxClients int, handshake, exchange time.Durat
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
-	h.srv, err = server.New(ctx, server.Config{Listen: "127.0.0.1:0", MaxClients: maxClients,
+	h.srv, err = server.New(ctx, server.Config{Listen: "127.0.0.1:0", MaxClients: maxClients, Mode: o.mode,
 		TLS: stls, Provider: fab.server, Device: fabric.DeviceConfig{GIDIndex: -1}, MsgSize: 256,
 		HandshakeTimeout: handshake, ExchangeTimeout: exchange})
 	if err != nil {
@@ -106,7 +136,7 @@ func newHarnessWith(t *testing.T, maxClients int, handshake, exchange time.Durat
 
 func (h *harness) newDialer(dev fabric.Device, conf *tls.Config) *client.Dialer {
 	h.t.Helper()
-	d, err := client.NewDialer(dev, client.Config{Addr: h.addr, TLS: conf, Rounds: 2, MsgSize: 256, Timeout: guard})
+	d, err := client.NewDialer(dev, client.Config{Addr: h.addr, TLS: conf, Rounds: h.rounds, MsgSize: 256, Timeout: guard})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -238,4 +268,5 @@ type fabricUnderTest struct {
 	server, client fabric.Provider
 	inUse          func() map[string]int
 	clientIdle     map[string]int
+	clientConn     map[string]int
 }

@@ -3,6 +3,32 @@
 // LID, MTU}, moves the QP RESET→INIT→RTR→RTS by hand and echoes checksummed
 // payloads over SEND/RECV until the client leaves. Client N+1 is refused
 // with an explicit "at capacity" reply.
+//
+// # Resource modes
+//
+// The mode decides what each client costs the server. Besides the counts
+// of verbs objects, on rxe every CQ ring and every QP's send and receive
+// ring is a memory mapping of the server process, and vm.max_map_count
+// (65,530 by default) bounds those: per-client mode meets it near 16k
+// clients. Per client (N = --max-clients, M = --msg-size, G = clients per
+// group = min(⌊max_cqe/2⌋, N), and for srq also ≤ max_srq_wr):
+//
+//	mode        per client                   fixed, shared by the clients             rxe mappings per client
+//	per-client  1 QP + 2 CQ + 2 MR (M bytes)  —                                        4: 2 CQ rings, SQ, RQ
+//	shared-cq   1 QP + 2 MR (M bytes)         2 CQ per group of G                      2: SQ, RQ
+//	pool        1 QP                          2 CQ per group; 1 MR of 2·N·M            2: SQ, RQ
+//	srq         1 QP without RQ               2 CQ + 1 SRQ per group; 1 MR of 2·N·M    1: SQ
+//
+// All modes also hold 1 PD; a group's rings add 2 mappings (3 with its
+// SRQ) for up to G clients. Groups are created as clients arrive and kept
+// until the server stops; the pool is registered at start for N clients
+// (pool: a send and a receive slot per client; srq: a send slot per client
+// and the SRQs' N receive buffers, G per group), so registrations do not
+// grow with clients. In srq mode a receive completion names the client by
+// WC.QPN and the SRQ buffer by WC.WRID: the server checks the payload
+// there, copies it to the client's send slot, reposts the buffer and
+// echoes. The 2·N·M pool is pinned from the start (2000 clients of 4 KiB:
+// 16 MiB) whether or not the clients come.
 package server
 
 import (
@@ -13,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,16 +50,34 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
-// Resource modes.
+// Resource modes (see the package documentation for their costs).
 const (
 	// ModePerClient gives each client 1 QP + 2 CQ + 2 MR, as the predecessor.
 	ModePerClient = "per-client"
-	// ModeSharedCQ shares send and receive CQs among clients.
+	// ModeSharedCQ shares send and receive CQs among clients: 1 QP + 2 MR
+	// per client.
 	ModeSharedCQ = "shared-cq"
+	// ModePool shares CQs and gives each client a send and a receive slot
+	// of one registered pool: 1 QP per client, no MR.
+	ModePool = "pool"
+	// ModeSRQ shares CQs, one SRQ per CQ group for receives, and the pool:
+	// 1 QP without a receive queue per client, no CQ, no MR.
+	ModeSRQ = "srq"
 )
 
-// Modes lists the supported resource modes.
-var Modes = []string{ModePerClient, ModeSharedCQ}
+// Modes lists the supported resource modes, from the most per-client
+// resources to the fewest.
+var Modes = []string{ModePerClient, ModeSharedCQ, ModePool, ModeSRQ}
+
+// ValidMode reports whether m is one of Modes.
+func ValidMode(m string) error {
+	for _, x := range Modes {
+		if m == x {
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown resource mode %q (want one of %s)", m, strings.Join(Modes, ", "))
+}
 
 // QP attributes used on both sides. Timeout 14 ≈ 67 ms per retry; RNR
 // retry 7 means "retry forever", so a slow receiver is not an error.
@@ -79,6 +124,7 @@ type Server struct {
 
 	active atomic.Int64
 	shared *sharedCQs
+	pool   *memPool // pool and srq modes
 
 	mu    sync.Mutex
 	stats result.ServerStats
@@ -98,8 +144,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Mode == "" {
 		cfg.Mode = ModePerClient
 	}
-	if cfg.Mode != ModePerClient && cfg.Mode != ModeSharedCQ {
-		return nil, fmt.Errorf("unknown resource mode %q (want %s or %s)", cfg.Mode, ModePerClient, ModeSharedCQ)
+	if err := ValidMode(cfg.Mode); err != nil {
+		return nil, err
 	}
 	if cfg.MsgSize <= 0 {
 		cfg.MsgSize = 4096
@@ -126,8 +172,17 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		hellos: map[helloKey]struct{}{}}
 	s.stats.Failures = map[string]int{}
 	s.stats.Errors = map[string]int{}
-	if cfg.Mode == ModeSharedCQ {
-		s.shared = newSharedCQs(dev, cfg.MaxClients)
+	if cfg.Mode == ModePool || cfg.Mode == ModeSRQ {
+		if s.pool, err = newMemPool(pd, dev.Caps(), cfg.MaxClients, cfg.MsgSize); err != nil {
+			s.teardown()
+			return nil, err
+		}
+	}
+	switch cfg.Mode {
+	case ModeSharedCQ, ModePool:
+		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, nil)
+	case ModeSRQ:
+		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, s.pool)
 	}
 	lc := net.ListenConfig{}
 	ln, err := listen(ctx, lc, cfg.Listen, cfg.Backlog)
@@ -215,9 +270,14 @@ func copyMap(m map[string]int) map[string]int {
 	return c
 }
 
+// teardown releases what New created, after every client: the groups'
+// SRQs and CQs, the pool, the PD, the device.
 func (s *Server) teardown() {
 	if s.shared != nil {
 		s.shared.close()
+	}
+	if s.pool != nil {
+		s.pool.close()
 	}
 	if s.pd != nil {
 		s.pd.Dealloc()
@@ -342,7 +402,7 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 	}
 	defer s.active.Add(-1)
 
-	c := &conn{s: s}
+	c := &conn{s: s, slot: -1}
 	defer c.destroy()
 	accept, class, err := c.setup(hello)
 	if err != nil {
@@ -393,13 +453,19 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 	}
 }
 
-// conn is one admitted client's verbs resources.
+// conn is one admitted client's verbs resources. The client's send
+// buffer is sendMR[sendOff:sendOff+MsgSize], its receive buffer likewise,
+// in MRs of its own (per-client, shared-cq) or in the server's pool (pool;
+// srq sends only: receives land in SRQ buffers).
 type conn struct {
-	s              *Server
-	sendCQ, recvCQ fabric.CQ
-	sendMR, recvMR fabric.MR
-	qp             fabric.QP
-	sub            *subscription
+	s                *Server
+	sendCQ, recvCQ   fabric.CQ
+	sendMR, recvMR   fabric.MR
+	sendOff, recvOff int
+	own              []fabric.MR // registered for this client alone
+	slot             int         // pool slot, -1 if none
+	qp               fabric.QP
+	sub              *subscription
 }
 
 func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
@@ -419,16 +485,32 @@ func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
 			return exchange.Msg{}, result.OutcomeQPCreate, err
 		}
 	}
-	if c.sendMR, err = s.pd.RegMR(s.cfg.MsgSize, fabric.AccessLocalWrite); err != nil {
-		return exchange.Msg{}, result.OutcomeQPCreate, err
+	if s.pool != nil {
+		if c.slot, err = s.pool.get(); err != nil {
+			return exchange.Msg{}, result.OutcomeQPCreate, err
+		}
+		c.sendMR, c.sendOff = s.pool.mr, s.pool.sendOff(c.slot)
+		if s.cfg.Mode == ModePool {
+			c.recvMR, c.recvOff = s.pool.mr, s.pool.recvOff(c.slot)
+		}
+	} else {
+		if c.sendMR, err = s.pd.RegMR(s.cfg.MsgSize, fabric.AccessLocalWrite); err != nil {
+			return exchange.Msg{}, result.OutcomeQPCreate, err
+		}
+		c.own = append(c.own, c.sendMR)
+		if c.recvMR, err = s.pd.RegMR(s.cfg.MsgSize, fabric.AccessLocalWrite); err != nil {
+			return exchange.Msg{}, result.OutcomeQPCreate, err
+		}
+		c.own = append(c.own, c.recvMR)
 	}
-	if c.recvMR, err = s.pd.RegMR(s.cfg.MsgSize, fabric.AccessLocalWrite); err != nil {
-		return exchange.Msg{}, result.OutcomeQPCreate, err
-	}
-	c.qp, err = s.pd.CreateQP(fabric.QPInitAttr{
+	attr := fabric.QPInitAttr{
 		SendCQ: c.sendCQ, RecvCQ: c.recvCQ,
 		MaxSendWR: QPMaxSendWR, MaxRecvWR: QPMaxRecvWR, MaxSendSGE: 1, MaxRecvSGE: 1,
-	})
+	}
+	if c.sub != nil && c.sub.group.srq != nil {
+		attr.SRQ, attr.MaxRecvWR, attr.MaxRecvSGE = c.sub.group.srq, 0, 0
+	}
+	c.qp, err = s.pd.CreateQP(attr)
 	if err != nil {
 		return exchange.Msg{}, result.OutcomeQPCreate, err
 	}
@@ -439,9 +521,11 @@ func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
 		return exchange.Msg{}, result.OutcomeInit, err
 	}
 	// The receive is posted before RTR so the client's first SEND always
-	// finds a buffer.
-	if err := c.qp.PostRecv(0, c.recvMR, 0, s.cfg.MsgSize); err != nil {
-		return exchange.Msg{}, result.OutcomeInit, err
+	// finds a buffer (in srq mode the SRQ is stocked already).
+	if attr.SRQ == nil {
+		if err := c.qp.PostRecv(0, c.recvMR, c.recvOff, s.cfg.MsgSize); err != nil {
+			return exchange.Msg{}, result.OutcomeInit, err
+		}
 	}
 	psn, err := s.newPSN()
 	if err != nil {
@@ -501,18 +585,35 @@ func (c *conn) echo(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if wc.Status != fabric.WCSuccess {
-			return &fabric.WCError{Op: "recv", Status: wc.Status}
+		var in []byte
+		srq := c.sub != nil && c.sub.group.srq != nil
+		if srq {
+			// The payload is in the SRQ buffer the completion names; it
+			// goes back to the SRQ once copied (or refused).
+			g := c.sub.group
+			if !g.owns(wc.WRID) {
+				return fmt.Errorf("recv completion names SRQ buffer %d, not one of this group's [%d, %d)", wc.WRID, g.bufLo, g.bufHi)
+			}
+			k := int(wc.WRID)
+			off := c.s.pool.recvOff(k)
+			in = c.s.pool.mr.Buf()[off : off+min(max(wc.ByteLen, 0), size)]
+			if err := c.handle(wc, in); err != nil {
+				c.s.shared.repost(g, k)
+				return err
+			}
+			if err := c.s.shared.repost(g, k); err != nil {
+				return err
+			}
+		} else {
+			in = c.recvMR.Buf()[c.recvOff : c.recvOff+min(max(wc.ByteLen, 0), size)]
+			if err := c.handle(wc, in); err != nil {
+				return err
+			}
+			if err := c.qp.PostRecv(0, c.recvMR, c.recvOff, size); err != nil {
+				return err
+			}
 		}
-		n := wc.ByteLen
-		if _, err := payload.Check(c.recvMR.Buf()[:n]); err != nil {
-			return err
-		}
-		copy(c.sendMR.Buf()[:n], c.recvMR.Buf()[:n])
-		if err := c.qp.PostRecv(0, c.recvMR, 0, size); err != nil {
-			return err
-		}
-		if err := c.qp.PostSend(1, c.sendMR, 0, n); err != nil {
+		if err := c.qp.PostSend(1, c.sendMR, c.sendOff, len(in)); err != nil {
 			return err
 		}
 		wc, err = c.await(ctx, c.sendCQ, sendCh)
@@ -525,8 +626,20 @@ func (c *conn) echo(ctx context.Context) error {
 	}
 }
 
+// handle checks a received payload and copies it to the send buffer.
+func (c *conn) handle(wc fabric.WC, in []byte) error {
+	if wc.Status != fabric.WCSuccess {
+		return &fabric.WCError{Op: "recv", Status: wc.Status}
+	}
+	if _, err := payload.Check(in); err != nil {
+		return err
+	}
+	copy(c.sendMR.Buf()[c.sendOff:c.sendOff+len(in)], in)
+	return nil
+}
+
 // destroy releases the client's resources in the order verbs requires:
-// QP before the CQs and MRs it uses.
+// QP before the CQs, SRQ buffers and MRs it uses.
 func (c *conn) destroy() {
 	released := false
 	if c.qp != nil {
@@ -536,10 +649,11 @@ func (c *conn) destroy() {
 	if c.sub != nil {
 		c.sub.unsubscribe()
 	}
-	for _, mr := range []fabric.MR{c.sendMR, c.recvMR} {
-		if mr != nil {
-			mr.Dereg()
-		}
+	for _, mr := range c.own {
+		mr.Dereg()
+	}
+	if c.slot >= 0 {
+		c.s.pool.put(c.slot)
 	}
 	if c.sub == nil {
 		for _, cq := range []fabric.CQ{c.sendCQ, c.recvCQ} {
