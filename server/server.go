@@ -29,6 +29,15 @@
 // there, copies it to the client's send slot, reposts the buffer and
 // echoes. The 2·N·M pool is pinned from the start (2000 clients of 4 KiB:
 // 16 MiB) whether or not the clients come.
+//
+// Measured with `rdmaprobe ramp --clients 2000 --mode X` on rxe0 (Linux
+// 6.1 in the QEMU guest), the server process's share counted by the
+// kernel and its mappings sampled from /proc: per-client 2000 QP + 4000
+// CQ + 4000 MR, 4.02 mappings per client; shared-cq 2000 QP + 2 CQ +
+// 4000 MR, 2.02; pool 2000 QP + 2 CQ + 1 MR, 2.02; srq 2000 QP + 2 CQ + 1
+// MR + 1 SRQ, 1.02. With vm.max_map_count 3000 and 2000 clients, srq held
+// all 2000 at 2,133 mappings while shared-cq stopped at 1,433
+// (ibv_create_qp: ENOMEM).
 package server
 
 import (
