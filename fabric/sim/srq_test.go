@@ -81,13 +81,16 @@ func TestSRQRoundTrips(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
+				// Each echo's send completes within the round, as the
+				// server awaits it before the client's next message.
 				seen := make([]bool, tt.clients)
-				for echoed := 0; echoed < tt.clients; {
+				for echoed, sent := 0, 0; echoed < tt.clients || sent < tt.clients; {
 					wc := await(t, bcq)
 					if wc.Opcode == fabric.WCSend {
 						if wc.Status != fabric.WCSuccess {
 							t.Fatalf("echo send %+v", wc)
 						}
+						sent++
 						continue
 					}
 					i, ok := byQPN[wc.QPN]

@@ -140,16 +140,19 @@ func TestSRQRoundTrips(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
+				// Each echo's send completes within the round, as the
+				// server awaits it before the client's next message.
 				seen := make([]bool, tt.clients)
-				for echoed := 0; echoed < tt.clients; {
+				for echoed, sent := 0, 0; echoed < tt.clients || sent < tt.clients; {
 					wc, err := fabric.Await(ctx, sv.cq)
 					if err != nil {
-						t.Fatalf("round %d, %d echoed: %v", round, echoed, err)
+						t.Fatalf("round %d, %d echoed, %d sent: %v", round, echoed, sent, err)
 					}
 					if wc.Opcode == fabric.WCSend {
 						if wc.Status != fabric.WCSuccess {
 							t.Fatalf("echo send %+v", wc)
 						}
+						sent++
 						continue
 					}
 					i, ok := byQPN[wc.QPN]
