@@ -55,6 +55,7 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/exchange"
 	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/hangup"
 	"github.com/rdmaprobe/rdmaprobe/payload"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
@@ -143,6 +144,9 @@ type Server struct {
 	hellos map[helloKey]struct{}
 
 	wg sync.WaitGroup
+	// hangups notices connected clients leaving, without a goroutine
+	// blocked in Read per client.
+	hangups *hangup.Watcher
 }
 
 // New opens the device, allocates the PD and starts listening.
@@ -200,6 +204,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	s.ln = ln
+	if s.hangups, err = hangup.New(); err != nil {
+		s.teardown()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -254,6 +262,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	cancel()
 	s.wg.Wait()
+	s.hangups.Close()
 	s.teardown()
 	return acceptErr
 }
@@ -446,20 +455,33 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 	// EOF/reset means the client is gone.
 	tc = nil
 	cctx, ccancel := context.WithCancel(ctx)
+	release := s.watchDeparture(raw, ccancel)
+	err = c.echo(cctx)
+	ccancel()
+	release()
+	if err != nil && cctx.Err() == nil {
+		s.fail(result.OutcomeMessage, err)
+	}
+}
+
+// watchDeparture calls gone when the client behind raw leaves (EOF,
+// reset, or any byte: it has nothing more to say after the exchange).
+// release ends the watch and closes raw.
+func (s *Server) watchDeparture(raw net.Conn, gone func()) (release func()) {
+	if hc, ok := raw.(hangup.Conn); ok {
+		if stop, err := s.hangups.Watch(hc, gone); err == nil {
+			return func() { stop(); raw.Close() }
+		}
+	}
+	// Not a socket (or the watcher refused it): a goroutine reads instead.
 	left := make(chan struct{})
 	go func() {
 		defer close(left)
 		var b [1]byte
 		raw.Read(b[:])
-		ccancel()
+		gone()
 	}()
-	err = c.echo(cctx)
-	ccancel()
-	raw.Close()
-	<-left
-	if err != nil && cctx.Err() == nil {
-		s.fail(result.OutcomeMessage, err)
-	}
+	return func() { raw.Close(); <-left }
 }
 
 // conn is one admitted client's verbs resources. The client's send
