@@ -59,10 +59,14 @@ func TestDiagnosisNamesLimits(t *testing.T) {
 // A passing sim point carries samples of the server and load generator,
 // the server's own fabric counts, and the per-client cost of the mode.
 func TestSamplesAndCostOnSim(t *testing.T) {
+	// Per-client cost by mode (the server package doc). Shared objects (the
+	// group CQs, SRQs, the pool MR, the PD) are counted too, spread over the
+	// clients: 1 pool MR over 40 clients reads 0.03 per client; -1 below
+	// means "fewer than one per client".
 	for _, mode := range []struct {
-		name   string
-		qp, cq float64
-	}{{"per-client", 1, 2}, {"shared-cq", 1, 0}} {
+		name       string
+		qp, cq, mr float64
+	}{{"per-client", 1, 2, 2}, {"shared-cq", 1, -1, 2}, {"pool", 1, -1, -1}, {"srq", 1, -1, -1}} {
 		t.Run(mode.name, func(t *testing.T) {
 			root := t.TempDir()
 			out, errOut, code := run(t, "ramp", "--backend", "sim", "--clients", "40", "--mode", mode.name,
@@ -86,14 +90,19 @@ func TestSamplesAndCostOnSim(t *testing.T) {
 				t.Errorf("processes sampled: %v", roles)
 			}
 			c := p.Cost
-			if c == nil || c.Clients != 40 || c.QPs != mode.qp || c.MRs != 2 || c.ServerRSS <= 0 {
-				t.Fatalf("cost %+v", c)
+			if c == nil || c.Clients != 40 || c.QPs != mode.qp || c.ServerRSS <= 0 {
+				t.Fatalf("cost %+v, want %v QP per client", c, mode.qp)
 			}
-			if mode.name == "per-client" && c.CQs != mode.cq {
-				t.Errorf("per-client mode: %v CQs per client, want 2", c.CQs)
+			for _, x := range []struct {
+				what      string
+				got, want float64
+			}{{"CQs", c.CQs, mode.cq}, {"MRs", c.MRs, mode.mr}} {
+				if (x.want >= 0 && x.got != x.want) || (x.want < 0 && (x.got >= 1 || x.got <= 0)) {
+					t.Errorf("%s mode: %v %s per client, want %v (-1: shared, between 0 and 1)", mode.name, x.got, x.what, x.want)
+				}
 			}
-			if mode.name == "shared-cq" && c.CQs >= 1 {
-				t.Errorf("shared-cq mode: %v CQs per client, want fewer than 1", c.CQs)
+			if srq := p.Server.Resources["srq"]; (mode.name == "srq") != (srq > 0) {
+				t.Errorf("%s mode: the server held %d SRQs", mode.name, srq)
 			}
 			if p.Peak.Resources["qp"] != 40 || p.Server.Resources["qp"] != 40 {
 				t.Errorf("server fabric counts %v", p.Server.Resources)

@@ -24,7 +24,7 @@ type Comparison struct {
 }
 
 // SummaryHeader names the columns of Comparison.Summary.
-var SummaryHeader = []string{"Run", "Backend", "Mode", "100% up to", "Failures from", "QPs/client", "CQs/client", "MRs/client", "Server RSS/client", "Limit"}
+var SummaryHeader = []string{"Run", "Backend", "Mode", "100% up to", "Failures from", "QPs/client", "CQs/client", "MRs/client", "Maps/client", "Server RSS/client", "Limit"}
 
 // Label names a run in a comparison: its backend and resource mode.
 func Label(r *result.Run) string {
@@ -64,14 +64,14 @@ func NewComparison(runs []*result.Run) *Comparison {
 		if a.FirstFail > 0 {
 			fail = fmt.Sprint(a.FirstFail)
 		}
-		row := []string{c.Labels[i], m.Backend, r.Config.ResourceMode, full, fail, "–", "–", "–", "–", "–"}
+		row := []string{c.Labels[i], m.Backend, r.Config.ResourceMode, full, fail, "–", "–", "–", "–", "–", "–"}
 		if n := len(m.Costs); n > 0 {
 			// The cost at the largest count measured.
 			k := m.Costs[n-1]
-			row[5], row[6], row[7], row[8] = k.QPs, k.CQs, k.MRs, k.ServerBytes
+			row[5], row[6], row[7], row[8], row[9] = k.QPs, k.CQs, k.MRs, k.Maps, k.ServerBytes
 		}
 		if m.Limit != nil {
-			row[9] = m.Limit.Limit
+			row[10] = m.Limit.Limit
 		}
 		c.Summary = append(c.Summary, row)
 		s := Series{Label: c.Labels[i]}

@@ -65,6 +65,10 @@ type CostRow struct {
 	Clients                      int
 	QPs, CQs, MRs, PDs           string
 	RegisteredBytes, ServerBytes string
+	// Maps is the server's memory mappings per connected client (peak
+	// minus the first sample of the point), what vm.max_map_count bounds;
+	// "–" without process samples.
+	Maps string
 }
 
 // PhaseRow is one connection phase's percentiles in milliseconds.
@@ -272,7 +276,7 @@ func (m *Model) costs(run *result.Run) {
 		}
 		seen[p.Clients] = true
 		m.Costs = append(m.Costs, CostRow{Clients: p.Clients, QPs: f2(c.QPs), CQs: f2(c.CQs), MRs: f2(c.MRs), PDs: f2(c.PDs),
-			RegisteredBytes: bytesIEC(c.RegisteredMem), ServerBytes: bytesIEC(c.ServerRSS)})
+			RegisteredBytes: bytesIEC(c.RegisteredMem), ServerBytes: bytesIEC(c.ServerRSS), Maps: mapsPerClient(p)})
 	}
 	sort.Slice(m.Costs, func(i, j int) bool { return m.Costs[i].Clients < m.Costs[j].Clients })
 }
@@ -460,4 +464,20 @@ func bytesIEC(b float64) string {
 		return fmt.Sprintf("%.0f B", b)
 	}
 	return fmt.Sprintf("%.1f %s", b, units[i])
+}
+
+// mapsPerClient is the growth of the server's memory mappings over the
+// point, per connected client.
+func mapsPerClient(p result.Point) string {
+	if p.Peak == nil || p.Connected == 0 {
+		return "–"
+	}
+	for _, s := range p.Samples {
+		for _, ps := range s.Procs {
+			if ps.Role == "server" && ps.Maps > 0 {
+				return f2(float64(p.Peak.ServerMaps-ps.Maps) / float64(p.Connected))
+			}
+		}
+	}
+	return "–"
 }

@@ -178,3 +178,28 @@ func TestPct(t *testing.T) {
 		}
 	}
 }
+
+func TestMapsPerClient(t *testing.T) {
+	sample := func(role string, maps int) result.Sample {
+		return result.Sample{Procs: []result.ProcSample{{Role: role, Maps: maps}}}
+	}
+	for _, tc := range []struct {
+		name string
+		p    result.Point
+		want string
+	}{
+		{"no peak", result.Point{Connected: 10}, "–"},
+		{"none connected", result.Point{Peak: &result.Peak{ServerMaps: 500}}, "–"},
+		{"no server sample", result.Point{Connected: 100, Peak: &result.Peak{ServerMaps: 500},
+			Samples: []result.Sample{sample("clients-0", 90)}}, "–"},
+		// srq on rxe: one mapping per client over the first sample.
+		{"srq", result.Point{Connected: 100, Peak: &result.Peak{ServerMaps: 212},
+			Samples: []result.Sample{sample("clients-0", 90), sample("server", 110)}}, "1.02"},
+		{"per-client", result.Point{Connected: 2000, Peak: &result.Peak{ServerMaps: 8134},
+			Samples: []result.Sample{sample("server", 94)}}, "4.02"},
+	} {
+		if got := mapsPerClient(tc.p); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
