@@ -133,7 +133,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"search", "--backend", "sim", "--threshold", "150"}, "--threshold"},
 		{[]string{"ramp", "--backend", "sim", "--clients", "10,x"}, `"x" is not a positive client count`},
 		{[]string{"ramp", "--backend", "nosuch"}, `unknown --backend "nosuch"`},
-		{[]string{"ramp", "--backend", "sim", "--mode", "weird"}, `--mode "weird"`},
+		{[]string{"ramp", "--backend", "sim", "--mode", "weird"}, `--mode: unknown resource mode "weird"`},
 		{[]string{"search", "--lo", "abc"}, "invalid value"},
 		{[]string{"ramp", "--backend", "sim", "--tls-kex", "rsa"}, `unknown TLS key exchange "rsa"`},
 		{[]string{"bench", "--backend", "sim", "--tls-kex", "rsa"}, `unknown TLS key exchange "rsa"`},
