@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"reflect"
 	"strings"
@@ -65,28 +66,37 @@ func TestModesListed(t *testing.T) {
 // back to the fixed shared objects, and a second wave reuses them (pool
 // slots handed back, SRQ buffers reposted); when the server stops,
 // everything is released. With the sim's max_cqe of 8 a group holds 4
-// clients, so 10 clients need 3 groups.
+// clients, so 10 clients need 3 groups. In srq mode every SRQ buffer is
+// posted again once the clients have left; with an SRQ of one buffer the
+// clients' messages mostly find it empty and wait (RNR) for the echoes
+// before theirs.
 func TestModes(t *testing.T) {
 	const n = 10
 	for _, tt := range []struct {
-		mode   string
-		maxCQE int
+		mode     string
+		maxCQE   int
+		srqDepth int
 	}{
-		{server.ModePerClient, 0},
-		{server.ModeSharedCQ, 0},
-		{server.ModePool, 0},
-		{server.ModeSRQ, 0},
-		{server.ModeSharedCQ, 8},
-		{server.ModePool, 8},
-		{server.ModeSRQ, 8},
+		{server.ModePerClient, 0, 0},
+		{server.ModeSharedCQ, 0, 0},
+		{server.ModePool, 0, 0},
+		{server.ModeSRQ, 0, 0},
+		{server.ModeSharedCQ, 8, 0},
+		{server.ModePool, 8, 0},
+		{server.ModeSRQ, 8, 0},
+		{server.ModeSRQ, 0, 1},
+		{server.ModeSRQ, 8, 1},
 	} {
 		name := tt.mode
 		if tt.maxCQE > 0 {
 			name += "/max_cqe=8"
 		}
+		if tt.srqDepth > 0 {
+			name += fmt.Sprintf("/srq_depth=%d", tt.srqDepth)
+		}
 		t.Run(name, func(t *testing.T) {
 			h := newHarnessOpts(t, n, harnessOpts{mode: tt.mode, simCaps: fabric.Caps{MaxCQE: tt.maxCQE}, rounds: 5,
-				handshake: 30 * time.Second, exchange: 30 * time.Second})
+				handshake: 30 * time.Second, exchange: 30 * time.Second, srqDepth: tt.srqDepth})
 			caps := h.srv.Device().Caps()
 			if tt.maxCQE > 0 && caps.MaxCQE != tt.maxCQE {
 				t.Skipf("the device's max_cqe is %d, not the sim's %d", caps.MaxCQE, tt.maxCQE)
@@ -120,6 +130,16 @@ func TestModes(t *testing.T) {
 				left := plus(h.baseline, groups, cost.perGroup)
 				if !waitFor(func() bool { return reflect.DeepEqual(h.inUse(), left) }) {
 					t.Fatalf("wave %d: after the clients left the fabric holds %v, want %v", wave, h.inUse(), left)
+				}
+				if tt.mode == server.ModeSRQ {
+					depth := min(perGroup, server.DefaultSRQDepth)
+					if tt.srqDepth > 0 {
+						depth = tt.srqDepth
+					}
+					eventually(t, "every SRQ buffer is posted again", func() bool {
+						posted, total := h.srv.SRQBuffers()
+						return posted == total && total == groups*depth
+					})
 				}
 			}
 			st := h.srv.Stats()

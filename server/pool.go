@@ -8,42 +8,59 @@ import (
 )
 
 // memPool is the one registered memory region of the pool and srq modes,
-// carved into MaxClients send slots followed by MaxClients receive slots
-// of MsgSize bytes each:
+// registered once, at start, so registrations do not grow with the number
+// of clients. It is carved into buffers of MsgSize bytes:
 //
-//	[send 0][send 1]...[send N-1][recv 0][recv 1]...[recv N-1]
+//	pool: [send 0][send 1]...[send N-1][recv 0][recv 1]...[recv N-1]
+//	srq:  [buf 0][buf 1]...[buf B-1]
 //
-// In pool mode client slot i owns send i and recv i. In srq mode the
-// receive slots are the SRQs' buffers (buffer k, posted with wrID k, is
-// recv k), and client slot i owns only send i. Registrations therefore do
-// not grow with the number of clients: the region is registered once, at
-// start, for the server's capacity.
+// In pool mode client slot i owns send i and recv i (N = --max-clients).
+// In srq mode there are no client slots: the B buffers are the SRQs'
+// receive buffers (each group's SRQ owns a range of them), and an echo is
+// sent from the buffer it arrived in, so B is sized to what can be in
+// flight, not to N (see the package documentation).
 type memPool struct {
 	mr    fabric.MR
 	msg   int
-	slots int
+	slots int // pool mode: client slots; srq mode: 0
 
 	mu   sync.Mutex
 	free []int // client slots not in use, as a stack
 }
 
+// newMemPool registers slots client slots of a send and a receive buffer
+// each (pool mode).
 func newMemPool(pd fabric.PD, caps fabric.Caps, slots, msg int) (*memPool, error) {
-	size := uint64(slots) * 2 * uint64(msg)
-	if slots <= 0 || msg <= 0 || size/2/uint64(msg) != uint64(slots) || size > uint64(int(^uint(0)>>1)) {
-		return nil, fmt.Errorf("memory pool of %d × 2 × %d bytes does not fit", slots, msg)
-	}
-	if caps.MaxMRSize > 0 && size > caps.MaxMRSize {
-		return nil, fmt.Errorf("memory pool of %d bytes exceeds the device's max_mr_size %d: lower --max-clients or --msg-size", size, caps.MaxMRSize)
-	}
-	mr, err := pd.RegMR(int(size), fabric.AccessLocalWrite)
+	p, err := registerPool(pd, caps, 2*slots, msg, fmt.Sprintf("for %d clients", slots))
 	if err != nil {
-		return nil, fmt.Errorf("memory pool (%d bytes for %d clients): %w", size, slots, err)
+		return nil, err
 	}
-	p := &memPool{mr: mr, msg: msg, slots: slots, free: make([]int, slots)}
+	p.slots = slots
+	p.free = make([]int, slots)
 	for i := range p.free {
 		p.free[i] = slots - 1 - i // slot 0 is handed out first
 	}
 	return p, nil
+}
+
+// newBufPool registers bufs receive buffers for the SRQs (srq mode).
+func newBufPool(pd fabric.PD, caps fabric.Caps, bufs, msg int) (*memPool, error) {
+	return registerPool(pd, caps, bufs, msg, fmt.Sprintf("for %d SRQ buffers", bufs))
+}
+
+func registerPool(pd fabric.PD, caps fabric.Caps, bufs, msg int, what string) (*memPool, error) {
+	size := uint64(bufs) * uint64(msg)
+	if bufs <= 0 || msg <= 0 || size/uint64(msg) != uint64(bufs) || size > uint64(int(^uint(0)>>1)) {
+		return nil, fmt.Errorf("memory pool of %d × %d bytes does not fit", bufs, msg)
+	}
+	if caps.MaxMRSize > 0 && size > caps.MaxMRSize {
+		return nil, fmt.Errorf("memory pool of %d bytes (%s) exceeds the device's max_mr_size %d: lower --max-clients or --msg-size", size, what, caps.MaxMRSize)
+	}
+	mr, err := pd.RegMR(int(size), fabric.AccessLocalWrite)
+	if err != nil {
+		return nil, fmt.Errorf("memory pool (%d bytes %s): %w", size, what, err)
+	}
+	return &memPool{mr: mr, msg: msg}, nil
 }
 
 // get reserves a client slot. Admission bounds the clients by the slot
@@ -65,9 +82,19 @@ func (p *memPool) put(i int) {
 	p.mu.Unlock()
 }
 
-// sendOff and recvOff are the offsets of slot i's buffers in the region.
+// sendOff and recvOff are the offsets of client slot i's buffers in the
+// region (pool mode).
 func (p *memPool) sendOff(i int) int { return i * p.msg }
 func (p *memPool) recvOff(i int) int { return (p.slots + i) * p.msg }
+
+// bufOff is the offset of buffer k (srq mode).
+func (p *memPool) bufOff(k int) int { return k * p.msg }
+
+// buf is buffer k's first n bytes (srq mode).
+func (p *memPool) buf(k, n int) []byte {
+	off := p.bufOff(k)
+	return p.mr.Buf()[off : off+n]
+}
 
 func (p *memPool) close() {
 	p.mr.Dereg()

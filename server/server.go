@@ -11,24 +11,59 @@
 // ring is a memory mapping of the server process, and vm.max_map_count
 // (65,530 by default) bounds those: per-client mode meets it near 16k
 // clients. Per client (N = --max-clients, M = --msg-size, G = clients per
-// group = min(⌊max_cqe/2⌋, N), and for srq also ≤ max_srq_wr):
+// group = min(⌊max_cqe/2⌋, N), D = receive buffers per SRQ = min(G,
+// Config.SRQDepth or DefaultSRQDepth = 1024, max_srq_wr)):
 //
-//	mode        per client                   fixed, shared by the clients             rxe mappings per client
-//	per-client  1 QP + 2 CQ + 2 MR (M bytes)  —                                        4: 2 CQ rings, SQ, RQ
-//	shared-cq   1 QP + 2 MR (M bytes)         2 CQ per group of G                      2: SQ, RQ
-//	pool        1 QP                          2 CQ per group; 1 MR of 2·N·M            2: SQ, RQ
-//	srq         1 QP without RQ               2 CQ + 1 SRQ per group; 1 MR of 2·N·M    1: SQ
+//	mode        per client                   fixed, shared by the clients                rxe mappings per client
+//	per-client  1 QP + 2 CQ + 2 MR (M bytes)  —                                           4: 2 CQ rings, SQ, RQ
+//	shared-cq   1 QP + 2 MR (M bytes)         2 CQ per group of G                         2: SQ, RQ
+//	pool        1 QP                          2 CQ per group; 1 MR of 2·N·M               2: SQ, RQ
+//	srq         1 QP without RQ               2 CQ + 1 SRQ per group; 1 MR of ⌈N/G⌉·D·M   1: SQ
 //
 // All modes also hold 1 PD; a group's rings add 2 mappings (3 with its
 // SRQ) for up to G clients. Groups are created as clients arrive and kept
-// until the server stops; the pool is registered at start for N clients
-// (pool: a send and a receive slot per client; srq: a send slot per client
-// and the SRQs' N receive buffers, G per group), so registrations do not
-// grow with clients. In srq mode a receive completion names the client by
-// WC.QPN and the SRQ buffer by WC.WRID: the server checks the payload
-// there, copies it to the client's send slot, reposts the buffer and
-// echoes. The 2·N·M pool is pinned from the start (2000 clients of 4 KiB:
-// 16 MiB) whether or not the clients come.
+// until the server stops; the pool is registered at start, so
+// registrations do not grow with clients: in pool mode a send and a
+// receive slot per client (2·N·M pinned whether or not the clients come:
+// 2000 clients of 4 KiB, 16 MiB), in srq mode D buffers per group (one
+// group up to 16,383 clients on rxe: 1024 × 4 KiB = 4 MiB).
+//
+// # How a connected client is served
+//
+// per-client, shared-cq and pool: a goroutine per client runs the echo
+// loop (await a receive, verify, copy to the send buffer, repost, send,
+// await the send) until the client leaves; its stack, grown by the TLS
+// handshake, is most of what such a client costs in server memory.
+//
+// srq: no goroutine per client. The handler returns once the client is
+// connected; the group's receive router takes each receive completion,
+// finds the client by WC.QPN and the SRQ buffer by WC.WRID, verifies the
+// payload there and sends the echo out of that same buffer (no copy);
+// the send router returns the buffer to the SRQ when the echo's send
+// completes. The client's departure (the hangup watcher) releases it:
+// QP destroyed, then the buffers of its echoes in flight go back to the
+// SRQ. A client's mutex serialises its completions with its release, and
+// every buffer posting carries a generation in its wrID, so a completion
+// that surfaces after its client's release took the buffer back is
+// recognised as stale. Serve's shutdown stops the watcher and releases the
+// clients still connected. A payload that fails verification, or a failed
+// echo, ends the client (a "message" failure), as in the other modes.
+//
+// The SRQ buffers are sized to what can be in flight, not to N: a client
+// has one message outstanding during its round trips and none once
+// connected, and a load generator has --inflight attempts in progress. A
+// message that finds its SRQ empty is answered RNR by the responder, and
+// the client's QP retries until a buffer is posted (rnr_retry 7 =
+// forever): it waits, it does not fail. A client holds at most
+// QPMaxSendWR + 2 buffers (echoes in flight and verified messages waiting
+// for a send slot, since an echo's send completion may be routed after
+// the next message's receive); one that sends more without taking its
+// echoes is dropped. An authenticated client that posts no receive for
+// its echoes holds QPMaxSendWR buffers until it leaves. A buffer the
+// device took for a message that never completed, because the client
+// left mid-message and its QP was destroyed, may yield no completion at
+// all (the verbs promise none after destroy): it is not reposted before
+// the server stops.
 //
 // Measured with `rdmaprobe ramp --clients 2000 --mode X` on rxe0 (Linux
 // 6.1 in the QEMU guest), the server process's share counted by the
@@ -38,6 +73,13 @@
 // MR + 1 SRQ, 1.02. With vm.max_map_count 3000 and 2000 clients, srq held
 // all 2000 at 2,133 mappings while shared-cq stopped at 1,433
 // (ibv_create_qp: ENOMEM).
+//
+// Server memory (RSS growth per connected client), `rdmaprobe ramp
+// --backend sim --clients 15000 --procs 2 --mode X`: per-client 31–33 KB;
+// srq 35 KB with a goroutine, a send slot per client and N SRQ buffers,
+// 5.5–6.0 KB event-driven with D = 1024. On rxe0 in the guest (2000
+// clients, the QPs' rings mapped into the process included) srq went
+// from 25.8 to 14.9 KB.
 package server
 
 import (
@@ -71,7 +113,8 @@ const (
 	// of one registered pool: 1 QP per client, no MR.
 	ModePool = "pool"
 	// ModeSRQ shares CQs, one SRQ per CQ group for receives, and the pool:
-	// 1 QP without a receive queue per client, no CQ, no MR.
+	// 1 QP without a receive queue per client, no CQ, no MR, and no
+	// goroutine: the CQ routers echo.
 	ModeSRQ = "srq"
 )
 
@@ -101,6 +144,11 @@ const (
 	QPMaxRecvWR = 2
 )
 
+// DefaultSRQDepth is the number of receive buffers of each SRQ in srq
+// mode unless Config.SRQDepth says otherwise (fewer when a group has
+// fewer clients). See the package documentation.
+const DefaultSRQDepth = 1024
+
 // Config of a server.
 type Config struct {
 	Listen     string // host:port; port 0 picks a free one
@@ -117,6 +165,10 @@ type Config struct {
 	// Backlog is the listen queue length requested from the kernel
 	// (0 = the kernel's somaxconn).
 	Backlog int
+	// SRQDepth is the number of receive buffers of each group's SRQ in
+	// srq mode (0 = DefaultSRQDepth); never more than the group's clients
+	// or max_srq_wr.
+	SRQDepth int
 	// InUse, if set, reports the fabric objects in use ("qp", "cq", "mr",
 	// "pd"); the server keeps the highest counts in its stats. The sim
 	// fabric provides it: its device lives in this process, out of
@@ -144,6 +196,9 @@ type Server struct {
 	hellos map[helloKey]struct{}
 
 	wg sync.WaitGroup
+	// readers are the goroutines that watch srq-mode clients whose
+	// connection the hangup watcher cannot take (not a socket).
+	readers sync.WaitGroup
 	// hangups notices connected clients leaving, without a goroutine
 	// blocked in Read per client.
 	hangups *hangup.Watcher
@@ -185,17 +240,25 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		hellos: map[helloKey]struct{}{}}
 	s.stats.Failures = map[string]int{}
 	s.stats.Errors = map[string]int{}
-	if cfg.Mode == ModePool || cfg.Mode == ModeSRQ {
-		if s.pool, err = newMemPool(pd, dev.Caps(), cfg.MaxClients, cfg.MsgSize); err != nil {
+	caps := dev.Caps()
+	per := groupSize(caps, cfg.MaxClients)
+	switch cfg.Mode {
+	case ModeSharedCQ:
+		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, nil, 0)
+	case ModePool:
+		if s.pool, err = newMemPool(pd, caps, cfg.MaxClients, cfg.MsgSize); err != nil {
 			s.teardown()
 			return nil, err
 		}
-	}
-	switch cfg.Mode {
-	case ModeSharedCQ, ModePool:
-		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, nil)
+		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, nil, 0)
 	case ModeSRQ:
-		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, s.pool)
+		depth := srqDepth(caps, per, cfg.SRQDepth)
+		groups := (cfg.MaxClients + per - 1) / per
+		if s.pool, err = newBufPool(pd, caps, groups*depth, cfg.MsgSize); err != nil {
+			s.teardown()
+			return nil, err
+		}
+		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, s.pool, depth)
 	}
 	lc := net.ListenConfig{}
 	ln, err := listen(ctx, lc, cfg.Listen, cfg.Backlog)
@@ -262,7 +325,15 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 	cancel()
 	s.wg.Wait()
+	// No handler is left to adopt a client: stop the departure watch and
+	// release the srq-mode clients still connected.
 	s.hangups.Close()
+	if s.shared != nil {
+		for _, c := range s.shared.clients() {
+			c.release()
+		}
+	}
+	s.readers.Wait()
 	s.teardown()
 	return acceptErr
 }
@@ -379,7 +450,12 @@ func (s *Server) releaseHello(k helloKey) {
 }
 
 func (s *Server) handle(ctx context.Context, raw net.Conn) {
-	defer raw.Close()
+	adopted := false
+	defer func() {
+		if !adopted {
+			raw.Close()
+		}
+	}()
 	tc := tls.Server(raw, s.cfg.TLS)
 	hctx, cancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
 	err := tc.HandshakeContext(hctx)
@@ -418,10 +494,14 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 		exchange.Write(tc, exchange.Msg{Type: exchange.Refuse, Reason: exchange.ReasonAtCapacity})
 		return
 	}
-	defer s.active.Add(-1)
 
+	// From here on c.release gives back the admission with the rest.
 	c := &conn{s: s, slot: -1}
-	defer c.destroy()
+	defer func() {
+		if !adopted {
+			c.release()
+		}
+	}()
 	accept, class, err := c.setup(hello)
 	if err != nil {
 		s.fail(class, err)
@@ -454,6 +534,11 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 	// be collected: any byte (the client's close_notify, or stray data) or
 	// EOF/reset means the client is gone.
 	tc = nil
+	if s.cfg.Mode == ModeSRQ {
+		// The routers echo; the watcher (or shutdown) releases.
+		adopted = s.adopt(c, raw)
+		return
+	}
 	cctx, ccancel := context.WithCancel(ctx)
 	release := s.watchDeparture(raw, ccancel)
 	err = c.echo(cctx)
@@ -486,8 +571,9 @@ func (s *Server) watchDeparture(raw net.Conn, gone func()) (release func()) {
 
 // conn is one admitted client's verbs resources. The client's send
 // buffer is sendMR[sendOff:sendOff+MsgSize], its receive buffer likewise,
-// in MRs of its own (per-client, shared-cq) or in the server's pool (pool;
-// srq sends only: receives land in SRQ buffers).
+// in MRs of its own (per-client, shared-cq) or in the server's pool
+// (pool). In srq mode it has neither: messages land in SRQ buffers and
+// are echoed from there (echo.go).
 type conn struct {
 	s                *Server
 	sendCQ, recvCQ   fabric.CQ
@@ -497,6 +583,15 @@ type conn struct {
 	slot             int         // pool slot, -1 if none
 	qp               fabric.QP
 	sub              *subscription
+
+	// srq mode (echo.go): mu serialises the routers' echo with release.
+	mu       sync.Mutex
+	released bool
+	inflight [QPMaxSendWR]uint64 // wrIDs of echoes being sent; 0 = free
+	pending  [maxPending]pendingEcho
+	npending int
+	raw      net.Conn // the client's socket, once adopted
+	unwatch  func()
 }
 
 func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
@@ -516,15 +611,16 @@ func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
 			return exchange.Msg{}, result.OutcomeQPCreate, err
 		}
 	}
-	if s.pool != nil {
+	switch s.cfg.Mode {
+	case ModeSRQ:
+		// Messages land in SRQ buffers and echoes go out of them.
+	case ModePool:
 		if c.slot, err = s.pool.get(); err != nil {
 			return exchange.Msg{}, result.OutcomeQPCreate, err
 		}
 		c.sendMR, c.sendOff = s.pool.mr, s.pool.sendOff(c.slot)
-		if s.cfg.Mode == ModePool {
-			c.recvMR, c.recvOff = s.pool.mr, s.pool.recvOff(c.slot)
-		}
-	} else {
+		c.recvMR, c.recvOff = s.pool.mr, s.pool.recvOff(c.slot)
+	default:
 		if c.sendMR, err = s.pd.RegMR(s.cfg.MsgSize, fabric.AccessLocalWrite); err != nil {
 			return exchange.Msg{}, result.OutcomeQPCreate, err
 		}
@@ -546,7 +642,7 @@ func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
 		return exchange.Msg{}, result.OutcomeQPCreate, err
 	}
 	if c.sub != nil {
-		c.sub.bind(c.qp.QPN())
+		c.sub.bind(c.qp.QPN(), c)
 	}
 	if err := c.qp.ToInit(fabric.InitAttr{Port: s.port.Port, Access: fabric.AccessLocalWrite}); err != nil {
 		return exchange.Msg{}, result.OutcomeInit, err
@@ -616,33 +712,12 @@ func (c *conn) echo(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var in []byte
-		srq := c.sub != nil && c.sub.group.srq != nil
-		if srq {
-			// The payload is in the SRQ buffer the completion names; it
-			// goes back to the SRQ once copied (or refused).
-			g := c.sub.group
-			if !g.owns(wc.WRID) {
-				return fmt.Errorf("recv completion names SRQ buffer %d, not one of this group's [%d, %d)", wc.WRID, g.bufLo, g.bufHi)
-			}
-			k := int(wc.WRID)
-			off := c.s.pool.recvOff(k)
-			in = c.s.pool.mr.Buf()[off : off+min(max(wc.ByteLen, 0), size)]
-			if err := c.handle(wc, in); err != nil {
-				c.s.shared.repost(g, k)
-				return err
-			}
-			if err := c.s.shared.repost(g, k); err != nil {
-				return err
-			}
-		} else {
-			in = c.recvMR.Buf()[c.recvOff : c.recvOff+min(max(wc.ByteLen, 0), size)]
-			if err := c.handle(wc, in); err != nil {
-				return err
-			}
-			if err := c.qp.PostRecv(0, c.recvMR, c.recvOff, size); err != nil {
-				return err
-			}
+		in := c.recvMR.Buf()[c.recvOff : c.recvOff+min(max(wc.ByteLen, 0), size)]
+		if err := c.handle(wc, in); err != nil {
+			return err
+		}
+		if err := c.qp.PostRecv(0, c.recvMR, c.recvOff, size); err != nil {
+			return err
 		}
 		if err := c.qp.PostSend(1, c.sendMR, c.sendOff, len(in)); err != nil {
 			return err
@@ -670,7 +745,8 @@ func (c *conn) handle(wc fabric.WC, in []byte) error {
 }
 
 // destroy releases the client's resources in the order verbs requires:
-// QP before the CQs, SRQ buffers and MRs it uses.
+// QP before the CQs and MRs it uses (release returns its SRQ buffers
+// after). Only release calls it.
 func (c *conn) destroy() {
 	released := false
 	if c.qp != nil {

@@ -3,25 +3,27 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/rdmaprobe/rdmaprobe/fabric"
 )
 
 // sharedCQs hands out CQ pairs shared by up to perGroup clients each and
-// routes their completions to the owning client by QPN. With an SRQ
-// (srq mode) each group also has one shared receive queue whose buffers
-// are the group's share of the memory pool's receive slots.
+// routes their completions by QPN. In shared-cq and pool modes a router
+// hands each completion to its client's echo goroutine; in srq mode each
+// group also has one shared receive queue stocked with depth buffers of
+// the memory pool, and the routers run the echo themselves (see echo.go).
 type sharedCQs struct {
 	dev      fabric.Device
 	pd       fabric.PD
 	pool     *memPool // srq mode: where the SRQ buffers live; else nil
 	perGroup int
+	depth    int // srq mode: buffers per group's SRQ
 	max      int // the server's capacity
 
 	mu     sync.Mutex
 	groups []*cqGroup
-	err    error
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -32,37 +34,76 @@ type cqGroup struct {
 	send, recv fabric.CQ
 	users      int
 
-	// srq mode: the group's SRQ holds receive buffers [bufLo, bufHi) of
-	// the pool, each posted with its index as wrID.
+	// srq mode: the group's SRQ owns buffers [bufLo, bufHi) of the pool.
 	srq          fabric.SRQ
 	bufLo, bufHi int
+	// bufs[k-bufLo] is buffer k's state and generation. A buffer's work
+	// request carries both (wrID), so a completion is honoured only for
+	// the posting it names: one that surfaces after its buffer was taken
+	// back (its client left first) is recognised as stale.
+	bufMu sync.Mutex
+	bufs  []srqBuf
 
 	mu   sync.Mutex
 	subs map[uint32]*subscription
 }
 
-type subscription struct {
-	owner      *sharedCQs
-	group      *cqGroup
-	qpn        uint32
-	send, recv chan fabric.WC
+// srqBuf is the state of one SRQ buffer.
+type srqBuf struct {
+	gen   uint32
+	state uint8
 }
 
-// newSharedCQs sizes groups so a group's receive CQ holds every receive
-// its clients can have outstanding. With srqPool set, groups also get an
-// SRQ of one buffer per client of the group, which max_srq_wr bounds too.
-func newSharedCQs(dev fabric.Device, pd fabric.PD, maxClients int, srqPool *memPool) *sharedCQs {
-	per := dev.Caps().MaxCQE / QPMaxRecvWR
+const (
+	bufPosted  = iota // in the SRQ, awaiting a message
+	bufHeld           // a router or a client's pending echo holds it
+	bufSending        // an echo is being sent from it
+)
+
+// wrID names buffer k's posting number gen in a work request.
+func wrID(k int, gen uint32) uint64 { return uint64(gen)<<32 | uint64(uint32(k)) }
+
+type subscription struct {
+	owner *sharedCQs
+	group *cqGroup
+	qpn   uint32
+	// shared-cq and pool modes: the client's echo goroutine reads its
+	// completions here.
+	send, recv chan fabric.WC
+	// srq mode: the client whose messages the routers echo.
+	c *conn
+}
+
+// groupSize is how many clients share a CQ pair: a group's receive CQ
+// holds every receive its clients can have outstanding (in srq mode fewer
+// can be: at most the SRQ's buffers).
+func groupSize(caps fabric.Caps, maxClients int) int {
+	per := caps.MaxCQE / QPMaxRecvWR
 	if per <= 0 || per > maxClients {
 		per = maxClients
 	}
-	if srqPool != nil {
-		if w := dev.Caps().MaxSRQWR; w > 0 && per > w {
-			per = w
-		}
+	return per
+}
+
+// srqDepth is the number of receive buffers of each group's SRQ: want (or
+// DefaultSRQDepth), at most one per client of the group and max_srq_wr.
+func srqDepth(caps fabric.Caps, perGroup, want int) int {
+	if want <= 0 {
+		want = DefaultSRQDepth
 	}
+	d := min(want, perGroup)
+	if caps.MaxSRQWR > 0 {
+		d = min(d, caps.MaxSRQWR)
+	}
+	return d
+}
+
+// newSharedCQs prepares groups of perGroup clients. With srqPool set
+// (srq mode) each group also gets an SRQ of depth buffers of the pool.
+func newSharedCQs(dev fabric.Device, pd fabric.PD, maxClients, perGroup int, srqPool *memPool, depth int) *sharedCQs {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &sharedCQs{dev: dev, pd: pd, pool: srqPool, perGroup: per, max: maxClients, ctx: ctx, cancel: cancel}
+	return &sharedCQs{dev: dev, pd: pd, pool: srqPool, perGroup: perGroup, depth: depth, max: maxClients,
+		ctx: ctx, cancel: cancel}
 }
 
 // subscribe returns a slot in a group with room, creating one if needed.
@@ -87,14 +128,17 @@ func (s *sharedCQs) subscribe() (*subscription, error) {
 		go s.route(g, g.recv, false)
 	}
 	g.users++
-	return &subscription{owner: s, group: g,
-		send: make(chan fabric.WC, QPMaxSendWR), recv: make(chan fabric.WC, QPMaxRecvWR)}, nil
+	sub := &subscription{owner: s, group: g}
+	if g.srq == nil {
+		sub.send, sub.recv = make(chan fabric.WC, QPMaxSendWR), make(chan fabric.WC, QPMaxRecvWR)
+	}
+	return sub, nil
 }
 
 // newGroup creates group number idx: its CQs and, in srq mode, its SRQ
-// stocked with the group's receive buffers. A new group is created only
-// when every earlier one is full, so group idx never holds more than the
-// clients beyond idx × perGroup, and its buffers cover them.
+// stocked with the group's buffers. A new group is created only when
+// every earlier one is full, so there are at most ⌈max/perGroup⌉ groups,
+// and the pool holds depth buffers for each.
 func (s *sharedCQs) newGroup(idx int) (*cqGroup, error) {
 	send, err := s.dev.CreateCQ(s.perGroup * QPMaxSendWR)
 	if err != nil {
@@ -107,20 +151,21 @@ func (s *sharedCQs) newGroup(idx int) (*cqGroup, error) {
 	}
 	g := &cqGroup{send: send, recv: recv, subs: map[uint32]*subscription{}}
 	if s.pool != nil {
-		g.bufLo = idx * s.perGroup
-		g.bufHi = min(g.bufLo+s.perGroup, s.max)
-		if g.bufHi <= g.bufLo {
+		g.bufLo = idx * s.depth
+		g.bufHi = g.bufLo + s.depth
+		if total := len(s.pool.mr.Buf()) / s.pool.msg; g.bufHi > total {
 			recv.Destroy()
 			send.Destroy()
-			return nil, fmt.Errorf("shared receive queue: group %d starts beyond the pool's %d buffers", idx, s.max)
+			return nil, fmt.Errorf("shared receive queue: group %d starts beyond the pool's %d buffers", idx, total)
 		}
-		if g.srq, err = s.pd.CreateSRQ(g.bufHi-g.bufLo, 1); err != nil {
+		if g.srq, err = s.pd.CreateSRQ(s.depth, 1); err != nil {
 			recv.Destroy()
 			send.Destroy()
 			return nil, fmt.Errorf("shared receive queue: %w", err)
 		}
+		g.bufs = make([]srqBuf, s.depth)
 		for k := g.bufLo; k < g.bufHi; k++ {
-			if err = s.repost(g, k); err != nil {
+			if err = s.post(g, k); err != nil {
 				g.srq.Destroy()
 				recv.Destroy()
 				send.Destroy()
@@ -131,26 +176,59 @@ func (s *sharedCQs) newGroup(idx int) (*cqGroup, error) {
 	return g, nil
 }
 
-// repost gives SRQ buffer k back to group g's SRQ.
-func (s *sharedCQs) repost(g *cqGroup, k int) error {
-	return g.srq.PostRecv(uint64(k), s.pool.mr, s.pool.recvOff(k), s.pool.msg)
+// post gives buffer k, which the caller holds, back to group g's SRQ.
+func (s *sharedCQs) post(g *cqGroup, k int) error {
+	g.bufMu.Lock()
+	b := &g.bufs[k-g.bufLo]
+	b.gen++
+	b.state = bufPosted
+	id := wrID(k, b.gen)
+	g.bufMu.Unlock()
+	return g.srq.PostRecv(id, s.pool.mr, s.pool.bufOff(k), s.pool.msg)
 }
 
-// owns reports whether wrID names one of g's SRQ buffers.
-func (g *cqGroup) owns(wrID uint64) bool {
-	return wrID >= uint64(g.bufLo) && wrID < uint64(g.bufHi)
+// claim takes the buffer that work request id names from state want to
+// held; false if id is not that buffer's current posting in that state.
+func (g *cqGroup) claim(id uint64, want uint8) (int, bool) {
+	k, gen := int(uint32(id)), uint32(id>>32)
+	if k < g.bufLo || k >= g.bufHi {
+		return 0, false
+	}
+	g.bufMu.Lock()
+	defer g.bufMu.Unlock()
+	b := &g.bufs[k-g.bufLo]
+	if b.state != want || b.gen != gen {
+		return 0, false
+	}
+	b.state = bufHeld
+	return k, true
 }
 
-func (sub *subscription) bind(qpn uint32) {
+// sending marks held buffer k as the source of an echo and returns the
+// send's wrID (never 0).
+func (g *cqGroup) sending(k int) uint64 {
+	g.bufMu.Lock()
+	defer g.bufMu.Unlock()
+	b := &g.bufs[k-g.bufLo]
+	b.gen++
+	b.state = bufSending
+	return wrID(k, b.gen)
+}
+
+// bind routes the completions of QP qpn to the subscription (and, in srq
+// mode, to client c).
+func (sub *subscription) bind(qpn uint32, c *conn) {
 	sub.qpn = qpn
 	sub.group.mu.Lock()
+	if sub.group.srq != nil {
+		sub.c = c
+	}
 	sub.group.subs[qpn] = sub
 	sub.group.mu.Unlock()
 }
 
 // unsubscribe removes the client from its group. Call it after the QP is
-// destroyed: in srq mode the SRQ buffers of receives routed to the client
-// but never handled go back to the SRQ here.
+// destroyed.
 func (sub *subscription) unsubscribe() {
 	g := sub.group
 	g.mu.Lock()
@@ -158,38 +236,43 @@ func (sub *subscription) unsubscribe() {
 		delete(g.subs, sub.qpn)
 	}
 	g.mu.Unlock()
-	if g.srq != nil {
-		// The router delivers only under g.mu to subscribed QPs, so
-		// nothing more arrives here.
-		for drained := false; !drained; {
-			select {
-			case wc := <-sub.recv:
-				sub.owner.release(g, wc)
-			default:
-				drained = true
-			}
-		}
-	}
 	sub.owner.mu.Lock()
 	g.users--
 	sub.owner.mu.Unlock()
 }
 
-// release reposts the SRQ buffer of a receive completion nobody handles.
-func (s *sharedCQs) release(g *cqGroup, wc fabric.WC) {
-	if g.owns(wc.WRID) {
-		s.repost(g, int(wc.WRID))
-	}
+// lookup is the subscription of QP qpn in g, or nil.
+func (g *cqGroup) lookup(qpn uint32) *subscription {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.subs[qpn]
 }
 
-// route drains one shared CQ in batches and hands each completion to its
-// QP's subscriber. Completions of QPs already gone are dropped; in srq
-// mode their receive buffers go back to the SRQ, as do those of a client
-// that sent more than it may have outstanding (its message is dropped).
+// clients lists the srq-mode clients subscribed in any group.
+func (s *sharedCQs) clients() []*conn {
+	s.mu.Lock()
+	groups := slices.Clone(s.groups)
+	s.mu.Unlock()
+	var cs []*conn
+	for _, g := range groups {
+		g.mu.Lock()
+		for _, sub := range g.subs {
+			if sub.c != nil {
+				cs = append(cs, sub.c)
+			}
+		}
+		g.mu.Unlock()
+	}
+	return cs
+}
+
+// route drains one shared CQ in batches. In srq mode it runs the echo of
+// each completion (received, sent); otherwise it hands each completion to
+// its QP's subscriber. Completions of QPs already gone are dropped; in
+// srq mode their buffers go back to the SRQ.
 func (s *sharedCQs) route(g *cqGroup, cq fabric.CQ, send bool) {
 	defer s.wg.Done()
 	wcs := make([]fabric.WC, 64)
-	var orphans []fabric.WC
 	for {
 		n, err := cq.Poll(wcs)
 		if err != nil {
@@ -209,14 +292,20 @@ func (s *sharedCQs) route(g *cqGroup, cq fabric.CQ, send bool) {
 				continue
 			}
 		}
-		orphans = orphans[:0]
+		if g.srq != nil {
+			for _, wc := range wcs[:n] {
+				if send {
+					s.sent(g, wc)
+				} else {
+					s.received(g, wc)
+				}
+			}
+			continue
+		}
 		g.mu.Lock()
 		for _, wc := range wcs[:n] {
 			sub := g.subs[wc.QPN]
 			if sub == nil {
-				if !send {
-					orphans = append(orphans, wc)
-				}
 				continue
 			}
 			ch := sub.recv
@@ -226,20 +315,39 @@ func (s *sharedCQs) route(g *cqGroup, cq fabric.CQ, send bool) {
 			select {
 			case ch <- wc:
 			default:
-				// Own RQ: cannot happen, at most QPMax*WR outstanding per
-				// QP. SRQ: a client that did not wait for its echo.
-				if !send {
-					orphans = append(orphans, wc)
-				}
+				// Cannot happen: at most QPMax*WR outstanding per QP.
 			}
 		}
 		g.mu.Unlock()
-		if g.srq != nil {
-			for _, wc := range orphans {
-				s.release(g, wc)
-			}
-		}
 	}
+}
+
+// received is a receive completion in srq mode: the message is in the SRQ
+// buffer its wrID names, and the client is the one its QPN names.
+func (s *sharedCQs) received(g *cqGroup, wc fabric.WC) {
+	k, ok := g.claim(wc.WRID, bufPosted)
+	if !ok {
+		return // not a posting of this group's SRQ
+	}
+	if sub := g.lookup(wc.QPN); sub != nil && sub.c != nil {
+		sub.c.received(wc, k)
+		return
+	}
+	s.post(g, k) // the QP is gone: only the buffer is left to return
+}
+
+// sent is a send completion in srq mode: the echo's buffer goes back to
+// the SRQ, unless the client's departure took it back already.
+func (s *sharedCQs) sent(g *cqGroup, wc fabric.WC) {
+	k, ok := g.claim(wc.WRID, bufSending)
+	if !ok {
+		return // stale: the buffer was reclaimed when its client left
+	}
+	if sub := g.lookup(wc.QPN); sub != nil && sub.c != nil {
+		sub.c.sent(wc, k)
+		return
+	}
+	s.post(g, k)
 }
 
 // close stops the routers and destroys the groups' SRQs and CQs; every

@@ -3,28 +3,43 @@ package server_test
 import (
 	"context"
 	"os"
+	"reflect"
 	"runtime"
 	"testing"
-
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/collectors"
+	"github.com/rdmaprobe/rdmaprobe/server"
 )
 
 // Repeated points leak nothing: 50 cycles of 200 clients that connect,
 // verify round trips and leave. After each cycle the server has released
 // every client; the test reports the growth of goroutines, open files,
 // threads, heap, RSS (sampled by the collectors) and fabric objects from
-// cycle 10 to cycle 50 and fails if any grows beyond noise.
+// cycle 10 to cycle 50 and fails if any grows beyond noise. It runs in
+// per-client mode (a goroutine per client) and in srq mode (the routers
+// echo, the watcher releases).
 func TestSoakNoGrowth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("soak: 50 cycles of 200 clients")
 	}
+	for _, mode := range []string{server.ModePerClient, server.ModeSRQ} {
+		t.Run(mode, func(t *testing.T) { soak(t, mode) })
+	}
+}
+
+func soak(t *testing.T, mode string) {
 	const cycles, clients, warm = 50, 200, 10
 	// Timeouts for legitimate clients on a busy machine, not the short
 	// ones that drop stalled peers.
-	h := newHarnessWith(t, clients, 30*time.Second, 30*time.Second)
+	h := newHarnessOpts(t, clients, harnessOpts{mode: mode, handshake: 30 * time.Second, exchange: 30 * time.Second})
+	// With no client connected the server holds its baseline, and in srq
+	// mode the one group of 200 clients (its CQs and SRQ) it keeps.
+	idle := h.baseline
+	if mode == server.ModeSRQ {
+		idle = plus(h.baseline, 1, map[string]int{"cq": 2, "srq": 1})
+	}
 	ctx := context.Background()
 	type reading struct {
 		goroutines, fds, threads int
@@ -58,7 +73,7 @@ func TestSoakNoGrowth(t *testing.T) {
 		client.CloseAll(conns)
 		eventually(t, "the cycle's clients are released", func() bool {
 			st := h.srv.Stats()
-			return st.Released == st.Connected && h.inUseIsBaseline()
+			return st.Released == st.Connected && reflect.DeepEqual(h.inUse(), idle)
 		})
 		if i == warm {
 			at10 = read()
@@ -77,9 +92,10 @@ func TestSoakNoGrowth(t *testing.T) {
 	if end.heap > at10.heap+4<<20 {
 		t.Errorf("heap grew %d KiB over %d clients", (end.heap-at10.heap)/1024, (cycles-warm)*clients)
 	}
-	for k, v := range end.inUse {
-		if v != h.baseline[k] {
-			t.Errorf("fabric %s: %d in use, baseline %d", k, v, h.baseline[k])
-		}
+	if want := idle; !reflect.DeepEqual(end.inUse, want) {
+		t.Errorf("fabric: %v in use, want %v", end.inUse, want)
+	}
+	if posted, total := h.srv.SRQBuffers(); posted != total {
+		t.Errorf("%d of %d SRQ buffers posted with no client connected", posted, total)
 	}
 }

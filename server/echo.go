@@ -1,0 +1,204 @@
+package server
+
+import (
+	"fmt"
+	"net"
+
+	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/hangup"
+	"github.com/rdmaprobe/rdmaprobe/payload"
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// The event-driven echo of srq mode. A connected client has no goroutine:
+// its group's receive router calls received for each message (verify it
+// in the SRQ buffer, send the echo from that buffer), the send router
+// calls sent when an echo has gone (the buffer goes back to the SRQ), and
+// the departure watcher calls release when the client leaves. c.mu
+// serialises the three for one client.
+
+// maxPending bounds the verified messages of one client that wait for a
+// free send slot (its QP has QPMaxSendWR). A client waits for each echo
+// before sending again, but the send completion of echo i may be routed
+// after the receive completion of message i+1 (they are on different
+// CQs); a client with more outstanding than QPMaxSendWR + maxPending
+// breaks the protocol and is dropped.
+const maxPending = 2
+
+type pendingEcho struct{ buf, n int }
+
+// received handles the receive completion of SRQ buffer k, which the
+// caller claimed for c.
+func (c *conn) received(wc fabric.WC, k int) {
+	sh, g := c.s.shared, c.sub.group
+	var err error
+	c.mu.Lock()
+	if !c.released {
+		var n int
+		if n, err = c.verify(wc, k); err == nil {
+			if c.npending == maxPending {
+				err = fmt.Errorf("message with %d echoes outstanding: the client does not wait for its echoes", QPMaxSendWR+maxPending)
+			} else {
+				c.pending[c.npending] = pendingEcho{k, n}
+				c.npending++
+				k = -1 // the pending list holds it
+				err = c.echoLocked()
+			}
+		}
+		if err != nil {
+			c.s.fail(result.OutcomeMessage, err)
+		}
+	}
+	c.mu.Unlock()
+	if k >= 0 {
+		sh.post(g, k)
+	}
+	if err != nil {
+		c.release()
+	}
+}
+
+// sent handles the send completion of the echo from buffer k, which the
+// caller claimed for c.
+func (c *conn) sent(wc fabric.WC, k int) {
+	sh, g := c.s.shared, c.sub.group
+	var err error
+	c.mu.Lock()
+	if !c.released {
+		found := false
+		for i, id := range c.inflight {
+			if id == wc.WRID {
+				c.inflight[i], found = 0, true
+				break
+			}
+		}
+		if found {
+			if wc.Status != fabric.WCSuccess {
+				err = &fabric.WCError{Op: "send", Status: wc.Status}
+			} else {
+				err = c.echoLocked()
+			}
+			if err != nil {
+				c.s.fail(result.OutcomeMessage, err)
+			}
+		}
+	}
+	c.mu.Unlock()
+	sh.post(g, k)
+	if err != nil {
+		c.release()
+	}
+}
+
+// verify checks a received payload where it landed, in SRQ buffer k, and
+// returns its length.
+func (c *conn) verify(wc fabric.WC, k int) (int, error) {
+	if wc.Status != fabric.WCSuccess {
+		return 0, &fabric.WCError{Op: "recv", Status: wc.Status}
+	}
+	n := min(max(wc.ByteLen, 0), c.s.cfg.MsgSize)
+	if _, err := payload.Check(c.s.pool.buf(k, n)); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// echoLocked sends the pending messages back, oldest first, while the QP
+// has a free send slot. The echo goes out of the buffer the message
+// arrived in; the buffer returns to the SRQ when the send completes.
+func (c *conn) echoLocked() error {
+	g, pool := c.sub.group, c.s.pool
+	for c.npending > 0 {
+		slot := -1
+		for i, id := range c.inflight {
+			if id == 0 {
+				slot = i
+				break
+			}
+		}
+		if slot < 0 {
+			return nil
+		}
+		p := c.pending[0]
+		id := g.sending(p.buf)
+		if err := c.qp.PostSend(id, pool.mr, pool.bufOff(p.buf), p.n); err != nil {
+			return err // the buffer stays pending; release returns it
+		}
+		c.inflight[slot] = id
+		copy(c.pending[:], c.pending[1:c.npending])
+		c.npending--
+	}
+	return nil
+}
+
+// adopt hands a connected srq-mode client over to the routers and the
+// departure watcher, after which raw belongs to c. False if c was
+// released already (its first message failed): the caller closes raw.
+func (s *Server) adopt(c *conn, raw net.Conn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released {
+		return false
+	}
+	c.raw = raw
+	// The watcher may call release at once, from its goroutine: it waits
+	// for c.mu until unwatch is set.
+	if hc, ok := raw.(hangup.Conn); ok {
+		if stop, err := s.hangups.Watch(hc, c.release); err == nil {
+			c.unwatch = stop
+			return true
+		}
+	}
+	// Not a socket (or the watcher refused it): a goroutine reads instead.
+	s.readers.Add(1)
+	go func() {
+		defer s.readers.Done()
+		var b [1]byte
+		raw.Read(b[:])
+		c.release()
+	}()
+	return true
+}
+
+// release frees everything the client holds: its QP and group slot, its
+// buffers (SRQ buffers of echoes in flight or pending go back to the
+// SRQ), its admission, and in srq mode its socket. It runs once, whoever
+// calls it first: the handler (failed setup, or the echo goroutine of the
+// other modes ended), a router (a message failed), the watcher (the client
+// left) or Serve's shutdown.
+func (c *conn) release() {
+	c.mu.Lock()
+	if c.released {
+		c.mu.Unlock()
+		return
+	}
+	c.released = true
+	inflight, pending := c.inflight, c.pending[:c.npending]
+	c.npending = 0
+	unwatch, raw := c.unwatch, c.raw
+	c.mu.Unlock()
+
+	c.destroy() // the QP first: nothing reads or writes the buffers after
+	if sh := c.s.shared; sh != nil && sh.pool != nil && c.sub != nil {
+		g := c.sub.group
+		for _, id := range inflight {
+			if id == 0 {
+				continue
+			}
+			// Unless the send router took it first (and returns it).
+			if k, ok := g.claim(id, bufSending); ok {
+				sh.post(g, k)
+			}
+		}
+		for _, p := range pending {
+			sh.post(g, p.buf)
+		}
+	}
+	if unwatch != nil {
+		unwatch()
+	}
+	if raw != nil {
+		raw.Close()
+	}
+	c.s.active.Add(-1)
+}
