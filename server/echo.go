@@ -10,12 +10,13 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
-// The event-driven echo of srq mode. A connected client has no goroutine:
-// its group's receive router calls received for each message (verify it
-// in the SRQ buffer, send the echo from that buffer), the send router
-// calls sent when an echo has gone (the buffer goes back to the SRQ), and
-// the departure watcher calls release when the client leaves. c.mu
-// serialises the three for one client.
+// The event-driven echo of the pool and srq modes. A connected client has
+// no goroutine: its group's receive router calls received (srq: verify the
+// message in its SRQ buffer, send the echo from that buffer) or
+// receivedOwn (pool: verify it in the client's receive slot, copy it to
+// the send slot, repost the receive, send), the send router calls sent or
+// sentOwn when an echo has gone, and the departure watcher calls release
+// when the client leaves. c.mu serialises them for one client.
 
 // maxPending bounds the verified messages of one client that wait for a
 // free send slot (its QP has QPMaxSendWR). A client waits for each echo
@@ -131,7 +132,75 @@ func (c *conn) echoLocked() error {
 	return nil
 }
 
-// adopt hands a connected srq-mode client over to the routers and the
+// receivedOwn handles a receive completion of a pool-mode client: the
+// message is in its receive slot, where the QP's own receive queue put it.
+func (c *conn) receivedOwn(wc fabric.WC) {
+	var err error
+	c.mu.Lock()
+	if !c.released {
+		if wc.Status != fabric.WCSuccess {
+			err = &fabric.WCError{Op: "recv", Status: wc.Status}
+		} else {
+			n := min(max(wc.ByteLen, 0), c.s.cfg.MsgSize)
+			if _, err = payload.Check(c.recvMR.Buf()[c.recvOff : c.recvOff+n]); err == nil {
+				// Held in the receive slot until the send slot is free;
+				// the client's next message waits (RNR) until then.
+				c.pending[0], c.npending = pendingEcho{n: n}, 1
+				err = c.echoOwnLocked()
+			}
+		}
+		if err != nil {
+			c.s.fail(result.OutcomeMessage, err)
+		}
+	}
+	c.mu.Unlock()
+	if err != nil {
+		c.release()
+	}
+}
+
+// sentOwn handles a send completion of a pool-mode client.
+func (c *conn) sentOwn(wc fabric.WC) {
+	var err error
+	c.mu.Lock()
+	if !c.released && wc.WRID != 0 && wc.WRID == c.inflight[0] {
+		c.inflight[0] = 0
+		if wc.Status != fabric.WCSuccess {
+			err = &fabric.WCError{Op: "send", Status: wc.Status}
+		} else {
+			err = c.echoOwnLocked()
+		}
+		if err != nil {
+			c.s.fail(result.OutcomeMessage, err)
+		}
+	}
+	c.mu.Unlock()
+	if err != nil {
+		c.release()
+	}
+}
+
+// echoOwnLocked echoes the message held in the receive slot if the send
+// slot is free: copy, repost the receive, send.
+func (c *conn) echoOwnLocked() error {
+	if c.npending == 0 || c.inflight[0] != 0 {
+		return nil
+	}
+	n := c.pending[0].n
+	c.npending = 0
+	copy(c.sendMR.Buf()[c.sendOff:c.sendOff+n], c.recvMR.Buf()[c.recvOff:c.recvOff+n])
+	if err := c.qp.PostRecv(0, c.recvMR, c.recvOff, c.s.cfg.MsgSize); err != nil {
+		return err
+	}
+	c.sends++
+	if err := c.qp.PostSend(c.sends, c.sendMR, c.sendOff, n); err != nil {
+		return err
+	}
+	c.inflight[0] = c.sends
+	return nil
+}
+
+// adopt hands a connected pool- or srq-mode client over to the routers and the
 // departure watcher, after which raw belongs to c. False if c was
 // released already (its first message failed): the caller closes raw.
 func (s *Server) adopt(c *conn, raw net.Conn) bool {
@@ -161,8 +230,8 @@ func (s *Server) adopt(c *conn, raw net.Conn) bool {
 }
 
 // release frees everything the client holds: its QP and group slot, its
-// buffers (SRQ buffers of echoes in flight or pending go back to the
-// SRQ), its admission, and in srq mode its socket. It runs once, whoever
+// buffers (pool slot; SRQ buffers of echoes in flight or pending go back
+// to the SRQ), its admission, and in pool and srq modes its socket. It runs once, whoever
 // calls it first: the handler (failed setup, or the echo goroutine of the
 // other modes ended), a router (a message failed), the watcher (the client
 // left) or Serve's shutdown.

@@ -16,17 +16,24 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/server"
 )
 
-// The srq server holds its connected clients without a goroutine each:
-// the routers echo and the hangup watcher notices departures. With n
-// clients connected (each after its verified round trips) the process has
-// a handful of goroutines more than before, not n; every client is still
-// served, released when it leaves, and its SRQ buffers come back.
-func TestSRQNoGoroutinePerClient(t *testing.T) {
+// The srq and pool servers hold their connected clients without a
+// goroutine each: the routers echo and the hangup watcher notices
+// departures. With n clients connected (each after its verified round
+// trips) the process has a handful of goroutines more than before, not
+// n; every client is still served, released when it leaves, and in srq
+// mode its SRQ buffers come back.
+func TestNoGoroutinePerClient(t *testing.T) {
+	for _, mode := range []string{server.ModeSRQ, server.ModePool} {
+		t.Run(mode, func(t *testing.T) { noGoroutinePerClient(t, mode) })
+	}
+}
+
+func noGoroutinePerClient(t *testing.T, mode string) {
 	n := 500
 	if timeScale > 1 {
 		n = 100 // the TCG guest: handshakes cost ~15x
 	}
-	h := newHarnessOpts(t, n+1, harnessOpts{mode: server.ModeSRQ, rounds: 3,
+	h := newHarnessOpts(t, n+1, harnessOpts{mode: mode, rounds: 3,
 		handshake: 30 * time.Second, exchange: 30 * time.Second})
 	ctx := context.Background()
 	// One client first, so the group's routers and the fabric's wire
@@ -68,7 +75,7 @@ func TestSRQNoGoroutinePerClient(t *testing.T) {
 	})
 	eventually(t, "every SRQ buffer is posted again", func() bool {
 		posted, total := h.srv.SRQBuffers()
-		return posted == total && total > 0
+		return posted == total && (total > 0) == (mode == server.ModeSRQ)
 	})
 }
 
@@ -213,19 +220,26 @@ func expectDroppedPeer(t *testing.T, h *harness, p *rdmaPeer, failures int) {
 	})
 	eventually(t, "every SRQ buffer is posted again", func() bool {
 		posted, total := h.srv.SRQBuffers()
-		return posted == total && total > 0
+		return posted == total
 	})
 	p.close()
-	// What is left is the group the peer was in: its CQs and SRQ.
-	left := plus(h.baseline, 1, map[string]int{"cq": 2, "srq": 1})
+	// What is left is the group the peer was in: its CQs (and SRQ).
+	left := plus(h.baseline, 1, modeCosts[h.mode].perGroup)
 	eventually(t, "the device holds only the server's group", func() bool { return reflect.DeepEqual(h.inUse(), left) })
 }
 
-// In srq mode the routers still verify every payload: a good message
-// comes back, a corrupted one ends the client (counted as a message
-// failure), and its buffer goes back to the SRQ.
-func TestSRQBadPayload(t *testing.T) {
-	h := newHarnessOpts(t, 4, harnessOpts{mode: server.ModeSRQ})
+// With the routers echoing (pool and srq modes) every payload is still
+// verified: a good message comes back, a corrupted one ends the client
+// (counted as a message failure), and in srq mode its buffer goes back to
+// the SRQ.
+func TestBadPayload(t *testing.T) {
+	for _, mode := range []string{server.ModeSRQ, server.ModePool} {
+		t.Run(mode, func(t *testing.T) { badPayload(t, mode) })
+	}
+}
+
+func badPayload(t *testing.T, mode string) {
+	h := newHarnessOpts(t, 4, harnessOpts{mode: mode})
 	p := newRDMAPeer(h, 1)
 	p.sendMsg(1, false)
 	wc := p.echo()
@@ -268,4 +282,40 @@ func TestSRQClientNotWaiting(t *testing.T) {
 	}
 	p.sendMsg(server.QPMaxSendWR+3, false)
 	expectDroppedPeer(t, h, p, 1)
+}
+
+// Pool mode has no pending list to overflow: a client that takes no
+// echoes has one echo in flight (waiting on RNR at the client) and one
+// verified message held in its receive slot; its next message waits (RNR)
+// at the server. When it leaves it is released like any other, not
+// counted as a failure, and its slot serves the next client.
+func TestPoolClientNotWaiting(t *testing.T) {
+	h := newHarnessOpts(t, 1, harnessOpts{mode: server.ModePool})
+	p := newRDMAPeer(h, 0)
+	p.sendMsg(1, false)
+	p.sendMsg(2, false)
+	payload.Fill(p.send.Buf(), 3, p.size)
+	if err := p.qp.PostSend(3, p.send, 0, p.size); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond * timeScale)
+	if st := h.srv.Stats(); st.Released != 0 || len(st.Failures) != 0 {
+		t.Fatalf("peer dropped: %+v", st)
+	}
+	// Message 2 still fills the server's receive slot: 3 is not taken.
+	var wcs [4]fabric.WC
+	if n, err := p.cq.Poll(wcs[:]); err != nil || n != 0 {
+		t.Fatalf("peer's CQ: %d completions %v, %v; want none (message 3 waiting on RNR)", n, wcs[:n], err)
+	}
+	p.tc.Close()
+	eventually(t, "the peer is released", func() bool {
+		st := h.srv.Stats()
+		return st.Released == 1 && len(st.Failures) == 0
+	})
+	p.close()
+	c := h.connectOK(context.Background(), 1)
+	c.Close()
+	eventually(t, "every client is released", func() bool {
+		return h.srv.Stats().Released == 2 && reflect.DeepEqual(h.inUse(), plus(h.baseline, 1, modeCosts[server.ModePool].perGroup))
+	})
 }

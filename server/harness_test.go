@@ -33,6 +33,7 @@ type harness struct {
 	// device (nothing when the clients have a device of their own).
 	clientConn map[string]int
 	rounds     int
+	mode       string
 	addr       string
 	serverPair certs.Pair
 	clientPair certs.Pair
@@ -92,7 +93,7 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 	}
 	handshake, exchange := o.handshake, o.exchange
 	fab := testFabric(t, o.simCaps)
-	h := &harness{t: t, inUse: fab.inUse, served: make(chan error, 1), clientConn: fab.clientConn, rounds: o.rounds}
+	h := &harness{t: t, inUse: fab.inUse, served: make(chan error, 1), clientConn: fab.clientConn, rounds: o.rounds, mode: o.mode}
 	pre := h.inUse()
 	var err error
 	if h.serverPair, err = certs.SelfSigned(); err != nil {

@@ -30,24 +30,35 @@
 //
 // # How a connected client is served
 //
-// per-client, shared-cq and pool: a goroutine per client runs the echo
-// loop (await a receive, verify, copy to the send buffer, repost, send,
-// await the send) until the client leaves; its stack, grown by the TLS
-// handshake, is most of what such a client costs in server memory.
+// per-client and shared-cq (the predecessor's layout, kept as it was): a
+// goroutine per client runs the echo loop (await a receive, verify, copy
+// to the send buffer, repost, send, await the send) until the client
+// leaves; its stack, grown by the TLS handshake, is most of what such a
+// client costs in server memory besides its buffers.
 //
-// srq: no goroutine per client. The handler returns once the client is
-// connected; the group's receive router takes each receive completion,
+// pool and srq: no goroutine per client. The handler returns once the
+// client is connected, and the group's CQ routers run the echo; the
+// client's departure (the hangup watcher) releases it, and Serve's
+// shutdown stops the watcher and releases the clients still connected.
+// A client's mutex serialises its completions with its release. A payload
+// that fails verification, or a failed echo, ends the client (a "message"
+// failure), as in the other modes.
+//
+// pool: the receive router verifies the message in the client's receive
+// slot and, if the client's send slot is free, copies it there, reposts
+// the receive and sends; otherwise the message stays in the receive slot
+// until the send router sees the previous echo complete (an echo's send
+// completion may be routed after the next message's receive), and the
+// client's next message waits (RNR) meanwhile.
+//
+// srq: the group's receive router takes each receive completion,
 // finds the client by WC.QPN and the SRQ buffer by WC.WRID, verifies the
 // payload there and sends the echo out of that same buffer (no copy);
 // the send router returns the buffer to the SRQ when the echo's send
-// completes. The client's departure (the hangup watcher) releases it:
-// QP destroyed, then the buffers of its echoes in flight go back to the
-// SRQ. A client's mutex serialises its completions with its release, and
-// every buffer posting carries a generation in its wrID, so a completion
-// that surfaces after its client's release took the buffer back is
-// recognised as stale. Serve's shutdown stops the watcher and releases the
-// clients still connected. A payload that fails verification, or a failed
-// echo, ends the client (a "message" failure), as in the other modes.
+// completes. Release destroys the QP, then returns the buffers of the
+// client's echoes in flight to the SRQ; every buffer posting carries a
+// generation in its wrID, so a completion that surfaces after release
+// took its buffer back is recognised as stale.
 //
 // The SRQ buffers are sized to what can be in flight, not to N: a client
 // has one message outstanding during its round trips and none once
@@ -76,6 +87,8 @@
 //
 // Server memory (RSS growth per connected client), `rdmaprobe ramp
 // --backend sim --clients 15000 --procs 2 --mode X`: per-client 31–33 KB;
+// pool 35.6 KB with a goroutine per client, 21.4 KB event-driven (its
+// 2·N·M pool is Go heap on sim and raises the GC's heap goal);
 // srq 35 KB with a goroutine, a send slot per client and N SRQ buffers,
 // 5.5–6.0 KB event-driven with D = 1024. On rxe0 in the guest (2000
 // clients, the QPs' rings mapped into the process included) srq went
@@ -110,7 +123,8 @@ const (
 	// per client.
 	ModeSharedCQ = "shared-cq"
 	// ModePool shares CQs and gives each client a send and a receive slot
-	// of one registered pool: 1 QP per client, no MR.
+	// of one registered pool: 1 QP per client, no MR, and no goroutine:
+	// the CQ routers echo.
 	ModePool = "pool"
 	// ModeSRQ shares CQs, one SRQ per CQ group for receives, and the pool:
 	// 1 QP without a receive queue per client, no CQ, no MR, and no
@@ -244,13 +258,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	per := groupSize(caps, cfg.MaxClients)
 	switch cfg.Mode {
 	case ModeSharedCQ:
-		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, nil, 0)
+		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, false, nil, 0)
 	case ModePool:
 		if s.pool, err = newMemPool(pd, caps, cfg.MaxClients, cfg.MsgSize); err != nil {
 			s.teardown()
 			return nil, err
 		}
-		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, nil, 0)
+		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, true, nil, 0)
 	case ModeSRQ:
 		depth := srqDepth(caps, per, cfg.SRQDepth)
 		groups := (cfg.MaxClients + per - 1) / per
@@ -258,7 +272,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			s.teardown()
 			return nil, err
 		}
-		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, s.pool, depth)
+		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, true, s.pool, depth)
 	}
 	lc := net.ListenConfig{}
 	ln, err := listen(ctx, lc, cfg.Listen, cfg.Backlog)
@@ -534,7 +548,7 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 	// be collected: any byte (the client's close_notify, or stray data) or
 	// EOF/reset means the client is gone.
 	tc = nil
-	if s.cfg.Mode == ModeSRQ {
+	if s.shared != nil && s.shared.events {
 		// The routers echo; the watcher (or shutdown) releases.
 		adopted = s.adopt(c, raw)
 		return
@@ -584,14 +598,17 @@ type conn struct {
 	qp               fabric.QP
 	sub              *subscription
 
-	// srq mode (echo.go): mu serialises the routers' echo with release.
+	// pool and srq modes (echo.go): mu serialises the routers' echo with
+	// release.
 	mu       sync.Mutex
 	released bool
-	inflight [QPMaxSendWR]uint64 // wrIDs of echoes being sent; 0 = free
+	inflight [QPMaxSendWR]uint64 // wrIDs of echoes being sent; 0 = free (pool: [0] only)
 	pending  [maxPending]pendingEcho
-	npending int
-	raw      net.Conn // the client's socket, once adopted
-	unwatch  func()
+	npending int    // pool: 1 while a verified message waits in the receive slot
+	sends    uint64 // pool: wrID of the last echo
+
+	raw     net.Conn // the client's socket, once adopted
+	unwatch func()
 }
 
 func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {

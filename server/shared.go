@@ -10,13 +10,15 @@ import (
 )
 
 // sharedCQs hands out CQ pairs shared by up to perGroup clients each and
-// routes their completions by QPN. In shared-cq and pool modes a router
-// hands each completion to its client's echo goroutine; in srq mode each
-// group also has one shared receive queue stocked with depth buffers of
-// the memory pool, and the routers run the echo themselves (see echo.go).
+// routes their completions by QPN. In shared-cq mode a router hands each
+// completion to its client's echo goroutine; in pool and srq modes
+// (events) the routers run the echo themselves (see echo.go). In srq mode
+// each group also has one shared receive queue stocked with depth buffers
+// of the memory pool.
 type sharedCQs struct {
 	dev      fabric.Device
 	pd       fabric.PD
+	events   bool     // pool and srq modes: the routers echo
 	pool     *memPool // srq mode: where the SRQ buffers live; else nil
 	perGroup int
 	depth    int // srq mode: buffers per group's SRQ
@@ -67,10 +69,10 @@ type subscription struct {
 	owner *sharedCQs
 	group *cqGroup
 	qpn   uint32
-	// shared-cq and pool modes: the client's echo goroutine reads its
-	// completions here.
+	// shared-cq mode: the client's echo goroutine reads its completions
+	// here.
 	send, recv chan fabric.WC
-	// srq mode: the client whose messages the routers echo.
+	// pool and srq modes: the client whose messages the routers echo.
 	c *conn
 }
 
@@ -98,12 +100,13 @@ func srqDepth(caps fabric.Caps, perGroup, want int) int {
 	return d
 }
 
-// newSharedCQs prepares groups of perGroup clients. With srqPool set
-// (srq mode) each group also gets an SRQ of depth buffers of the pool.
-func newSharedCQs(dev fabric.Device, pd fabric.PD, maxClients, perGroup int, srqPool *memPool, depth int) *sharedCQs {
+// newSharedCQs prepares groups of perGroup clients. With events the
+// routers echo (pool and srq modes); with srqPool set (srq mode) each
+// group also gets an SRQ of depth buffers of the pool.
+func newSharedCQs(dev fabric.Device, pd fabric.PD, maxClients, perGroup int, events bool, srqPool *memPool, depth int) *sharedCQs {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &sharedCQs{dev: dev, pd: pd, pool: srqPool, perGroup: perGroup, depth: depth, max: maxClients,
-		ctx: ctx, cancel: cancel}
+	return &sharedCQs{dev: dev, pd: pd, events: events, pool: srqPool, perGroup: perGroup, depth: depth,
+		max: maxClients, ctx: ctx, cancel: cancel}
 }
 
 // subscribe returns a slot in a group with room, creating one if needed.
@@ -129,7 +132,7 @@ func (s *sharedCQs) subscribe() (*subscription, error) {
 	}
 	g.users++
 	sub := &subscription{owner: s, group: g}
-	if g.srq == nil {
+	if !s.events {
 		sub.send, sub.recv = make(chan fabric.WC, QPMaxSendWR), make(chan fabric.WC, QPMaxRecvWR)
 	}
 	return sub, nil
@@ -215,12 +218,12 @@ func (g *cqGroup) sending(k int) uint64 {
 	return wrID(k, b.gen)
 }
 
-// bind routes the completions of QP qpn to the subscription (and, in srq
-// mode, to client c).
+// bind routes the completions of QP qpn to the subscription (and, in
+// pool and srq modes, to client c).
 func (sub *subscription) bind(qpn uint32, c *conn) {
 	sub.qpn = qpn
 	sub.group.mu.Lock()
-	if sub.group.srq != nil {
+	if sub.owner.events {
 		sub.c = c
 	}
 	sub.group.subs[qpn] = sub
@@ -248,7 +251,7 @@ func (g *cqGroup) lookup(qpn uint32) *subscription {
 	return g.subs[qpn]
 }
 
-// clients lists the srq-mode clients subscribed in any group.
+// clients lists the pool- and srq-mode clients subscribed in any group.
 func (s *sharedCQs) clients() []*conn {
 	s.mu.Lock()
 	groups := slices.Clone(s.groups)
@@ -266,10 +269,10 @@ func (s *sharedCQs) clients() []*conn {
 	return cs
 }
 
-// route drains one shared CQ in batches. In srq mode it runs the echo of
-// each completion (received, sent); otherwise it hands each completion to
-// its QP's subscriber. Completions of QPs already gone are dropped; in
-// srq mode their buffers go back to the SRQ.
+// route drains one shared CQ in batches. In pool and srq modes it runs
+// the echo of each completion; in shared-cq mode it hands each
+// completion to its QP's subscriber. Completions of QPs already gone are
+// dropped; in srq mode their buffers go back to the SRQ.
 func (s *sharedCQs) route(g *cqGroup, cq fabric.CQ, send bool) {
 	defer s.wg.Done()
 	wcs := make([]fabric.WC, 64)
@@ -292,12 +295,26 @@ func (s *sharedCQs) route(g *cqGroup, cq fabric.CQ, send bool) {
 				continue
 			}
 		}
-		if g.srq != nil {
+		switch {
+		case g.srq != nil:
 			for _, wc := range wcs[:n] {
 				if send {
 					s.sent(g, wc)
 				} else {
 					s.received(g, wc)
+				}
+			}
+			continue
+		case s.events:
+			for _, wc := range wcs[:n] {
+				sub := g.lookup(wc.QPN)
+				if sub == nil || sub.c == nil {
+					continue // the QP is gone
+				}
+				if send {
+					sub.c.sentOwn(wc)
+				} else {
+					sub.c.receivedOwn(wc)
 				}
 			}
 			continue

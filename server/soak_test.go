@@ -18,13 +18,13 @@ import (
 // every client; the test reports the growth of goroutines, open files,
 // threads, heap, RSS (sampled by the collectors) and fabric objects from
 // cycle 10 to cycle 50 and fails if any grows beyond noise. It runs in
-// per-client mode (a goroutine per client) and in srq mode (the routers
-// echo, the watcher releases).
+// per-client mode (a goroutine per client) and in the pool and srq modes
+// (the routers echo, the watcher releases).
 func TestSoakNoGrowth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("soak: 50 cycles of 200 clients")
 	}
-	for _, mode := range []string{server.ModePerClient, server.ModeSRQ} {
+	for _, mode := range []string{server.ModePerClient, server.ModePool, server.ModeSRQ} {
 		t.Run(mode, func(t *testing.T) { soak(t, mode) })
 	}
 }
@@ -34,12 +34,9 @@ func soak(t *testing.T, mode string) {
 	// Timeouts for legitimate clients on a busy machine, not the short
 	// ones that drop stalled peers.
 	h := newHarnessOpts(t, clients, harnessOpts{mode: mode, handshake: 30 * time.Second, exchange: 30 * time.Second})
-	// With no client connected the server holds its baseline, and in srq
-	// mode the one group of 200 clients (its CQs and SRQ) it keeps.
-	idle := h.baseline
-	if mode == server.ModeSRQ {
-		idle = plus(h.baseline, 1, map[string]int{"cq": 2, "srq": 1})
-	}
+	// With no client connected the server holds its baseline, and in the
+	// pool and srq modes the one group of 200 clients it keeps.
+	idle := plus(h.baseline, 1, modeCosts[mode].perGroup)
 	ctx := context.Background()
 	type reading struct {
 		goroutines, fds, threads int
