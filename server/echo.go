@@ -74,14 +74,7 @@ func (c *conn) sent(wc fabric.WC, k int) {
 			}
 		}
 		if found {
-			if wc.Status != fabric.WCSuccess {
-				err = &fabric.WCError{Op: "send", Status: wc.Status}
-			} else {
-				err = c.echoLocked()
-			}
-			if err != nil {
-				c.s.fail(result.OutcomeMessage, err)
-			}
+			err = c.afterSendLocked(wc, c.echoLocked)
 		}
 	}
 	c.mu.Unlock()
@@ -159,20 +152,29 @@ func (c *conn) receivedOwn(wc fabric.WC) {
 	}
 }
 
+// afterSendLocked follows a completed echo send of c: on success the next
+// echo (next), otherwise the completion's error, counted as a message
+// failure. c.mu is held.
+func (c *conn) afterSendLocked(wc fabric.WC, next func() error) error {
+	var err error
+	if wc.Status != fabric.WCSuccess {
+		err = &fabric.WCError{Op: "send", Status: wc.Status}
+	} else {
+		err = next()
+	}
+	if err != nil {
+		c.s.fail(result.OutcomeMessage, err)
+	}
+	return err
+}
+
 // sentOwn handles a send completion of a pool-mode client.
 func (c *conn) sentOwn(wc fabric.WC) {
 	var err error
 	c.mu.Lock()
 	if !c.released && wc.WRID != 0 && wc.WRID == c.inflight[0] {
 		c.inflight[0] = 0
-		if wc.Status != fabric.WCSuccess {
-			err = &fabric.WCError{Op: "send", Status: wc.Status}
-		} else {
-			err = c.echoOwnLocked()
-		}
-		if err != nil {
-			c.s.fail(result.OutcomeMessage, err)
-		}
+		err = c.afterSendLocked(wc, c.echoOwnLocked)
 	}
 	c.mu.Unlock()
 	if err != nil {
