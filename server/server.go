@@ -216,6 +216,8 @@ type Server struct {
 	// hangups notices connected clients leaving, without a goroutine
 	// blocked in Read per client.
 	hangups *hangup.Watcher
+	// maps keeps the process clear of vm.max_map_count (see mapGuard).
+	maps *mapGuard
 }
 
 // New opens the device, allocates the PD and starts listening.
@@ -281,6 +283,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	s.ln = ln
+	s.maps = newMapGuard()
 	if s.hangups, err = hangup.New(); err != nil {
 		s.teardown()
 		return nil, err
@@ -613,6 +616,9 @@ type conn struct {
 
 func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
 	s := c.s
+	if err := s.maps.check(); err != nil {
+		return exchange.Msg{}, result.OutcomeQPCreate, err
+	}
 	var err error
 	if s.shared != nil {
 		c.sub, err = s.shared.subscribe()
