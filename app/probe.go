@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,7 @@ func probeFlags() []cli.Flag {
 		&cli.IntFlag{Name: "trials", Value: 1, Usage: "trials per client count (pooled for the pass decision)"},
 		&cli.IntFlag{Name: "max-clients", Usage: "server cap; default: each point's client count"},
 		&cli.StringFlag{Name: "mode", Value: server.ModePerClient, Usage: "server resources per client: per-client (1 QP + 2 CQ + 2 MR), shared-cq (1 QP + 2 MR), pool (1 QP; one registered pool) or srq (1 QP without RQ; pool + shared receive queue)"},
+		&cli.StringFlag{Name: "gomaxprocs", Value: runner.GoMaxProcsSplit, Usage: "how the server's and load generators' Go runtimes share this machine's CPUs: split (server half, generators the rest) or all (Go's default: each sized to every CPU, their idle threads spin against each other)"},
 		&cli.IntFlag{Name: "procs", Value: 1, Usage: "load-generator processes the clients are spread over"},
 		&cli.Float64Flag{Name: "rate", Usage: "client launches per second over all generators (0 = all at once)"},
 		&cli.BoolFlag{Name: "tls-resume", Usage: "let each load generator's clients resume TLS sessions (a server facing returning clients; default: every client does a full mutual-TLS handshake)"},
@@ -129,6 +131,9 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 	if c.Int("procs") < 1 {
 		return fail(2, "--procs must be at least 1")
 	}
+	if g := c.String("gomaxprocs"); !slices.Contains(runner.GoMaxProcsPolicies, g) {
+		return fail(2, "--gomaxprocs %q: want %s", g, strings.Join(runner.GoMaxProcsPolicies, " or "))
+	}
 	if err := checkTLSKex(c); err != nil {
 		return fail(2, "--tls-kex: %v", err)
 	}
@@ -156,7 +161,8 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 		Config: result.Config{
 			ResourceMode: c.String("mode"), Rounds: c.Int("rounds"), PayloadBytes: c.Int("msg-size"),
 			ClientTimeout: c.Duration("timeout").Seconds(), Rate: c.Float64("rate"), Procs: c.Int("procs"), InFlight: c.Int("inflight"), TLSResume: c.Bool("tls-resume"), TLSKex: c.String("tls-kex"),
-			Threshold: thr / 100, Trials: c.Int("trials"), MaxClients: c.Int("max-clients"),
+			GoMaxProcs: c.String("gomaxprocs"),
+			Threshold:  thr / 100, Trials: c.Int("trials"), MaxClients: c.Int("max-clients"),
 		},
 	}
 	if mode == "search" {
@@ -202,7 +208,8 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 	measure, closeBackend, err := be.open(ctx, runner.Config{
 		FabricArgs: be.childArgs, MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
 		Procs: c.Int("procs"), Rate: c.Float64("rate"), InFlight: c.Int("inflight"), TLSResume: c.Bool("tls-resume"), TLSKex: c.String("tls-kex"), Timeout: c.Duration("timeout"),
-		Rounds: c.Int("rounds"), MsgSize: c.Int("msg-size"), Threshold: thr / 100,
+		GoMaxProcs: c.String("gomaxprocs"),
+		Rounds:     c.Int("rounds"), MsgSize: c.Int("msg-size"), Threshold: thr / 100,
 		CertFile: certFile, KeyFile: keyFile, ServerArgs: serverArgs,
 		ClientCertFile: clientCertFile, ClientKeyFile: clientKeyFile,
 		Progress: prog.update, SampleInterval: sampleInterval(c), ProfileDir: c.String("profile"),
@@ -298,6 +305,9 @@ func pointLine(pt result.Point, simulated bool) string {
 	rate := ""
 	if pt.ConnectSec > 0 {
 		rate = fmt.Sprintf(" (%.0f connects/s over %.1f s)", float64(pt.Connected)/pt.ConnectSec, pt.ConnectSec)
+	}
+	if pt.TLSResumed > 0 {
+		rate += fmt.Sprintf(", %d TLS sessions resumed", pt.TLSResumed)
 	}
 	s := fmt.Sprintf("%6d clients: %d/%d connected (%s) connect p50 %.1f ms p99 %.1f ms, %.1f s%s%s",
 		pt.Clients, pt.Connected, pt.Attempted, report.Pct(pt.SuccessRate), pt.Connect.P50, pt.Connect.P99, pt.DurationSec, rate, tag)

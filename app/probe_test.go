@@ -123,6 +123,38 @@ func TestRampClassifiesRefusals(t *testing.T) {
 	}
 }
 
+// --tls-resume must really resume: with one connect in flight, every
+// client after the first finds a ticket from an earlier one. Without it
+// no handshake resumes (the server issues no tickets).
+func TestTLSResumeResumes(t *testing.T) {
+	for _, resume := range []bool{true, false} {
+		root := t.TempDir()
+		args := []string{"ramp", "--backend", "sim", "--clients", "8", "--inflight", "1",
+			"--rounds", "1", "--msg-size", "64", "--timeout", "20s", "--results", root}
+		if resume {
+			args = append(args, "--tls-resume")
+		}
+		out, errOut, code := run(t, args...)
+		if code != 0 {
+			t.Fatalf("resume=%v: exit %d\n%s\n%s", resume, code, out, errOut)
+		}
+		r := loadOnlyRun(t, root)
+		pt := r.Points[0]
+		if pt.Connected != 8 {
+			t.Fatalf("resume=%v: %d/8 connected", resume, pt.Connected)
+		}
+		if resume && (pt.TLSResumed < 6 || pt.TLSResumed == 8) {
+			t.Errorf("--tls-resume: %d of 8 handshakes resumed, want all but the first few", pt.TLSResumed)
+		}
+		if !resume && pt.TLSResumed != 0 {
+			t.Errorf("without --tls-resume %d handshakes resumed", pt.TLSResumed)
+		}
+		if r.Config.GoMaxProcs != "split" {
+			t.Errorf("config.gomaxprocs = %q, want the default split recorded", r.Config.GoMaxProcs)
+		}
+	}
+}
+
 func TestBadFlags(t *testing.T) {
 	tests := []struct {
 		args []string
@@ -137,6 +169,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"search", "--lo", "abc"}, "invalid value"},
 		{[]string{"ramp", "--backend", "sim", "--tls-kex", "rsa"}, `unknown TLS key exchange "rsa"`},
 		{[]string{"bench", "--backend", "sim", "--tls-kex", "rsa"}, `unknown TLS key exchange "rsa"`},
+		{[]string{"ramp", "--backend", "sim", "--gomaxprocs", "half"}, `--gomaxprocs "half": want split or all`},
 	}
 	for _, tc := range tests {
 		out, errOut, code := run(t, append(tc.args, "--results", t.TempDir())...)

@@ -35,6 +35,7 @@ func serveCommand(s Streams) *cli.Command {
 			&cli.DurationFlag{Name: "handshake-timeout", Value: 60 * time.Second, Usage: "per-client deadline for the TLS handshake"},
 			&cli.DurationFlag{Name: "exchange-timeout", Value: 60 * time.Second, Usage: "per-client deadline from the handshake to the client's hello"},
 			tlsKexFlag(),
+			&cli.BoolFlag{Name: "tls-tickets", Usage: "issue TLS session tickets so that returning clients can resume (default: off, every client does a full handshake)"},
 			&cli.StringFlag{Name: "ready-file", Usage: "write the listening address to this file once ready"},
 			&cli.BoolFlag{Name: "events", Hidden: true, Usage: "write JSON events on stdout for the runner"},
 		}, append(append(limitFlags(), profileFlag()), fabricFlags()...)...),
@@ -69,6 +70,7 @@ func serve(ctx context.Context, c *cli.Context, s Streams) error {
 	if err != nil {
 		return err
 	}
+	tlsConf.SessionTicketsDisabled = !c.Bool("tls-tickets")
 	if err := certs.SetKeyExchange(tlsConf, c.String("tls-kex")); err != nil {
 		return err
 	}

@@ -171,6 +171,7 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 		return c, err
 	}
 	a.phase(result.PhaseTLS)
+	a.rec.TLSResumed = tc.ConnectionState().DidResume
 	if dl, ok := ctx.Deadline(); ok {
 		tc.SetDeadline(dl)
 	}

@@ -97,7 +97,9 @@ type Method struct {
 	Procs     int
 	InFlight  int
 	// TLS says how clients authenticated: key exchange, resumption.
-	TLS      string
+	TLS string
+	// CPU says how server and generators shared the CPUs (GOMAXPROCS).
+	CPU      string
 	Rate     string
 	Resource string
 	Steps    []result.Step
@@ -365,6 +367,12 @@ func (m *Model) method(run *result.Run) {
 		}
 	} else if c.TLSResume {
 		mt.TLS = "sessions resumed within each load generator"
+	}
+	switch c.GoMaxProcs {
+	case "split":
+		mt.CPU = "Go runtimes split the CPUs (server half, load generators the rest)"
+	case "all":
+		mt.CPU = "each Go runtime sized to every CPU"
 	}
 	if c.Rate > 0 {
 		mt.Rate = fmt.Sprintf("%g/s", c.Rate)

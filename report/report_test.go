@@ -203,3 +203,24 @@ func TestMapsPerClient(t *testing.T) {
 		}
 	}
 }
+
+// The method names how server and generators shared the CPUs, when the
+// run recorded it.
+func TestMethodNamesCPUSplit(t *testing.T) {
+	r := load(t, "sim-search")
+	if m := NewModel(r, Wilson95); m.Method.CPU != "" {
+		t.Errorf("run without gomaxprocs: method CPU %q", m.Method.CPU)
+	}
+	r.Config.GoMaxProcs = "split"
+	m := NewModel(r, Wilson95)
+	if !strings.Contains(m.Method.CPU, "split the CPUs") {
+		t.Errorf("method CPU %q", m.Method.CPU)
+	}
+	md, err := Markdown(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), m.Method.CPU) {
+		t.Error("markdown method does not name the CPU split")
+	}
+}

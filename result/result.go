@@ -129,6 +129,7 @@ type Config struct {
 	InFlight      int          `json:"inflight,omitempty"`     // connect attempts in progress per generator, 0 = unbounded
 	TLSResume     bool         `json:"tls_resume,omitempty"`   // clients of a generator resumed TLS sessions
 	TLSKex        string       `json:"tls_kex,omitempty"`      // handshake key exchange: "hybrid" (X25519MLKEM768) or "x25519"; empty in runs before it was recorded
+	GoMaxProcs    string       `json:"gomaxprocs,omitempty"`   // "split": server and generators share the CPUs; "all": each sized to every CPU; empty in runs before it was recorded (= all)
 	Threshold     float64      `json:"threshold"`
 	Trials        int          `json:"trials"`
 	Lo            int          `json:"lo,omitempty"`
@@ -146,9 +147,11 @@ type Point struct {
 	DurationSec float64   `json:"duration_sec"`
 	// ConnectSec is the time from launching the first client to the last
 	// client's outcome: Connected/ConnectSec is the connection rate.
-	ConnectSec  float64 `json:"connect_sec,omitempty"`
-	Attempted   int     `json:"attempted"`
-	Connected   int     `json:"connected"`
+	ConnectSec float64 `json:"connect_sec,omitempty"`
+	Attempted  int     `json:"attempted"`
+	Connected  int     `json:"connected"`
+	// TLSResumed counts clients whose TLS handshake resumed a session.
+	TLSResumed  int     `json:"tls_resumed,omitempty"`
 	SuccessRate float64 `json:"success_rate"` // 0..1
 	CILow       float64 `json:"ci_low"`       // 95% Wilson
 	CIHigh      float64 `json:"ci_high"`
@@ -224,10 +227,12 @@ type ClientRecord struct {
 	PhasesUS  map[string]int64 `json:"phases_us,omitempty"`
 	ConnectUS int64            `json:"connect_us,omitempty"`
 	RTTsUS    []float64        `json:"rtts_us,omitempty"`
-	LocalQPN  uint32           `json:"local_qpn,omitempty"`
-	RemoteQPN uint32           `json:"remote_qpn,omitempty"`
-	LocalPSN  uint32           `json:"local_psn,omitempty"`
-	RemotePSN uint32           `json:"remote_psn,omitempty"`
+	// TLSResumed is true when the handshake resumed a session (--tls-resume).
+	TLSResumed bool   `json:"tls_resumed,omitempty"`
+	LocalQPN   uint32 `json:"local_qpn,omitempty"`
+	RemoteQPN  uint32 `json:"remote_qpn,omitempty"`
+	LocalPSN   uint32 `json:"local_psn,omitempty"`
+	RemotePSN  uint32 `json:"remote_psn,omitempty"`
 }
 
 // Search records how a search ran and what it concluded.

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,8 +29,12 @@ type child struct {
 	tail   *tailBuffer
 }
 
-func startChild(name, exe string, args []string) (*child, error) {
+// startChild starts exe; gomaxprocs > 0 sets its GOMAXPROCS.
+func startChild(name, exe string, args []string, gomaxprocs int) (*child, error) {
 	cmd := exec.Command(exe, args...)
+	if gomaxprocs > 0 {
+		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(gomaxprocs))
+	}
 	// Pdeathsig: if rdmaprobe itself dies, the kernel kills its children,
 	// so no server or generator outlives the tool.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

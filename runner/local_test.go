@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -144,5 +146,58 @@ func TestShare(t *testing.T) {
 	}
 	if total != 10 || share(10, 3, 0) != 4 || share(10, 3, 2) != 3 {
 		t.Errorf("share splits 10 over 3 as %d,%d,%d", share(10, 3, 0), share(10, 3, 1), share(10, 3, 2))
+	}
+}
+
+func TestSplitCPUs(t *testing.T) {
+	tests := []struct {
+		policy          string
+		cpus, procs     int
+		server, clients int
+	}{
+		{GoMaxProcsSplit, 2, 1, 1, 1},
+		{GoMaxProcsSplit, 2, 4, 1, 1}, // never below one
+		{GoMaxProcsSplit, 1, 1, 1, 1},
+		{GoMaxProcsSplit, 16, 4, 8, 2},
+		{GoMaxProcsSplit, 8, 3, 4, 1},
+		{"", 4, 1, 2, 2}, // split is the default
+		{GoMaxProcsAll, 16, 4, 0, 0},
+	}
+	for _, tc := range tests {
+		s, c := splitCPUs(tc.policy, tc.cpus, tc.procs)
+		if s != tc.server || c != tc.clients {
+			t.Errorf("splitCPUs(%q, %d cpus, %d procs) = %d, %d; want %d, %d", tc.policy, tc.cpus, tc.procs, s, c, tc.server, tc.clients)
+		}
+	}
+}
+
+// The children see the GOMAXPROCS the policy gives them.
+func TestChildrenGetGOMAXPROCS(t *testing.T) {
+	for _, policy := range []string{GoMaxProcsSplit, GoMaxProcsAll} {
+		dir := t.TempDir()
+		srv := `echo "${GOMAXPROCS:-unset}" > ` + dir + "/server\n" + goodServer
+		cl := `echo "${GOMAXPROCS:-unset}" > ` + dir + "/clients-$9\n" + goodClients
+		r := newRunner(t, fake(t, srv, cl), 2)
+		r.cfg.GoMaxProcs = policy
+		if _, err := r.RunPoint(context.Background(), 4, 0); err != nil {
+			t.Fatal(err)
+		}
+		ws, wc := splitCPUs(policy, runtime.NumCPU(), 2)
+		for name, want := range map[string]int{"server": ws, "clients-0": wc, "clients-1": wc} {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, wantS := strings.TrimSpace(string(b)), "unset"
+			if v := os.Getenv("GOMAXPROCS"); v != "" {
+				wantS = v // "all" leaves the inherited environment alone
+			}
+			if want > 0 {
+				wantS = strconv.Itoa(want)
+			}
+			if got != wantS {
+				t.Errorf("%s: %s saw GOMAXPROCS=%s, want %s", policy, name, got, wantS)
+			}
+		}
 	}
 }

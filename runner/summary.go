@@ -15,12 +15,16 @@ const maxErrorTexts = 20
 func Summarise(pt *result.Point, threshold float64) {
 	pt.Attempted = len(pt.Records)
 	pt.Connected = 0
+	pt.TLSResumed = 0
 	pt.Outcomes = map[string]int{}
 	errs := map[string]int{}
 	phases := map[string][]float64{}
 	var connect, rtt []float64
 	for _, r := range pt.Records {
 		pt.Outcomes[r.Outcome]++
+		if r.TLSResumed {
+			pt.TLSResumed++
+		}
 		if r.Outcome == result.OutcomeOK {
 			pt.Connected++
 			connect = append(connect, float64(r.ConnectUS)/1e3)
