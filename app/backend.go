@@ -24,6 +24,12 @@ type backend struct {
 // and says why.
 func chooseBackend(c *cli.Context) (*backend, error) {
 	req := c.String("backend")
+	if c.Bool("sim-in-vm") {
+		if req != "sim" {
+			return nil, fmt.Errorf("--sim-in-vm runs the sim backend in the guest: it goes with --backend sim, not %s", req)
+		}
+		return vmBackend(c, "requested with --backend sim --sim-in-vm")
+	}
 	switch req {
 	case "sim":
 		return simBackend(c, "requested with --backend sim"), nil

@@ -48,7 +48,7 @@ func probeFlags() []cli.Flag {
 		&cli.StringFlag{Name: "profile", Usage: "write CPU profiles (pprof) of the server and load generators of every point into `DIR` (sim and verbs backends)"},
 		&cli.BoolFlag{Name: "stop-on-error", Usage: "stop at the first point that itself fails (server died, load generator crashed or hung) instead of counting it as failed and going on"},
 		&cli.DurationFlag{Name: "sample-interval", Value: 500 * time.Millisecond, Usage: "how often the collectors sample resources, processes and the host (0 = off)"},
-	}, append(append(vmFlags(), limitFlags()...), fabricFlags()...)...)
+	}, append(append(append(vmFlags(), simInVMFlag()), limitFlags()...), fabricFlags()...)...)
 }
 
 func searchCommand(s Streams) *cli.Command {

@@ -211,3 +211,36 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// --sim-in-vm runs the simulated fabric inside the guest, where the tool
+// is root and open files are not capped by the host; it stays labelled
+// simulated and counts no RDMA device.
+func TestSimInVM(t *testing.T) {
+	needVM(t)
+	root := t.TempDir()
+	out, errOut, code := run(t, "ramp", "--backend", "sim", "--sim-in-vm", "--clients", "40", "--mode", "srq",
+		"--vm-mem", "1024", "--results", root)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	r := loadOnlyRun(t, root)
+	if !r.Backend.Simulated || r.Backend.Name != "sim" || !strings.Contains(r.Backend.Description, "in a QEMU guest on Linux") {
+		t.Errorf("backend %+v", r.Backend)
+	}
+	if r.Environment.Guest == nil || r.Environment.Reference != nil {
+		t.Errorf("guest %+v, reference %+v: want the guest recorded and no RDMA reference run", r.Environment.Guest, r.Environment.Reference)
+	}
+	p := r.Points[0]
+	if p.Connected != 40 || p.Server.PeakActive != 40 {
+		t.Fatalf("40 clients: %d connected, server %+v, errors %v", p.Connected, p.Server, p.Errors)
+	}
+	if pk := p.Peak; pk != nil && pk.RDMA["qp"] != 0 {
+		t.Errorf("kernel RDMA resources counted for a simulated fabric: %v", pk.RDMA)
+	}
+	if !strings.Contains(out, "[simulated]") {
+		t.Errorf("point line not marked simulated:\n%s", out)
+	}
+	if _, errOut, code := run(t, "ramp", "--backend", "vm", "--sim-in-vm", "--results", t.TempDir()); code == 0 || !strings.Contains(errOut, "goes with --backend sim") {
+		t.Errorf("--sim-in-vm with --backend vm: exit %d, %q", code, errOut)
+	}
+}

@@ -25,9 +25,20 @@ func psnSub(a, b uint32) uint32 { return (a - b) & psnMask }
 // rxe arms it in jiffies, so nothing fires sooner than a tick, and
 // timeout 0 ("wait forever") is bounded here so a lost peer always ends in
 // IBV_WC_RETRY_EXC_ERR within retryWindow.
+//
+// A NIC acknowledges a request in hardware, whatever its host's CPUs are
+// doing; here the responder is a goroutine, and on a saturated host (the
+// TCG guest at full load) it may read a request long after the local ACK
+// timeout. So a timeout only counts as a retry when the request is known
+// lost: the link carrying it died, it could not be sent, the responder
+// said it dropped it (opDropped: no such QP, QP not ready, failed header
+// checks, destroyed while holding it) or answered for another PSN. On a
+// live link with no such word the requester waits, up to starvedWindow
+// without hearing anything from the responder QP.
 const (
-	minRTO      = time.Millisecond
-	retryWindow = 4 * time.Second
+	minRTO        = time.Millisecond
+	retryWindow   = 4 * time.Second
+	starvedWindow = 30 * time.Second
 )
 
 func rtoFor(timeout, retryCnt int) time.Duration {
@@ -92,6 +103,11 @@ type qp struct {
 	link     *link
 	timer    *time.Timer
 	deadline time.Time // zero when no retransmission is due
+	// lost is set when an outstanding request is known lost since the
+	// last retry (see retryWindow); heard is when the responder QP last
+	// answered, or when the send queue last became busy.
+	lost  bool
+	heard time.Time
 }
 
 var _ fabric.QP = (*qp)(nil)
@@ -321,6 +337,9 @@ func (q *qp) PostSend(wrID uint64, m fabric.MR, off, length int) error {
 	psn := q.npsn
 	q.npsn = psnAdd(psn, 1)
 	q.sq.push(sendWR{wrID: wrID, data: data, psn: psn})
+	if q.sq.n == 1 {
+		q.heard = time.Now()
+	}
 	q.xmitLocked(opSend, psn, data)
 	if q.deadline.IsZero() {
 		q.armTimerLocked()
@@ -401,6 +420,10 @@ func (q *qp) Destroy() error {
 	q.stopTimerLocked()
 	q.sq.reset()
 	q.rq.reset()
+	for i := 0; i < q.held.n; i++ {
+		m := q.held.at(i)
+		q.dev.dropped(m.from, header{op: opSend, srcLID: q.dlid, srcQPN: q.destQPN, dstQPN: q.qpn, psn: m.psn})
+	}
 	q.held.reset()
 	q.link = nil
 	q.mu.Unlock()
@@ -428,9 +451,11 @@ func (q *qp) xmitLocked(op byte, psn uint32, data []byte) {
 		l = q.dev.linkTo(q.dlid)
 		q.link = l
 	}
-	if l != nil {
-		l.send(header{op: op, srcLID: q.dev.port.LID, srcQPN: q.qpn, dstQPN: q.destQPN, psn: psn}, data)
+	if l == nil {
+		q.lost = true
+		return
 	}
+	l.send(header{op: op, srcLID: q.dev.port.LID, srcQPN: q.qpn, dstQPN: q.destQPN, psn: psn}, data)
 }
 
 func (q *qp) armTimerLocked() {
@@ -457,15 +482,23 @@ func (q *qp) onTimer() {
 	if q.deadline.IsZero() || q.destroyed || q.state != fabric.QPSRTS || q.sq.n == 0 {
 		return
 	}
-	if now := time.Now(); now.Before(q.deadline) {
+	now := time.Now()
+	if now.Before(q.deadline) {
 		// Re-armed while this callback waited for the lock.
 		q.timer.Reset(q.deadline.Sub(now))
+		return
+	}
+	if !q.lost && q.link != nil && !q.link.dead.Load() && now.Sub(q.heard) < starvedWindow {
+		// On a live link and not dropped: still queued for a responder
+		// that has not read it yet.
+		q.armTimerLocked()
 		return
 	}
 	q.retryLocked()
 }
 
 func (q *qp) retryLocked() {
+	q.lost = false
 	q.retries++
 	if q.retries > q.retryCnt {
 		q.errorLocked(fabric.WCRetryExcErr)
@@ -532,10 +565,12 @@ func (q *qp) onSend(from *link, h header, payload []byte) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.destroyed || (q.state != fabric.QPSRTR && q.state != fabric.QPSRTS) {
-		return // a QP not ready to receive drops packets; the requester retries
+		q.dev.dropped(from, h) // a QP not ready to receive drops packets; the requester retries
+		return
 	}
 	if h.srcQPN != q.destQPN || h.srcLID != q.dlid {
-		return // fails RC header validation: silently dropped, as in IB
+		q.dev.dropped(from, h) // fails RC header validation: dropped, as in IB
+		return
 	}
 	switch d := psnSub(h.psn, q.epsn); {
 	case d == 0:
@@ -587,8 +622,11 @@ func (q *qp) onResponse(h header) {
 	switch h.op {
 	case opAck:
 		if !inWindow {
+			// A ghost ACK: the responder answered, not for these PSNs.
+			q.lost = true
 			return
 		}
+		q.heard = time.Now()
 		q.completeLocked(k + 1)
 		q.retries = 0
 		if q.sq.n > 0 {
@@ -602,8 +640,13 @@ func (q *qp) onResponse(h header) {
 		}
 		// rnr_retry is treated as 7 (infinite): the responder holds the
 		// message; keep the timer only to notice a peer that vanishes.
+		q.heard = time.Now()
 		q.retries = 0
 		q.armTimerLocked()
+	case opDropped:
+		if inWindow {
+			q.lost = true // the timer, when it fires, counts a retry
+		}
 	case opNakSeq:
 		q.retryLocked()
 	case opNakInvReq:

@@ -1221,3 +1221,74 @@ func TestScale(t *testing.T) {
 		n, setup.Round(time.Millisecond), elapsed.Round(time.Millisecond), perPair, perPair/2, runtime.NumGoroutine())
 	runtime.KeepAlive(conns)
 }
+
+// A responder that reads a request long after the local ACK timeout (its
+// goroutine starved of CPU) is not a lost peer: a NIC would have ACKed in
+// hardware. The requester waits for it instead of failing with
+// RETRY_EXC_ERR after retry_cnt timeouts.
+func TestStarvedResponderIsNotLost(t *testing.T) {
+	a, b := newSide(t, Options{}), newSide(t, Options{})
+	acq, bcq := a.cq(t, 8), b.cq(t, 8)
+	qa, qb := a.qp(t, acq, acq, 2), b.qp(t, bcq, bcq, 2)
+	m, r := a.mr(t, 64), b.mr(t, 64)
+	ready(t, qb, path{destQPN: qa.QPN(), dlid: a.dev.Port().LID, timeout: 14, retryCnt: 7})
+	// A tiny budget: 3 attempts of 1 ms.
+	ready(t, qa, path{destQPN: qb.QPN(), dlid: b.dev.Port().LID, timeout: 1, retryCnt: 2})
+	if err := qb.PostRecv(9, r, 0, 64); err != nil {
+		t.Fatal(err)
+	}
+	resp := qb.(*qp)
+	resp.mu.Lock() // the responder's reader blocks on this, as if starved
+	copy(m.Buf(), "late but here")
+	if err := qa.PostSend(1, m, 0, 13); err != nil {
+		resp.mu.Unlock()
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // 100 local ACK timeouts
+	resp.mu.Unlock()
+	if got := await(t, acq); got.WRID != 1 || got.Status != fabric.WCSuccess {
+		t.Fatalf("send to a starved responder: %+v, want success", got)
+	}
+	if got := await(t, bcq); got.Status != fabric.WCSuccess || string(r.Buf()[:13]) != "late but here" {
+		t.Fatalf("responder got %+v %q", got, r.Buf()[:13])
+	}
+}
+
+// A message held for a receive (RNR) is lost when the responder QP is
+// destroyed; the requester learns it and gives up after its retries,
+// not after waiting out starvedWindow.
+func TestHeldThenDestroyed(t *testing.T) {
+	a, b := newSide(t, Options{}), newSide(t, Options{})
+	acq, bcq := a.cq(t, 8), b.cq(t, 8)
+	qa, qb := a.qp(t, acq, acq, 2), b.qp(t, bcq, bcq, 2)
+	m := a.mr(t, 64)
+	ready(t, qb, path{destQPN: qa.QPN(), dlid: a.dev.Port().LID, timeout: 14, retryCnt: 7})
+	ready(t, qa, path{destQPN: qb.QPN(), dlid: b.dev.Port().LID, timeout: 1, retryCnt: 2})
+	if err := qa.PostSend(1, m, 0, 8); err != nil {
+		t.Fatal(err)
+	}
+	resp := qb.(*qp)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp.mu.Lock()
+		held := resp.held.n
+		resp.mu.Unlock()
+		if held == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("responder never held the message")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	if err := qb.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if got := await(t, acq); got.WRID != 1 || got.Status != fabric.WCRetryExcErr {
+		t.Fatalf("send held by a destroyed QP: %+v, want %s", got, fabric.WCRetryExcErr)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("gave up after %v: the drop notice did not count", d)
+	}
+}

@@ -21,6 +21,13 @@ const (
 	opNakSeq    byte = 3 // PSN sequence error; psn = the PSN expected
 	opNakInvReq byte = 4 // invalid request (message longer than the receive)
 	opRNR       byte = 5 // receiver not ready: accepted and held
+	// opDropped is the sim's own: the responder dropped the request (no
+	// such QP, not ready, failed header checks, destroyed while holding
+	// it). IB says nothing and the requester times out; here the word
+	// lets the requester tell a lost request from one a CPU-starved
+	// responder has not read yet (see retryWindow in qp.go). It changes
+	// no timing: the requester still waits for its timer.
+	opDropped byte = 6
 )
 
 // Frame layout, big-endian: op(1) pad(1) srcLID(2) srcQPN(4) dstQPN(4)
@@ -224,13 +231,23 @@ func (l *link) readLoop(c net.Conn) {
 func (d *device) dispatch(l *link, h header, p []byte) {
 	q := d.lookup(h.dstQPN)
 	if q == nil {
-		return // unknown QPN: dropped; the requester times out
+		if h.op == opSend && !l.outbound {
+			d.dropped(l, h) // unknown QPN: dropped; the requester times out
+		}
+		return
 	}
 	switch {
 	case h.op == opSend && !l.outbound:
 		q.onSend(l, h, p)
 	case h.op != opSend && l.outbound:
 		q.onResponse(h)
+	}
+}
+
+// dropped tells the requester of h that its request was dropped.
+func (d *device) dropped(l *link, h header) {
+	if l != nil {
+		l.send(header{op: opDropped, srcLID: d.port.LID, srcQPN: h.dstQPN, dstQPN: h.srcQPN, psn: h.psn}, nil)
 	}
 }
 
