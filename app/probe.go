@@ -326,15 +326,19 @@ func pointLine(pt result.Point, simulated bool) string {
 	return s
 }
 
-// progress draws a live line on a terminal and nothing otherwise (the
-// per-point lines are the log when output is not a TTY).
+// progress draws a live line on a terminal. Otherwise (a log, CI) it
+// writes a plain line every logEvery while a point runs, so that a long
+// point is visibly alive; the per-point lines are the rest of the log.
 type progress struct {
-	w     io.Writer
-	tty   bool
-	mu    sync.Mutex
-	label string
-	last  time.Time
+	w       io.Writer
+	tty     bool
+	mu      sync.Mutex
+	label   string
+	last    time.Time
+	started time.Time
 }
+
+const logEvery = 30 * time.Second
 
 func newProgress(w io.Writer) *progress {
 	p := &progress{w: w}
@@ -348,6 +352,7 @@ func (p *progress) start(n, trial, trials int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.label = fmt.Sprintf("%d clients", n)
+	p.started, p.last = time.Now(), time.Now()
 	if trials > 1 || trial > 1 {
 		p.label += fmt.Sprintf(" (trial %d)", trial)
 	}
@@ -359,7 +364,15 @@ func (p *progress) start(n, trial, trials int) {
 func (p *progress) update(pr runner.Progress) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.tty || time.Since(p.last) < 100*time.Millisecond && pr.Done < pr.Clients {
+	if !p.tty {
+		if time.Since(p.last) >= logEvery && pr.Done < pr.Clients {
+			p.last = time.Now()
+			fmt.Fprintf(p.w, "  %s: %d/%d attempted, %d connected after %s\n", p.label, pr.Done, pr.Clients, pr.OK,
+				time.Since(p.started).Round(time.Second))
+		}
+		return
+	}
+	if time.Since(p.last) < 100*time.Millisecond && pr.Done < pr.Clients {
 		return
 	}
 	p.last = time.Now()

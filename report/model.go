@@ -245,7 +245,7 @@ func (m *Model) env(run *result.Run) {
 	add("Go", e.GoVersion)
 	if d := e.Device; d != nil {
 		add("Device", fmt.Sprintf("%s port %d (%s, %s), GID[%d] %s, MTU %v", d.Name, d.Port.Port, d.Port.State,
-			d.Port.LinkLayer, d.Port.GIDIndex, d.Port.GID.String(), d.Port.ActiveMTU))
+			d.Port.LinkLayer, d.Port.GIDIndex, d.Port.GID.String(), d.Port.ActiveMTU.Bytes()))
 		c := d.Caps
 		for _, kv := range [][2]any{{"max_qp", c.MaxQP}, {"max_cq", c.MaxCQ}, {"max_mr", c.MaxMR}, {"max_pd", c.MaxPD},
 			{"max_srq", c.MaxSRQ}, {"max_qp_wr", c.MaxQPWR}, {"max_cqe", c.MaxCQE}} {

@@ -2,6 +2,7 @@ package result
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,16 +83,42 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 // Load reads a run file. Every problem is one line naming the file:
 // unreadable, truncated or corrupt JSON, not an rdmaprobe run, or a
 // schema newer than this build.
+//
+// A gzip-compressed file (run.json.gz, as the largest saved runs are kept
+// in the repository) is decompressed first.
 func Load(path string) (*Run, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
+	}
+	if len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b {
+		if b, err = gunzip(b); err != nil {
+			return nil, fmt.Errorf("%s: gzip: %w", path, err)
+		}
 	}
 	run, err := Parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return run, nil
+}
+
+// maxRunBytes bounds a decompressed run (a 100,000-client run is ~50 MB).
+const maxRunBytes = 1 << 32
+
+func gunzip(b []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, maxRunBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > maxRunBytes {
+		return nil, fmt.Errorf("decompresses to more than %d bytes", maxRunBytes)
+	}
+	return out, nil
 }
 
 // Parse decodes a run from JSON (see Load).

@@ -1,6 +1,8 @@
 package result
 
 import (
+	"bytes"
+	"compress/gzip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -40,6 +42,33 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	ents, _ := os.ReadDir(dir)
 	if len(ents) != 1 {
 		t.Errorf("directory holds %d entries, want only run.json", len(ents))
+	}
+}
+
+func gz(b []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	zw.Close()
+	return buf.Bytes()
+}
+
+// The largest saved runs are kept gzip-compressed; Load reads them as is.
+func TestLoadGzip(t *testing.T) {
+	p := filepath.Join(t.TempDir(), FileName)
+	if err := Save(p, sample()); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	if err := os.WriteFile(p+".gz", gz(b), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(p + ".gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, sample()) {
+		t.Errorf("gzip round trip differs: %+v", got)
 	}
 }
 
@@ -86,6 +115,8 @@ func TestLoadErrors(t *testing.T) {
 		{"array", `[1,2,3]`, "wrong type"},
 		{"newer", `{"schema_version": 99, "tool": "rdmaprobe"}`, "schema version 99 is newer"},
 		{"wrong type", `{"schema_version": 1, "tool": "rdmaprobe", "points": "many"}`, `field "points"`},
+		{"truncated gzip", string(gz(good)[:30]), "gzip: unexpected EOF"},
+		{"gzip of foreign", string(gz([]byte(`{"name": "x"}`))), "not an rdmaprobe run"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
