@@ -27,6 +27,7 @@ func vmFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "vm-cpus", Value: 2, Usage: "vm: guest vCPUs"},
 		&cli.IntFlag{Name: "vm-mem", Value: 8192, Usage: "vm: guest memory in MiB"},
+		&cli.StringFlag{Name: "vm-cpu-model", Value: softroce.DefaultCPUModel, Usage: "vm: QEMU -cpu model of the guest (see softroce.DefaultCPUModel for why not max)"},
 		&cli.IntFlag{Name: "vm-max-map-count", Usage: "vm: set the guest's vm.max_map_count (default: the kernel's 65530)"},
 	}
 }
@@ -91,7 +92,7 @@ func newVMBackend(c *cli.Context, reason string) (*backend, error) {
 			return nil, nil, err
 		}
 		logPath := filepath.Join(dir, "guest-console.log")
-		g, err := softroce.Boot(ctx, softroce.BootConfig{Image: img, CPUs: cpus, MemMiB: mem, LogPath: logPath})
+		g, err := softroce.Boot(ctx, softroce.BootConfig{Image: img, CPUs: cpus, MemMiB: mem, LogPath: logPath, CPUModel: c.String("vm-cpu-model")})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -104,11 +105,11 @@ func newVMBackend(c *cli.Context, reason string) (*backend, error) {
 		}
 		genv := guestEnvironment(info)
 		run.Environment.Guest = &genv
-		run.Backend.Description = fmt.Sprintf("vm: %s on Linux %s (Soft-RoCE, QEMU TCG, %d vCPU, %s)",
-			info.Device, shortRelease(info.KernelRelease), cpus, memString(mem))
+		run.Backend.Description = fmt.Sprintf("vm: %s on Linux %s (Soft-RoCE, QEMU TCG %s, %d vCPU, %s)",
+			info.Device, shortRelease(info.KernelRelease), c.String("vm-cpu-model"), cpus, memString(mem))
 		if simulated {
-			run.Backend.Description = fmt.Sprintf("sim: simulated fabric (pure Go, not an RDMA measurement) in a QEMU guest on Linux %s (TCG, %d vCPU, %s)",
-				shortRelease(info.KernelRelease), cpus, memString(mem))
+			run.Backend.Description = fmt.Sprintf("sim: simulated fabric (pure Go, not an RDMA measurement) in a QEMU guest on Linux %s (TCG %s, %d vCPU, %s)",
+				shortRelease(info.KernelRelease), c.String("vm-cpu-model"), cpus, memString(mem))
 		}
 		fmt.Fprintf(out, "guest: %s, ready in %.1f s\n", run.Backend.Description, g.BootTime.Seconds())
 		if simulated {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
@@ -72,6 +73,9 @@ func dominant(pt result.Point) failure {
 	return f
 }
 
+// mapGuardRE reads the server's map-guard refusal (server/mapguard.go).
+var mapGuardRE = regexp.MustCompile(`holds (\d+) of vm\.max_map_count (\d+) mappings, (\d+) more are being created`)
+
 // Diagnose names the limit that most likely stopped a failed point,
 // combining the dominant failure and its errno with the samples (pt.Peak)
 // and the limits before and after the point. maxClients is the server's
@@ -106,6 +110,22 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 			num(f.count), num(maxClients), num(pt.Clients))
 		ev("server refused %s, peak %s active", num(pt.Server.Refused), num(pt.Server.PeakActive))
 		d.Suggestion = "raise the server's --max-clients"
+		return d
+	}
+
+	// The server's own map guard refused clients before the limit
+	// (server.mapGuard): its refusal names the count it saw.
+	if m := mapGuardRE.FindStringSubmatch(f.text); m != nil {
+		held, _ := strconv.Atoi(m[1])
+		limit, _ := strconv.Atoi(m[2])
+		busy, _ := strconv.Atoi(m[3])
+		d.Limit = "vm.max_map_count"
+		d.Summary = fmt.Sprintf("%s %s; the server process held %s mappings of vm.max_map_count %s, with %s more being created, and refused clients to leave the rest to the Go runtime",
+			what, failedAt, num(held), num(limit), num(busy))
+		if role, maps := mostMaps(pt); maps > 0 {
+			ev("peak mappings sampled in the %s process: %s", role, num(maps))
+		}
+		d.Suggestion = "map less per client (on rxe: per-client mode maps 4 rings per client, --mode shared-cq or pool 2, --mode srq 1) or raise vm.max_map_count"
 		return d
 	}
 

@@ -48,6 +48,11 @@ func TestDiagnose(t *testing.T) {
 			return p
 		}(), before: lim, after: after, max: 30, limit: "max-clients",
 			summary: []string{"refused 10 clients", "--max-clients 30"}},
+		{name: "server map guard", pt: withMaps(failedPoint(300, 164, result.OutcomeQPCreate, "ENOMEM",
+			"server: qp-create: ibv_create_qp: ENOMEM (cannot allocate memory): not attempted: the server holds 667 of vm.max_map_count 1000 mappings, 630 more are being created, and it leaves the last 20 to the Go runtime"),
+			"server", 700), before: result.Limits{MaxMapCount: 1000}, after: result.Limits{MaxMapCount: 1000}, max: 300,
+			limit: "vm.max_map_count", summary: []string{"ibv_create_qp: ENOMEM from 164 clients", "667 mappings of vm.max_map_count 1,000", "630 more being created"},
+			suggestion: "--mode srq"},
 		{name: "sim device cap", pt: func() result.Point {
 			p := failedPoint(451, 450, result.OutcomeQPCreate, "EINVAL", "server: qp-create: ibv_create_qp: EINVAL (invalid argument): max_qp 450 reached")
 			p.Server.Resources = map[string]int{"qp": 450, "cq": 900}

@@ -81,7 +81,7 @@ type Backend struct {
 	// Reason is why --backend auto picked it (or "requested").
 	Reason string `json:"reason"`
 	// Description is the one-line label used in titles, e.g.
-	// "vm: rxe0 on Linux 6.1 (Soft-RoCE, QEMU TCG, 2 vCPU, 8 GiB)".
+	// "vm: rxe0 on Linux 6.1 (Soft-RoCE, QEMU TCG qemu64, 2 vCPU, 8 GiB)".
 	Description string `json:"description"`
 }
 

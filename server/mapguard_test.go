@@ -26,25 +26,63 @@ func TestMapGuard(t *testing.T) {
 		t.Skip("no /proc/self/maps")
 	}
 	now := bytes.Count(b, []byte{'\n'})
-	if err := (&mapGuard{}).check(); err != nil {
+	if _, err := (&mapGuard{}).check(); err != nil {
 		t.Errorf("no limit known: %v", err)
 	}
 	far := &mapGuard{limit: now + 10000}
 	for i := 0; i < 100; i++ {
-		if err := far.check(); err != nil {
+		done, err := far.check()
+		if err != nil {
 			t.Fatalf("client %d refused %d mappings from the limit: %v", i, 10000, err)
 		}
+		done()
+	}
+	if far.pending != 0 {
+		t.Errorf("%d clients still reserved after done", far.pending)
 	}
 	// Within 512 of the limit it counts at once; 10 mappings left is
 	// inside the headroom (16).
 	near := &mapGuard{limit: now + 10}
-	err = near.check()
+	_, err = near.check()
 	var ve *fabric.VerbError
 	if !errors.As(err, &ve) || ve.Verb != "ibv_create_qp" || ve.Errno != syscall.ENOMEM {
 		t.Fatalf("near the limit: %v, want ibv_create_qp ENOMEM", err)
 	}
 	tight := &mapGuard{limit: now}
-	if err := tight.check(); err == nil {
+	if _, err := tight.check(); err == nil {
 		t.Error("at the limit: admitted")
+	}
+}
+
+// Clients still creating their resources count against the limit before
+// /proc/self/maps shows them: with room for 10 in-flight clients beyond
+// the headroom, the 11th is refused until one is done.
+func TestMapGuardReservesInFlight(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skip("no /proc/self/maps")
+	}
+	now := bytes.Count(b, []byte{'\n'})
+	// Slack for mappings this test process may add meanwhile.
+	const slack = 4
+	g := &mapGuard{limit: now + mapHeadroom(now+100) + 10*mapsInFlight + slack}
+	var dones []func()
+	for i := 0; i < 10; i++ {
+		done, err := g.check()
+		if err != nil {
+			t.Fatalf("in-flight client %d refused: %v", i, err)
+		}
+		dones = append(dones, done)
+	}
+	if _, err := g.check(); err == nil {
+		t.Fatal("11th in-flight client admitted: the 10 being created were not reserved")
+	}
+	dones[0]()
+	dones[0]() // idempotent
+	if g.pending != 9 {
+		t.Fatalf("pending %d after one done, want 9", g.pending)
+	}
+	if _, err := g.check(); err != nil {
+		t.Errorf("refused after one in-flight client finished: %v", err)
 	}
 }

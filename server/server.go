@@ -616,10 +616,11 @@ type conn struct {
 
 func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
 	s := c.s
-	if err := s.maps.check(); err != nil {
+	mapped, err := s.maps.check()
+	if err != nil {
 		return exchange.Msg{}, result.OutcomeQPCreate, err
 	}
-	var err error
+	defer mapped()
 	if s.shared != nil {
 		c.sub, err = s.shared.subscribe()
 		if err != nil {
@@ -661,6 +662,7 @@ func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
 		attr.SRQ, attr.MaxRecvWR, attr.MaxRecvSGE = c.sub.group.srq, 0, 0
 	}
 	c.qp, err = s.pd.CreateQP(attr)
+	mapped() // its mappings exist now, or never will
 	if err != nil {
 		return exchange.Msg{}, result.OutcomeQPCreate, err
 	}
