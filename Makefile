@@ -45,13 +45,13 @@ bench: build
 # Every figure of the README's table, each run saved under results/ with
 # its command (about an hour on 2 cores, most of it the 100,000 simulated
 # clients in the guest): the ratios (bench on vm and sim), connect
-# throughput at 300 clients over 5 trials, 10,000 Soft-RoCE clients,
+# throughput at 300 and 1000 clients over 5 trials, 10,000 Soft-RoCE clients,
 # the search of `make run`, and 100,000 simulated clients.
 .PHONY: figures
 figures: setup build
 	./$(BIN) bench --backend vm
 	./$(BIN) bench --backend sim
-	./$(BIN) ramp --backend vm --clients 300 --trials 5
+	./$(BIN) ramp --backend vm --clients 300,1000 --trials 5
 	./$(BIN) ramp --backend vm --clients 10000 --mode srq
 	./$(BIN) search --lo 300 --hi 600
 	./$(BIN) ramp --backend sim --sim-in-vm --clients 100000 --mode srq --vm-mem 16384
