@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -112,14 +113,8 @@ func newVMBackend(c *cli.Context, reason string) (*backend, error) {
 				shortRelease(info.KernelRelease), c.String("vm-cpu-model"), cpus, memString(mem))
 		}
 		fmt.Fprintf(out, "guest: %s, ready in %.1f s\n", run.Backend.Description, g.BootTime.Seconds())
-		if simulated {
-			// No RDMA device is measured: no reference tool to run.
-		} else if tool, cmd, figs, rout, err := softroce.Reference(ctx, g); err != nil {
-			run.Environment.Reference = &result.Reference{Tool: tool, Command: cmd, Error: err.Error(), Output: rout}
-			fmt.Fprintf(out, "reference: %s failed: %v\n", tool, err)
-		} else {
-			run.Environment.Reference = &result.Reference{Tool: tool, Command: cmd, Figures: figs}
-			fmt.Fprintf(out, "reference: %s on %s: %.1f µs/iter, %.1f Mbit/s\n", tool, info.Device, figs["usec/iter"], figs["Mbit/sec"])
+		if !simulated { // a simulated fabric has no RDMA device to check
+			referenceRun(ctx, g, run, out, info.Device)
 		}
 		measure := func(ctx context.Context, n, trial int) (result.Point, error) {
 			gcfg := cfg
@@ -171,6 +166,18 @@ func newVMBackend(c *cli.Context, reason string) (*backend, error) {
 		return measure, func() { g.Close() }, nil
 	}
 	return b, nil
+}
+
+// referenceRun records an independent tool's figures on the guest's device.
+func referenceRun(ctx context.Context, g *softroce.Guest, run *result.Run, out io.Writer, device string) {
+	tool, cmd, figs, rout, err := softroce.Reference(ctx, g)
+	if err != nil {
+		run.Environment.Reference = &result.Reference{Tool: tool, Command: cmd, Error: err.Error(), Output: rout}
+		fmt.Fprintf(out, "reference: %s failed: %v\n", tool, err)
+		return
+	}
+	run.Environment.Reference = &result.Reference{Tool: tool, Command: cmd, Figures: figs}
+	fmt.Fprintf(out, "reference: %s on %s: %.1f µs/iter, %.1f Mbit/s\n", tool, device, figs["usec/iter"], figs["Mbit/sec"])
 }
 
 // opDevice reports the device the guest's last server opened.
