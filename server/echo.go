@@ -249,7 +249,7 @@ func (c *conn) release() {
 	unwatch, raw := c.unwatch, c.raw
 	c.mu.Unlock()
 
-	c.destroy() // the QP first: nothing reads or writes the buffers after
+	released := c.destroy() // the QP first: nothing reads or writes the buffers after
 	if sh := c.s.shared; sh != nil && sh.pool != nil && c.sub != nil {
 		g := c.sub.group
 		for _, id := range inflight {
@@ -272,4 +272,10 @@ func (c *conn) release() {
 		raw.Close()
 	}
 	c.s.active.Add(-1)
+	if released {
+		// Counted last, so a client seen released has its slot free.
+		c.s.mu.Lock()
+		c.s.stats.Released++
+		c.s.mu.Unlock()
+	}
 }

@@ -86,3 +86,37 @@ func TestMapGuardReservesInFlight(t *testing.T) {
 		t.Errorf("refused after one in-flight client finished: %v", err)
 	}
 }
+
+// Far from the limit the guard counts /proc/self/maps rarely (its cost
+// grows with the mappings), near it at every client.
+func TestMapGuardCountsRarelyWhenFar(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skip("no /proc/self/maps")
+	}
+	now := bytes.Count(b, []byte{'\n'})
+	far := &mapGuard{limit: now + 1_000_000}
+	for i := 0; i < 10_000; i++ {
+		done, err := far.check()
+		if err != nil {
+			t.Fatalf("client %d refused far from the limit: %v", i, err)
+		}
+		done()
+	}
+	if far.reads > 2 {
+		t.Errorf("%d counts for 10,000 clients with room for 1,000,000 mappings, want at most 2", far.reads)
+	}
+	// Room for 10 clients beyond the headroom: a count at least every
+	// 5th client (half the room), and this process adds few mappings.
+	near := &mapGuard{limit: now + mapHeadroom(now+100) + 10*mapsInFlight}
+	for i := 0; i < 20; i++ {
+		done, err := near.check()
+		if err != nil {
+			t.Fatalf("client %d refused with room for 10: %v", i, err)
+		}
+		done()
+	}
+	if near.reads < 4 {
+		t.Errorf("%d counts for 20 clients near the limit, want one at least every 5th", near.reads)
+	}
+}

@@ -771,9 +771,8 @@ func (c *conn) handle(wc fabric.WC, in []byte) error {
 
 // destroy releases the client's resources in the order verbs requires:
 // QP before the CQs and MRs it uses (release returns its SRQ buffers
-// after). Only release calls it.
-func (c *conn) destroy() {
-	released := false
+// after). Only release calls it; it reports whether there was a QP.
+func (c *conn) destroy() (released bool) {
 	if c.qp != nil {
 		c.qp.Destroy()
 		released = true
@@ -794,9 +793,5 @@ func (c *conn) destroy() {
 			}
 		}
 	}
-	if released {
-		c.s.mu.Lock()
-		c.s.stats.Released++
-		c.s.mu.Unlock()
-	}
+	return released
 }
