@@ -1,12 +1,14 @@
 package app
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -25,7 +27,7 @@ func clientsCommand(s Streams) *cli.Command {
 		Usage:  "load generator: run N concurrent clients against a server (used by search and ramp)",
 		Hidden: true,
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:4433", Usage: "server address"},
+			&cli.StringFlag{Name: "addr", Value: "127.0.0.1:4433", Usage: "server address (with --events, the first line of stdin instead)"},
 			&cli.IntFlag{Name: "n", Value: 1, Usage: "clients in this process"},
 			&cli.IntFlag{Name: "id-base", Usage: "ID of the first client"},
 			&cli.IntFlag{Name: "proc", Usage: "index of this process"},
@@ -95,7 +97,20 @@ func runClients(ctx context.Context, c *cli.Context, s Streams) error {
 		return failf(fmt.Errorf("open device: %w", err))
 	}
 	defer dev.Close()
-	d, err := client.NewDialer(dev, client.Config{Addr: c.String("addr"), TLS: tlsConf,
+	addr := c.String("addr")
+	in := bufio.NewReader(s.In)
+	if events {
+		// Started, device open: the runner sends the server's address
+		// when the server and every generator are ready, so the clients
+		// of all generators start together and no start-up is timed.
+		emit.Emit(runner.Event{Event: "ready"})
+		line, err := in.ReadString('\n')
+		if err != nil {
+			return nil // released before the start: the point was abandoned
+		}
+		addr = strings.TrimSpace(line)
+	}
+	d, err := client.NewDialer(dev, client.Config{Addr: addr, TLS: tlsConf,
 		Rounds: c.Int("rounds"), MsgSize: c.Int("msg-size"), Timeout: c.Duration("timeout")})
 	if err != nil {
 		return failf(err)
@@ -135,7 +150,7 @@ func runClients(ctx context.Context, c *cli.Context, s Streams) error {
 		// Hold every connected client until the runner releases them.
 		released := make(chan struct{})
 		go func() {
-			io.Copy(io.Discard, s.In)
+			io.Copy(io.Discard, in)
 			close(released)
 		}()
 		select {

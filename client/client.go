@@ -41,6 +41,7 @@ type Dialer struct {
 	dev  fabric.Device
 	pd   fabric.PD
 	port fabric.PortInfo
+	bufs *bufs
 }
 
 // NewDialer allocates the shared PD on dev.
@@ -58,23 +59,32 @@ func NewDialer(dev fabric.Device, cfg Config) (*Dialer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Dialer{cfg: cfg, dev: dev, pd: pd, port: dev.Port()}, nil
+	return &Dialer{cfg: cfg, dev: dev, pd: pd, port: dev.Port(), bufs: newBufs(pd, cfg.MsgSize)}, nil
 }
 
-// Close releases the PD; every Conn must be closed first.
-func (d *Dialer) Close() error { return d.pd.Dealloc() }
+// Close releases the buffers and the PD; every Conn must be closed first.
+func (d *Dialer) Close() error {
+	err := d.bufs.close()
+	if perr := d.pd.Dealloc(); err == nil {
+		err = perr
+	}
+	return err
+}
 
 // Conn is a connected client. It holds its QP and TLS connection until
 // Close, so the server sees it as a concurrent client.
 type Conn struct {
-	tls    net.Conn
-	cq     fabric.CQ
-	sendMR fabric.MR
-	recvMR fabric.MR
-	qp     fabric.QP
+	tls  net.Conn
+	cq   fabric.CQ
+	bufs *bufs
+	buf  bufPair // send and receive buffer, from the dialer's regions
+	held bool    // buf is this client's
+	msg  int
+	qp   fabric.QP
 }
 
-// Close releases the client's QP, CQ and MRs and closes its connection.
+// Close releases the client's QP and CQ, gives its buffers back and
+// closes its connection.
 func (c *Conn) Close() {
 	if c.tls != nil {
 		c.tls.Close()
@@ -82,15 +92,17 @@ func (c *Conn) Close() {
 	if c.qp != nil {
 		c.qp.Destroy()
 	}
-	for _, mr := range []fabric.MR{c.sendMR, c.recvMR} {
-		if mr != nil {
-			mr.Dereg()
-		}
+	if c.held {
+		c.bufs.put(c.buf) // after the QP: nothing can write it now
+		c.held = false
 	}
 	if c.cq != nil {
 		c.cq.Destroy()
 	}
 }
+
+func (c *Conn) sendBuf() []byte { return c.buf.mr.Buf()[c.buf.sendOff():][:c.msg] }
+func (c *Conn) recvBuf() []byte { return c.buf.mr.Buf()[c.buf.recvOff(c.msg):][:c.msg] }
 
 // attempt tracks the phases of one Connect for its record.
 type attempt struct {
@@ -156,7 +168,7 @@ func (d *Dialer) Connect(ctx context.Context, id, proc int) (*Conn, result.Clien
 }
 
 func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
-	c := &Conn{}
+	c := &Conn{bufs: d.bufs, msg: d.cfg.MsgSize}
 	nd := net.Dialer{LocalAddr: loopbackSource(d.cfg.Addr, a.rec.ID)}
 	raw, err := nd.DialContext(ctx, "tcp", d.cfg.Addr)
 	if err != nil {
@@ -192,14 +204,11 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 		a.fail(ctx, result.OutcomeQPCreate, err)
 		return c, err
 	}
-	if c.sendMR, err = d.pd.RegMR(size, fabric.AccessLocalWrite); err != nil {
+	if c.buf, err = d.bufs.get(); err != nil {
 		a.fail(ctx, result.OutcomeQPCreate, err)
 		return c, err
 	}
-	if c.recvMR, err = d.pd.RegMR(size, fabric.AccessLocalWrite); err != nil {
-		a.fail(ctx, result.OutcomeQPCreate, err)
-		return c, err
-	}
+	c.held = true
 	c.qp, err = d.pd.CreateQP(fabric.QPInitAttr{SendCQ: c.cq, RecvCQ: c.cq,
 		MaxSendWR: QPDepth, MaxRecvWR: QPDepth, MaxSendSGE: 1, MaxRecvSGE: 1})
 	if err != nil {
@@ -212,7 +221,7 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 		a.fail(ctx, result.OutcomeInit, err)
 		return c, err
 	}
-	if err := c.qp.PostRecv(0, c.recvMR, 0, size); err != nil {
+	if err := c.qp.PostRecv(0, c.buf.mr, c.buf.recvOff(size), size); err != nil {
 		a.fail(ctx, result.OutcomeInit, err)
 		return c, err
 	}
@@ -280,8 +289,8 @@ const QPDepth = 2
 // The receive for it is already posted; the next one is posted before
 // returning. Send and receive complete on the same CQ in either order.
 func (c *Conn) roundTrip(ctx context.Context, seq uint64, size int) error {
-	payload.Fill(c.sendMR.Buf(), seq, size)
-	if err := c.qp.PostSend(seq, c.sendMR, 0, size); err != nil {
+	payload.Fill(c.sendBuf(), seq, size)
+	if err := c.qp.PostSend(seq, c.buf.mr, c.buf.sendOff(), size); err != nil {
 		return err
 	}
 	var sent, got bool
@@ -302,19 +311,19 @@ func (c *Conn) roundTrip(ctx context.Context, seq uint64, size int) error {
 			if wc.ByteLen != size {
 				return fmt.Errorf("echo of %d bytes, sent %d", wc.ByteLen, size)
 			}
-			echo := c.recvMR.Buf()[:size]
+			echo := c.recvBuf()[:size]
 			s, err := payload.Check(echo)
 			if err != nil {
 				return err
 			}
-			if s != seq || string(echo) != string(c.sendMR.Buf()[:size]) {
+			if s != seq || string(echo) != string(c.sendBuf()[:size]) {
 				return fmt.Errorf("echo of message %d does not match message %d", s, seq)
 			}
 		} else {
 			sent = true
 		}
 	}
-	return c.qp.PostRecv(0, c.recvMR, 0, size)
+	return c.qp.PostRecv(0, c.buf.mr, c.buf.recvOff(size), size)
 }
 
 // exchangeClass classifies a failed hello write or reply read. In TLS 1.3

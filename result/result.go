@@ -147,7 +147,14 @@ type Point struct {
 	DurationSec float64   `json:"duration_sec"`
 	// ConnectSec is the time from launching the first client to the last
 	// client's outcome: Connected/ConnectSec is the connection rate.
+	// Since 2026-11-23 15:00 UTC the load generators start (and open
+	// their device) before the clock starts; earlier runs counted their
+	// start-up in ConnectSec and have no StartupSec.
 	ConnectSec float64 `json:"connect_sec,omitempty"`
+	// StartupSec is the time from starting the server to launching the
+	// first client: the server's and the load generators' start-up, side
+	// by side.
+	StartupSec float64 `json:"startup_sec,omitempty"`
 	Attempted  int     `json:"attempted"`
 	Connected  int     `json:"connected"`
 	// TLSResumed counts clients whose TLS handshake resumed a session.

@@ -6,6 +6,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -131,31 +132,40 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	}
 	smp := startSampler(ctx, cfg)
 	srvProcs, _ := splitCPUs(cfg.GoMaxProcs, runtime.NumCPU(), cfg.Procs)
+	started := time.Now()
 	srv, err := startChild("server", cfg.Exe, srvArgs, srvProcs)
 	if err != nil {
 		smp.finish(&pt, max)
 		return pt, err
 	}
-	addr, err := l.awaitReady(ctx, srv)
-	if err != nil {
-		srv.kill()
-		smp.finish(&pt, max)
-		return pt, err
-	}
-	smp.serverUp(srv.cmd.Process.Pid, l.Device)
-
-	launched := time.Now()
-	gens, err := l.startGenerators(n, trial, addr)
+	// The generators start while the server does: each opens its device
+	// and says "ready", and all are released at once when the server and
+	// every one of them is (see collect). The connect clock starts there,
+	// so process start-up is not counted as connection time.
+	gens, err := l.startGenerators(n, trial)
 	if err != nil {
 		srv.stop(10 * time.Second)
 		smp.finish(&pt, max)
 		return pt, err
 	}
+	addr, err := l.awaitReady(ctx, srv)
+	if err != nil {
+		for _, g := range gens {
+			g.kill()
+		}
+		srv.kill()
+		smp.finish(&pt, max)
+		return pt, err
+	}
+	smp.serverUp(srv.cmd.Process.Pid, l.Device)
 	for i, g := range gens {
 		smp.add(fmt.Sprintf("clients-%d", i), g.cmd.Process.Pid)
 	}
-	recs, pointErr := l.collect(ctx, n, srv, gens)
-	pt.ConnectSec = time.Since(launched).Seconds()
+	recs, pointErr, released := l.collect(ctx, n, srv, gens, addr)
+	if !released.IsZero() {
+		pt.StartupSec = released.Sub(started).Seconds()
+		pt.ConnectSec = time.Since(released).Seconds()
+	}
 	smp.loaded()
 
 	// Release the clients (stdin EOF), then stop the server, which prints
@@ -220,7 +230,9 @@ func share(n, procs, i int) int {
 	return s
 }
 
-func (l *Local) startGenerators(n, trial int, addr string) ([]*child, error) {
+// startGenerators starts the load generators; each waits for the
+// server's address on its stdin (collect sends it).
+func (l *Local) startGenerators(n, trial int) ([]*child, error) {
 	cfg := l.cfg
 	procs := cfg.Procs
 	_, genProcs := splitCPUs(cfg.GoMaxProcs, runtime.NumCPU(), procs)
@@ -231,7 +243,7 @@ func (l *Local) startGenerators(n, trial int, addr string) ([]*child, error) {
 	base := 0
 	for i := 0; i < procs; i++ {
 		k := share(n, procs, i)
-		args := append([]string{"clients", "--addr", addr, "--n", strconv.Itoa(k),
+		args := append([]string{"clients", "--n", strconv.Itoa(k),
 			"--id-base", strconv.Itoa(base), "--proc", strconv.Itoa(i),
 			"--timeout", cfg.Timeout.String(), "--rounds", strconv.Itoa(cfg.Rounds),
 			"--ca", cfg.CertFile, "--cert", cfg.ClientCertFile, "--key", cfg.ClientKeyFile,
@@ -264,10 +276,13 @@ func (l *Local) startGenerators(n, trial int, addr string) ([]*child, error) {
 	return gens, nil
 }
 
-// collect waits for every generator's "done" line. A generator that exits
-// without it, or does not finish before the deadline, has its clients
-// recorded as failed with the reason.
-func (l *Local) collect(ctx context.Context, n int, srv *child, gens []*child) ([]result.ClientRecord, string) {
+// collect releases the generators once each has said "ready" (or died):
+// it writes the server's address to their stdin and returns when that
+// was (zero if none was released). Then it waits for every generator's
+// "done" line. A generator that exits without it, or does not finish
+// before the deadline, has its clients recorded as failed with the
+// reason.
+func (l *Local) collect(ctx context.Context, n int, srv *child, gens []*child, addr string) ([]result.ClientRecord, string, time.Time) {
 	cfg := l.cfg
 	launch := time.Duration(0)
 	if cfg.Rate > 0 {
@@ -277,16 +292,38 @@ func (l *Local) collect(ctx context.Context, n int, srv *child, gens []*child) (
 	// a generator reports progress as its clients finish: one silent for
 	// longer than a client may take is hung.
 	quiet := cfg.Timeout + 10*time.Second + cfg.Timeout/4
-	deadline := time.NewTimer(launch + quiet)
+	// Until the release, the deadline is the generators' start-up bound.
+	deadline := time.NewTimer(cfg.StartTimeout)
 	defer deadline.Stop()
 
 	type state struct {
+		ready    bool
 		done     bool
 		progress Event
 		recs     []result.ClientRecord
 	}
 	st := make([]state, len(gens))
 	var pointErr string
+	var released time.Time
+	// release starts the clients once no generator is still starting.
+	release := func() {
+		if !released.IsZero() {
+			return
+		}
+		for _, s := range st {
+			if !s.ready && !s.done {
+				return
+			}
+		}
+		released = time.Now()
+		for i, g := range gens {
+			if st[i].ready && !st[i].done {
+				// A generator that died meanwhile shows as closed events.
+				io.WriteString(g.stdin, addr+"\n")
+			}
+		}
+		deadline.Reset(launch + quiet)
+	}
 	report := func() {
 		if cfg.Progress == nil {
 			return
@@ -340,6 +377,9 @@ func (l *Local) collect(ctx context.Context, n int, srv *child, gens []*child) (
 		select {
 		case t := <-merged:
 			i, g, ev := t.i, gens[t.i], t.ev
+			if st[i].done {
+				continue // killed and recorded already
+			}
 			if t.closed {
 				<-g.exited
 				why := g.exitText() + " before reporting"
@@ -348,9 +388,13 @@ func (l *Local) collect(ctx context.Context, n int, srv *child, gens []*child) (
 				}
 				lost(i, why)
 				remaining--
+				release()
 				continue
 			}
 			switch ev.Event {
+			case "ready":
+				st[i].ready = true
+				release()
 			case "progress":
 				if ev.Done > st[i].progress.Done {
 					deadline.Reset(quiet)
@@ -375,8 +419,24 @@ func (l *Local) collect(ctx context.Context, n int, srv *child, gens []*child) (
 					lost(i, "interrupted")
 				}
 			}
-			return flatten(st, func(s state) []result.ClientRecord { return s.recs }), "interrupted"
+			return flatten(st, func(s state) []result.ClientRecord { return s.recs }), "interrupted", released
 		case <-deadline.C:
+			if released.IsZero() {
+				// Start the clients of the generators that are ready.
+				for i, g := range gens {
+					if !st[i].ready && !st[i].done {
+						g.kill()
+						why := fmt.Sprintf("%s hung: not ready %s after it started", g.name, cfg.StartTimeout)
+						if pointErr == "" {
+							pointErr = why
+						}
+						lost(i, why)
+						remaining--
+					}
+				}
+				release()
+				continue
+			}
 			for i, g := range gens {
 				if !st[i].done {
 					g.kill()
@@ -398,9 +458,19 @@ func (l *Local) collect(ctx context.Context, n int, srv *child, gens []*child) (
 			} else if ev.Event == "error" && pointErr == "" {
 				pointErr = "server: " + ev.Error
 			}
+			if srvEvents == nil && released.IsZero() {
+				// No server to release the clients at.
+				for i, g := range gens {
+					if !st[i].done {
+						g.kill()
+						lost(i, "not started: "+pointErr)
+						remaining--
+					}
+				}
+			}
 		}
 	}
-	return flatten(st, func(s state) []result.ClientRecord { return s.recs }), pointErr
+	return flatten(st, func(s state) []result.ClientRecord { return s.recs }), pointErr, released
 }
 
 func flatten[S any](st []S, f func(S) []result.ClientRecord) []result.ClientRecord {

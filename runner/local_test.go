@@ -29,8 +29,12 @@ const goodServer = `echo '{"event":"ready","addr":"127.0.0.1:1","device":{"name"
 trap 'echo "{\"event\":\"stats\",\"server\":{\"accepted\":2,\"connected\":2,\"peak_active\":2}}"; exit 0' TERM
 while true; do read -t 1 || true; done`
 
-// args: --addr A --n K --id-base B --proc P
-const goodClients = `n=$5; base=$7
+// args: --n K --id-base B --proc P; says ready, then reads the server's
+// address from stdin.
+const goodClients = `n=$3; base=$5
+echo '{"event":"ready"}'
+read -r addr || exit 0
+[ "$addr" = "127.0.0.1:1" ] || { echo "{\"event\":\"error\",\"error\":\"released with address '$addr'\"}"; exit 1; }
 recs=""
 for ((i=0;i<n;i++)); do
   [ -n "$recs" ] && recs="$recs,"
@@ -71,6 +75,43 @@ func TestRunPointCollects(t *testing.T) {
 	}
 	if r.Device == nil || r.Device.Name != "fake0" {
 		t.Errorf("device %+v", r.Device)
+	}
+	if pt.StartupSec <= 0 || pt.ConnectSec <= 0 {
+		t.Errorf("startup %.3f s, connect %.3f s: want both timed", pt.StartupSec, pt.ConnectSec)
+	}
+}
+
+// The generators start while the server does, and the connect clock
+// starts only when both are ready: a server that takes a second to start
+// shows in StartupSec, not in ConnectSec.
+func TestStartupIsNotConnectTime(t *testing.T) {
+	slow := "sleep 1\n" + goodServer
+	r := newRunner(t, fake(t, slow, goodClients), 2)
+	pt, err := r.RunPoint(context.Background(), 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pt.Connected != 4 || pt.Error != "" {
+		t.Fatalf("point %+v", pt)
+	}
+	if pt.StartupSec < 1 || pt.ConnectSec >= 1 {
+		t.Errorf("startup %.3f s, connect %.3f s: want the server's 1 s start-up in startup only", pt.StartupSec, pt.ConnectSec)
+	}
+}
+
+// A generator that never says ready holds the others back only until the
+// point's deadline, and is named as not ready.
+func TestGeneratorNeverReady(t *testing.T) {
+	stuck := `if [ "$7" = 1 ]; then exec sleep 600; fi
+` + goodClients
+	r := newRunner(t, fake(t, goodServer, stuck), 2)
+	r.cfg.Timeout = 1 * time.Second
+	pt, err := r.RunPoint(context.Background(), 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pt.Connected != 2 || !strings.Contains(pt.Error, "load generator 1 hung: not ready") {
+		t.Errorf("connected %d, error %q; want generator 0's 2 clients and generator 1 named; %+v", pt.Connected, pt.Error, pt.Records)
 	}
 }
 
@@ -176,7 +217,7 @@ func TestChildrenGetGOMAXPROCS(t *testing.T) {
 	for _, policy := range []string{GoMaxProcsSplit, GoMaxProcsAll} {
 		dir := t.TempDir()
 		srv := `echo "${GOMAXPROCS:-unset}" > ` + dir + "/server\n" + goodServer
-		cl := `echo "${GOMAXPROCS:-unset}" > ` + dir + "/clients-$9\n" + goodClients
+		cl := `echo "${GOMAXPROCS:-unset}" > ` + dir + "/clients-$7\n" + goodClients
 		r := newRunner(t, fake(t, srv, cl), 2)
 		r.cfg.GoMaxProcs = policy
 		if _, err := r.RunPoint(context.Background(), 4, 0); err != nil {
