@@ -20,6 +20,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/bench"
 	"github.com/rdmaprobe/rdmaprobe/fabric"
 	"github.com/rdmaprobe/rdmaprobe/fabric/sim"
+	"github.com/rdmaprobe/rdmaprobe/report"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/softroce"
 )
@@ -114,7 +115,7 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 	progress := func(m bench.Measurement) {
 		run.Measurements = append(run.Measurements, m)
 		fmt.Fprintf(s.Err, "  %-13s %s: %d/%d ok, %.1f conn/s, %.3f ms/conn\n",
-			m.Name, inFlight(m.Concurrency), m.OK, m.Attempted, m.PerSec, m.CostMS)
+			m.Name, report.InFlight(m.Concurrency), m.OK, m.Attempted, m.PerSec, m.CostMS)
 		save()
 	}
 
@@ -146,6 +147,16 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 		err = perr
 	}
 	fmt.Fprintf(s.Out, "saved %s\n", path)
+	// The report is rendered from the saved file's contents, like
+	// `rdmaprobe report bench.json` would, so it can be regenerated.
+	files, rerr := report.WriteBench(run, dir, report.Formats)
+	if rerr != nil {
+		fmt.Fprintf(s.Err, "report: %v\n", rerr)
+		if err == nil {
+			err = rerr
+		}
+	}
+	sayReports(s, files, "report.", "report")
 	return err
 }
 
@@ -205,13 +216,6 @@ func guestBench(ctx context.Context, payload json.RawMessage, progress func(any)
 	return bench.Suite(ctx, p, req.N, req.Concurrency, req.options(fabric.DeviceConfig{GIDIndex: -1}), func(m bench.Measurement) { progress(m) })
 }
 
-func inFlight(c int) string {
-	if c == 1 {
-		return "serial"
-	}
-	return strconv.Itoa(c) + " in flight"
-}
-
 func newTable(w io.Writer) *tablewriter.Table {
 	return tablewriter.NewTable(w,
 		tablewriter.WithRenderer(renderer.NewBlueprint()),
@@ -223,15 +227,10 @@ func newTable(w io.Writer) *tablewriter.Table {
 // printBench writes the measurements, the ratios against the targets and
 // the full connect's phases.
 func printBench(w io.Writer, run *bench.Run) error {
-	label := map[string]string{
-		bench.TLSHandshakeName: "(a) bare TLS 1.3 handshake",
-		bench.RawVerbsName:     "(b) raw verbs, both ends",
-		bench.FullConnectName:  "(c) full connect",
-	}
 	t := newTable(w)
 	t.Header([]string{"Measure", "Mode", "OK", "Conn/s", "ms/conn", "p50 ms", "p99 ms"})
 	for _, m := range run.Measurements {
-		t.Append([]string{label[m.Name], inFlight(m.Concurrency), fmt.Sprintf("%d/%d", m.OK, m.Attempted),
+		t.Append([]string{report.BenchMeasure(m.Name), report.InFlight(m.Concurrency), fmt.Sprintf("%d/%d", m.OK, m.Attempted),
 			fmt.Sprintf("%.0f", m.PerSec), fmt.Sprintf("%.3f", m.CostMS),
 			fmt.Sprintf("%.3f", m.LatencyMS.P50), fmt.Sprintf("%.3f", m.LatencyMS.P99)})
 	}
@@ -248,7 +247,7 @@ func printBench(w io.Writer, run *bench.Run) error {
 		if run.Backend.Simulated {
 			rateMet = yesNo(cmp.RateVsTLS >= bench.MinSimRateVsTLS)
 		}
-		t.Append([]string{inFlight(cmp.Concurrency), fmt.Sprintf("%.3f", a.CostMS+b.CostMS),
+		t.Append([]string{report.InFlight(cmp.Concurrency), fmt.Sprintf("%.3f", a.CostMS+b.CostMS),
 			fmt.Sprintf("%.3f", c.CostMS), fmt.Sprintf("%.2f", cmp.CostRatio),
 			yesNo(cmp.CostRatio <= bench.MaxCostRatio),
 			fmt.Sprintf("%.0f%%", cmp.RateVsTLS*100), rateMet})
@@ -277,7 +276,7 @@ func phaseTable(w io.Writer, run *bench.Run, name, title string, phases []string
 	for i := range run.Measurements {
 		if m := &run.Measurements[i]; m.Name == name && len(m.PhasesMS) > 0 {
 			ms = append(ms, m)
-			head = append(head, inFlight(m.Concurrency)+" p50 ms", inFlight(m.Concurrency)+" mean ms")
+			head = append(head, report.InFlight(m.Concurrency)+" p50 ms", report.InFlight(m.Concurrency)+" mean ms")
 		}
 	}
 	if len(ms) == 0 {

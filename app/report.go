@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rdmaprobe/rdmaprobe/bench"
 	"github.com/rdmaprobe/rdmaprobe/report"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
@@ -36,8 +37,8 @@ func formats(c *cli.Context) ([]string, error) {
 func reportCommand(s Streams) *cli.Command {
 	return &cli.Command{
 		Name:      "report",
-		Usage:     "render Markdown and HTML reports from a saved run.json",
-		ArgsUsage: "RUN.json",
+		Usage:     "render Markdown and HTML reports from a saved run.json or bench.json",
+		ArgsUsage: "RUN.json|BENCH.json",
 		Flags: []cli.Flag{
 			formatFlag(),
 			&cli.StringFlag{Name: "out", Usage: "directory for the report (default: the run's own directory)"},
@@ -51,13 +52,29 @@ func reportCommand(s Streams) *cli.Command {
 				return err
 			}
 			path := c.Args().First()
-			run, err := result.Load(path)
+			kind, err := result.ReadKind(path)
 			if err != nil {
 				return fail(1, "%v", err)
 			}
 			out := c.String("out")
 			if out == "" {
 				out = filepath.Dir(path)
+			}
+			if kind == bench.Kind {
+				b, err := bench.Load(path)
+				if err != nil {
+					return fail(1, "%v", err)
+				}
+				files, err := report.WriteBench(b, out, fs)
+				if err != nil {
+					return fail(1, "write report in %s: %v", out, err)
+				}
+				sayReports(s, files, "report.", "report")
+				return nil
+			}
+			run, err := result.Load(path)
+			if err != nil {
+				return fail(1, "%v", err)
 			}
 			return writeReport(s, run, out, fs)
 		},
@@ -70,18 +87,23 @@ func writeReport(s Streams, run *result.Run, dir string, fs []string) error {
 	if err != nil {
 		return fail(1, "write report in %s: %v", dir, err)
 	}
+	sayReports(s, files, "report.", "report")
+	return nil
+}
+
+// sayReports names the documents among files (not their plots).
+func sayReports(s Streams, files []string, prefix, what string) {
 	for _, f := range files {
-		if strings.HasPrefix(filepath.Base(f), "report.") {
-			fmt.Fprintf(s.Out, "report: %s\n", f)
+		if strings.HasPrefix(filepath.Base(f), prefix) {
+			fmt.Fprintf(s.Out, "%s: %s\n", what, f)
 		}
 	}
-	return nil
 }
 
 func compareCommand(s Streams) *cli.Command {
 	return &cli.Command{
 		Name:      "compare",
-		Usage:     "set saved runs side by side (e.g. sim vs Soft-RoCE, per-client vs shared-cq)",
+		Usage:     "set saved runs side by side (e.g. sim vs Soft-RoCE, per-client vs shared-cq), or saved bench runs",
 		ArgsUsage: "A.json B.json [...]",
 		Flags: []cli.Flag{
 			formatFlag(),
@@ -89,7 +111,7 @@ func compareCommand(s Streams) *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() < 2 {
-				return fail(2, "compare takes two or more run.json files, flags first: rdmaprobe compare [--out DIR] A.json B.json ...")
+				return fail(2, "compare takes two or more run.json (or bench.json) files, flags first: rdmaprobe compare [--out DIR] A.json B.json ...")
 			}
 			for _, a := range c.Args().Slice() {
 				if strings.HasPrefix(a, "-") {
@@ -100,24 +122,58 @@ func compareCommand(s Streams) *cli.Command {
 			if err != nil {
 				return err
 			}
-			var runs []*result.Run
-			for _, p := range c.Args().Slice() {
-				r, err := result.Load(p)
-				if err != nil {
+			paths := c.Args().Slice()
+			kinds := make([]string, len(paths))
+			for i, p := range paths {
+				if kinds[i], err = result.ReadKind(p); err != nil {
 					return fail(1, "%v", err)
 				}
-				runs = append(runs, r)
 			}
-			files, err := report.WriteComparison(runs, c.String("out"), fs)
-			if err != nil {
-				return fail(1, "write comparison in %s: %v", c.String("out"), err)
-			}
-			for _, f := range files {
-				if strings.HasPrefix(filepath.Base(f), "compare.") {
-					fmt.Fprintf(s.Out, "comparison: %s\n", f)
+			for i := range paths {
+				if kinds[i] != kinds[0] {
+					return fail(2, "compare: %s is %s but %s is %s: compare runs with runs and bench files with bench files",
+						paths[0], kindName(kinds[0]), paths[i], kindName(kinds[i]))
 				}
 			}
+			out := c.String("out")
+			var files []string
+			if kinds[0] == bench.Kind {
+				var runs []*bench.Run
+				for _, p := range paths {
+					r, err := bench.Load(p)
+					if err != nil {
+						return fail(1, "%v", err)
+					}
+					runs = append(runs, r)
+				}
+				files, err = report.WriteBenchComparison(runs, out, fs)
+			} else {
+				var runs []*result.Run
+				for _, p := range paths {
+					r, err := result.Load(p)
+					if err != nil {
+						return fail(1, "%v", err)
+					}
+					runs = append(runs, r)
+				}
+				files, err = report.WriteComparison(runs, out, fs)
+			}
+			if err != nil {
+				return fail(1, "write comparison in %s: %v", out, err)
+			}
+			sayReports(s, files, "compare.", "comparison")
 			return nil
 		},
 	}
+}
+
+// kindName says what a file of kind k holds, for messages.
+func kindName(k string) string {
+	switch k {
+	case result.KindRun:
+		return "a capacity run"
+	case bench.Kind:
+		return "a bench file"
+	}
+	return fmt.Sprintf("a file of kind %q", k)
 }

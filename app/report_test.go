@@ -92,3 +92,52 @@ func TestReportBadInput(t *testing.T) {
 		t.Errorf("missing file: exit %d", code)
 	}
 }
+
+// A saved bench.json renders as a bench report, not as an empty capacity
+// run; bench files compare with bench files, and a mix is refused.
+func TestReportBench(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile("../results/20261123T133256Z-bench-sim/bench.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	benchPath := filepath.Join(dir, "bench.json")
+	if err := os.WriteFile(benchPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, "report", benchPath)
+	if code != 0 || !strings.Contains(out, "report: "+filepath.Join(dir, "report.md")) {
+		t.Fatalf("report: exit %d\n%s\n%s", code, out, errOut)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	for _, want := range []string{"# rdmaprobe bench on sim", "(c) full connect", "c/(a+b)", "target ≤ 1.5: **met**", "The fabric is simulated"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(string(md), "completed point") {
+		t.Errorf("bench file rendered as a capacity run:\n%s", md)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bench-cost.png")); err != nil {
+		t.Error(err)
+	}
+
+	runPath := "../testdata/report/predecessor.json"
+	out, errOut, code = run(t, "compare", "--out", t.TempDir(), runPath, benchPath)
+	if code != 2 || !strings.Contains(errOut, benchPath+" is a bench file") || !strings.Contains(errOut, "is a capacity run") ||
+		strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Errorf("compare run with bench: exit %d, stderr %q; want 2 and one line saying which is which", code, errOut)
+	}
+
+	other := filepath.Join(dir, "other.json")
+	os.WriteFile(other, data, 0o644)
+	cmpDir := t.TempDir()
+	out, errOut, code = run(t, "compare", "--out", cmpDir, benchPath, other)
+	if code != 0 || !strings.Contains(out, "comparison: "+filepath.Join(cmpDir, "compare.md")) {
+		t.Fatalf("compare bench files: exit %d\n%s\n%s", code, out, errOut)
+	}
+	cmp, _ := os.ReadFile(filepath.Join(cmpDir, "compare.md"))
+	if !strings.Contains(string(cmp), "comparison of 2 bench runs") || !strings.Contains(string(cmp), "sim (simulated) 2026-11-23 13:32 #2") {
+		t.Errorf("compare.md:\n%s", cmp)
+	}
+}

@@ -244,3 +244,10 @@ func TestSimInVM(t *testing.T) {
 		t.Errorf("--sim-in-vm with --backend vm: exit %d, %q", code, errOut)
 	}
 }
+
+// The bench suite runs inside the guest on rxe0 and leaves a bench file
+// with all three measurements at both concurrencies, and its report.
+func TestVMBench(t *testing.T) {
+	needVM(t)
+	checkBench(t, "vm", "--backend", "vm", "--vm-mem", "2048")
+}

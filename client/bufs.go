@@ -36,7 +36,7 @@ type bufPair struct {
 	off int
 }
 
-func (p bufPair) sendOff() int { return p.off }
+func (p bufPair) sendOff() int        { return p.off }
 func (p bufPair) recvOff(msg int) int { return p.off + msg }
 
 func newBufs(pd fabric.PD, msg int) *bufs { return &bufs{pd: pd, msg: msg} }

@@ -85,6 +85,65 @@ func linePlot(name, title, xlabel, ylabel string, series []Series) Plot {
 	return render(p, out)
 }
 
+// Bars is one series of a grouped bar chart: one value per group.
+type Bars struct {
+	Label string
+	Y     []float64
+}
+
+// barPlot renders series side by side within each named group; ref > 0
+// draws a dashed horizontal line at that value, labelled refLabel.
+func barPlot(name, title, ylabel string, groups []string, series []Bars, ref float64, refLabel string) Plot {
+	out := Plot{Name: name, Title: title}
+	if len(groups) == 0 || len(series) == 0 {
+		out.Empty = "no data"
+		return out
+	}
+	p := plot.New()
+	p.Title.Text = title
+	p.Y.Label.Text = ylabel
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	names := make([]string, len(groups))
+	for i, g := range groups {
+		names[i] = safeLabel(g)
+	}
+	p.NominalX(names...)
+	// Each group gets 80% of its share of the width, split among the bars.
+	w := vg.Length(float64(plotW-2*vg.Centimeter) / float64(len(groups)) * 0.8 / float64(len(series)))
+	w = min(w, 1.5*vg.Centimeter)
+	for i, s := range series {
+		vals := make(plotter.Values, len(groups))
+		copy(vals, s.Y)
+		b, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			out.Empty = err.Error()
+			return out
+		}
+		b.Color = plotutil.Color(i)
+		b.LineStyle.Width = 0
+		b.Offset = vg.Length(float64(i)-float64(len(series)-1)/2) * w
+		p.Add(b)
+		p.Legend.Add(safeLabel(s.Label), b)
+	}
+	rows := len(series)
+	if ref > 0 {
+		l := plotter.NewFunction(func(float64) float64 { return ref })
+		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		l.Width = vg.Points(1)
+		p.Add(l)
+		p.Legend.Add(safeLabel(refLabel), l)
+		p.Y.Max = max(p.Y.Max, ref)
+		rows++
+	}
+	// Half a group of margin on each side, and headroom above the
+	// tallest bar for the legend (about 14 pt a row of ~210 pt).
+	p.X.Min, p.X.Max = -0.6, float64(len(groups))-0.4
+	p.Y.Min = 0
+	p.Y.Max /= 1 - min(0.6, float64(rows)*14/210+0.03)
+	return render(p, out)
+}
+
 type errBars struct {
 	plotter.XYs
 	errs plotter.YErrors

@@ -81,12 +81,26 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 }
 
 // Load reads a run file. Every problem is one line naming the file:
-// unreadable, truncated or corrupt JSON, not an rdmaprobe run, or a
-// schema newer than this build.
+// unreadable, truncated or corrupt JSON, not an rdmaprobe run, another
+// kind of rdmaprobe file (a bench run), or a schema newer than this build.
 //
 // A gzip-compressed file (run.json.gz, as the largest saved runs are kept
 // in the repository) is decompressed first.
 func Load(path string) (*Run, error) {
+	b, err := ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	run, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return run, nil
+}
+
+// ReadFile returns the bytes of a saved rdmaprobe file, decompressed if
+// it is gzip; a gzip error names the file.
+func ReadFile(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -96,11 +110,27 @@ func Load(path string) (*Run, error) {
 			return nil, fmt.Errorf("%s: gzip: %w", path, err)
 		}
 	}
-	run, err := Parse(b)
+	return b, nil
+}
+
+// KindRun is the kind of a capacity run; run.json files carry no kind
+// field, so its absence means a run.
+const KindRun = "run"
+
+// ReadKind says what a saved rdmaprobe file holds, so a command can hand
+// it to the right loader: KindRun, or the kind the file names ("bench").
+// A file that is empty, truncated, corrupt or not rdmaprobe's gets the
+// same one-line error, naming the file, as Load gives.
+func ReadKind(path string) (string, error) {
+	b, err := ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return "", err
 	}
-	return run, nil
+	h, err := ParseHead(b)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return h.Kind, nil
 }
 
 // maxRunBytes bounds a decompressed run (a 100,000-client run is ~50 MB).
@@ -121,22 +151,53 @@ func gunzip(b []byte) ([]byte, error) {
 	return out, nil
 }
 
-// Parse decodes a run from JSON (see Load).
-func Parse(b []byte) (*Run, error) {
+// Head is what every rdmaprobe file starts with.
+type Head struct {
+	SchemaVersion int
+	Tool          string
+	// Kind is KindRun when the file does not say.
+	Kind string
+}
+
+// ParseHead checks that b is a whole JSON document written by rdmaprobe
+// and returns its head. The schema version is the kind's own, so it is
+// returned, not judged.
+func ParseHead(b []byte) (Head, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
-		return nil, errors.New("empty file, not a run")
+		return Head{}, errors.New("empty file, not a run")
 	}
 	var head struct {
 		SchemaVersion *int    `json:"schema_version"`
 		Tool          *string `json:"tool"`
+		Kind          *string `json:"kind"`
 	}
 	if err := json.Unmarshal(b, &head); err != nil {
-		return nil, describeJSONError(b, err)
+		return Head{}, DescribeJSONError(b, err)
 	}
 	if head.SchemaVersion == nil || head.Tool == nil || *head.Tool != "rdmaprobe" {
-		return nil, errors.New("not an rdmaprobe run (no schema_version/tool fields)")
+		return Head{}, errors.New("not an rdmaprobe run (no schema_version/tool fields)")
 	}
-	v := *head.SchemaVersion
+	h := Head{SchemaVersion: *head.SchemaVersion, Tool: *head.Tool, Kind: KindRun}
+	if head.Kind != nil && *head.Kind != "" {
+		h.Kind = *head.Kind
+	}
+	return h, nil
+}
+
+// Parse decodes a run from JSON (see Load).
+func Parse(b []byte) (*Run, error) {
+	h, err := ParseHead(b)
+	if err != nil {
+		return nil, err
+	}
+	switch h.Kind {
+	case KindRun:
+	case "bench":
+		return nil, errors.New(`a bench file (kind "bench"), not a capacity run: render it with rdmaprobe report, compare it with other bench files`)
+	default:
+		return nil, fmt.Errorf("kind %q, not a capacity run: this build reads runs and bench files only", h.Kind)
+	}
+	v := h.SchemaVersion
 	if v > SchemaVersion {
 		return nil, fmt.Errorf("schema version %d is newer than this build reads (%d): use a newer rdmaprobe", v, SchemaVersion)
 	}
@@ -146,17 +207,19 @@ func Parse(b []byte) (*Run, error) {
 	var run Run
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&run); err != nil {
-		return nil, describeJSONError(b, err)
+		return nil, DescribeJSONError(b, err)
 	}
 	return &run, nil
 }
 
-func describeJSONError(b []byte, err error) error {
+// DescribeJSONError turns a decoding error of b into one line a user can
+// act on.
+func DescribeJSONError(b []byte, err error) error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.Is(err, io.ErrUnexpectedEOF) || (errors.As(err, &se) && strings.Contains(se.Error(), "unexpected end of JSON input")):
-		return fmt.Errorf("truncated JSON (%d bytes): the run was cut off while being written or copied", len(b))
+		return fmt.Errorf("truncated JSON (%d bytes): the file was cut off while being written or copied", len(b))
 	case errors.As(err, &se):
 		return fmt.Errorf("corrupt JSON at byte %d: %v", se.Offset, err)
 	case errors.As(err, &te):

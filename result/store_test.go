@@ -151,3 +151,54 @@ func TestNewRunDir(t *testing.T) {
 		t.Errorf("dirs %s, %s", a, b)
 	}
 }
+
+// A bench.json is an rdmaprobe file too, but not a capacity run: Load
+// refuses it naming its kind instead of rendering it as an empty run.
+func TestParseRefusesOtherKinds(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"schema_version": 1, "tool": "rdmaprobe", "kind": "bench", "measurements": []}`, `a bench file (kind "bench"), not a capacity run`},
+		{`{"schema_version": 1, "tool": "rdmaprobe", "kind": "trace"}`, `kind "trace", not a capacity run`},
+		{"{\"schema_version\": 1, \"tool\": \"rdmaprobe\", \"kind\": \"x\\ny\"}", `kind "x\ny"`},
+	} {
+		run, err := Parse([]byte(tc.in))
+		if err == nil || run != nil {
+			t.Errorf("%s: parsed as a run", tc.in)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.want) || strings.ContainsAny(err.Error(), "\r\n") {
+			t.Errorf("%s: error %q, want one line with %q", tc.in, err, tc.want)
+		}
+	}
+	if _, err := Parse([]byte(`{"schema_version": 1, "tool": "rdmaprobe", "kind": "run"}`)); err != nil {
+		t.Errorf("a run that says kind \"run\": %v", err)
+	}
+}
+
+func TestReadKind(t *testing.T) {
+	dir := t.TempDir()
+	runPath := filepath.Join(dir, FileName)
+	if err := Save(runPath, sample()); err != nil {
+		t.Fatal(err)
+	}
+	benchPath := filepath.Join(dir, "bench.json.gz")
+	os.WriteFile(benchPath, gz([]byte(`{"schema_version": 1, "tool": "rdmaprobe", "kind": "bench"}`)), 0o644)
+	for path, want := range map[string]string{runPath: KindRun, benchPath: "bench"} {
+		if got, err := ReadKind(path); err != nil || got != want {
+			t.Errorf("%s: kind %q, %v; want %q", filepath.Base(path), got, err, want)
+		}
+	}
+	good, _ := os.ReadFile(runPath)
+	for name, tc := range map[string]struct{ in, want string }{
+		"empty":     {"", "empty file"},
+		"truncated": {string(good[:len(good)/2]), "truncated JSON"},
+		"foreign":   {`{"name": "something else"}`, "not an rdmaprobe run"},
+		"gzip":      {string(gz(good)[:30]), "gzip: unexpected EOF"},
+	} {
+		p := filepath.Join(dir, name+".json")
+		os.WriteFile(p, []byte(tc.in), 0o644)
+		_, err := ReadKind(p)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error %v, want one line naming the file and %q", name, err, tc.want)
+		}
+	}
+}

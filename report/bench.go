@@ -1,0 +1,529 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	htmltemplate "html/template"
+	"os"
+	"path/filepath"
+	"strings"
+	texttemplate "text/template"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/bench"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/templates"
+)
+
+// Table is a header and rows, rendered by mdTable for Markdown and by the
+// "table" template for HTML; the first column is a label.
+type Table struct {
+	ID     string
+	Header []string
+	Rows   [][]string
+}
+
+// BenchModel is everything a bench report shows, computed from the bench
+// run alone.
+type BenchModel struct {
+	Title     string
+	Simulated bool
+	// SimNote says what a simulated fabric means for the figures.
+	SimNote string
+	Answer  []string
+	Env     [][2]string
+	// Measurements, Ratios and Phases are the tables in report order.
+	Measurements Table
+	Ratios       Table
+	Phases       []Table
+	Plot         Plot
+	Method       BenchMethod
+}
+
+// BenchMethod is how the bench run was made.
+type BenchMethod struct {
+	Command     string
+	Started     string
+	Finished    string
+	Duration    string
+	ToolVersion string
+}
+
+// simNote is the caveat of a simulated bench run, in the spirit of the
+// capacity report's "(simulated)" marks.
+const simNote = "The fabric is simulated: the raw verbs figures, and the verbs inside every full connect, are not RDMA measurements; only the TLS handshake and rdmaprobe's own work are real."
+
+// BenchMeasure names a measurement as the reports and the terminal do.
+func BenchMeasure(name string) string {
+	switch name {
+	case bench.TLSHandshakeName:
+		return "(a) bare TLS 1.3 handshake"
+	case bench.RawVerbsName:
+		return "(b) raw verbs, both ends"
+	case bench.FullConnectName:
+		return "(c) full connect"
+	}
+	return name
+}
+
+// InFlight names a concurrency: "serial" or "N in flight".
+func InFlight(c int) string {
+	if c == 1 {
+		return "serial"
+	}
+	return fmt.Sprintf("%d in flight", c)
+}
+
+// NewBenchModel computes the report of a bench run.
+func NewBenchModel(run *bench.Run) *BenchModel {
+	m := &BenchModel{Simulated: run.Backend.Simulated}
+	m.Title = "rdmaprobe bench on " + backendName(run.Backend)
+	if m.Simulated {
+		m.SimNote = simNote
+	}
+	m.benchAnswer(run)
+	m.benchEnv(run)
+	m.benchTables(run)
+	m.Plot = benchCostPlot(run)
+	m.benchMethod(run)
+	return m
+}
+
+func backendName(b result.Backend) string {
+	if b.Description != "" {
+		return b.Description
+	}
+	return b.Name
+}
+
+func metWord(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "not met"
+}
+
+// target returns whether run met the target of kind cmp ("<=" or ">=")
+// at concurrency c, as saved; a file without targets is judged here.
+func target(run *bench.Run, c int, cmp string, value float64) bool {
+	for _, t := range run.Targets {
+		if t.Concurrency == c && t.Compare == cmp {
+			return t.Met
+		}
+	}
+	if cmp == "<=" {
+		return value <= bench.MaxCostRatio
+	}
+	return value >= bench.MinSimRateVsTLS
+}
+
+func (m *BenchModel) benchAnswer(run *bench.Run) {
+	for _, c := range run.Comparisons {
+		s := fmt.Sprintf("%s: full connect costs **%.2f ×** (bare TLS + raw verbs), %+.3f ms per connection — target ≤ %.1f: **%s**",
+			InFlight(c.Concurrency), c.CostRatio, c.OverheadMS, bench.MaxCostRatio, metWord(target(run, c.Concurrency, "<=", c.CostRatio)))
+		if run.Backend.Simulated {
+			s += fmt.Sprintf("; it runs at **%.0f%%** of the bare TLS handshake rate — target ≥ %.0f%% on a simulated fabric: **%s**",
+				c.RateVsTLS*100, bench.MinSimRateVsTLS*100, metWord(target(run, c.Concurrency, ">=", c.RateVsTLS)))
+		}
+		m.Answer = append(m.Answer, s+".")
+	}
+	if len(run.Comparisons) == 0 {
+		m.Answer = append(m.Answer, "No mode completed all three measurements, so there is no ratio to judge.")
+	}
+	if !run.Complete {
+		s := "**Incomplete run**: it stopped before the last measurement"
+		if run.Error != "" {
+			s += ": " + run.Error
+		}
+		m.Answer = append(m.Answer, s+".")
+	}
+}
+
+// machine describes one environment on one line.
+func machine(e bench.Environment, device bool) string {
+	var parts []string
+	sys := e.Arch
+	if e.Kernel != "" {
+		sys = "Linux " + e.Kernel + " " + e.Arch
+	}
+	if sys != "" {
+		parts = append(parts, sys)
+	}
+	if e.CPUs > 0 {
+		parts = append(parts, fmt.Sprintf("%d CPUs", e.CPUs))
+	}
+	if e.GOMAXPROCS > 0 {
+		parts = append(parts, fmt.Sprintf("GOMAXPROCS %d", e.GOMAXPROCS))
+	}
+	if e.GoVersion != "" {
+		parts = append(parts, e.GoVersion)
+	}
+	if device && e.Device != nil {
+		parts = append(parts, "device "+e.Device.Name)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (m *BenchModel) benchEnv(run *bench.Run) {
+	add := func(k, v string) {
+		if v != "" {
+			m.Env = append(m.Env, [2]string{k, v})
+		}
+	}
+	cfg := run.Config
+	add("Backend", backendName(run.Backend))
+	add("Backend chosen because", run.Backend.Reason)
+	add("Measured on", machine(run.Measured, true))
+	add("Host", machine(run.Host, false))
+	if cfg.N > 0 {
+		ops := fmt.Sprintf("%d per measurement, serially", cfg.N)
+		if cfg.Concurrency > 1 {
+			ops += fmt.Sprintf(" and %d in flight", cfg.Concurrency)
+		}
+		add("Operations", ops)
+	}
+	add("Warmup", fmt.Sprintf("%d untimed operations before each measurement", cfg.Warmup))
+	if cfg.PayloadBytes > 0 {
+		trips := "round trips"
+		if cfg.Rounds == 1 {
+			trips = "round trip"
+		}
+		add("Payload", fmt.Sprintf("%d B, %d verified %s per full connect", cfg.PayloadBytes, cfg.Rounds, trips))
+	}
+	add("TLS", cfg.Certificate)
+	if cfg.TimeoutSec > 0 {
+		add("Operation timeout", fmt.Sprintf("%g s", cfg.TimeoutSec))
+	}
+}
+
+func f3(x float64) string { return fmt.Sprintf("%.3f", x) }
+
+func (m *BenchModel) benchTables(run *bench.Run) {
+	m.Measurements = Table{ID: "measurements", Header: []string{"Measure", "Mode", "OK", "conn/s", "ms/conn", "p50 ms", "p99 ms"}}
+	for _, x := range run.Measurements {
+		m.Measurements.Rows = append(m.Measurements.Rows, []string{BenchMeasure(x.Name), InFlight(x.Concurrency),
+			fmt.Sprintf("%d/%d", x.OK, x.Attempted), fmt.Sprintf("%.0f", x.PerSec), f3(x.CostMS),
+			f3(x.LatencyMS.P50), f3(x.LatencyMS.P99)})
+	}
+	m.Ratios = Table{ID: "ratios", Header: []string{"Mode", "a+b ms/conn", "c ms/conn", "c/(a+b)", "≤ 1.5", "c rate / a rate", "≥ 60% (sim)"}}
+	for _, c := range run.Comparisons {
+		a, b := run.Find(bench.TLSHandshakeName, c.Concurrency), run.Find(bench.RawVerbsName, c.Concurrency)
+		f := run.Find(bench.FullConnectName, c.Concurrency)
+		if a == nil || b == nil || f == nil {
+			continue
+		}
+		rate := "n/a"
+		if run.Backend.Simulated {
+			rate = metWord(target(run, c.Concurrency, ">=", c.RateVsTLS))
+		}
+		m.Ratios.Rows = append(m.Ratios.Rows, []string{InFlight(c.Concurrency), f3(a.CostMS + b.CostMS), f3(f.CostMS),
+			fmt.Sprintf("%.2f", c.CostRatio), metWord(target(run, c.Concurrency, "<=", c.CostRatio)),
+			fmt.Sprintf("%.0f%%", c.RateVsTLS*100), rate})
+	}
+	for _, p := range []struct {
+		id, name, title string
+		phases          []string
+	}{
+		{"connect-phases", bench.FullConnectName, "Full connect phase (client)", result.Phases},
+		{"verb-phases", bench.RawVerbsName, "Raw verb (both ends)", bench.Verbs},
+	} {
+		if t := phaseTable(run, p.id, p.name, p.title, p.phases); len(t.Rows) > 0 {
+			m.Phases = append(m.Phases, t)
+		}
+	}
+}
+
+// phaseTable splits the measurements called name by phase, a p50 and a
+// mean column per concurrency.
+func phaseTable(run *bench.Run, id, name, title string, phases []string) Table {
+	t := Table{ID: id, Header: []string{title}}
+	var ms []*bench.Measurement
+	for i := range run.Measurements {
+		if x := &run.Measurements[i]; x.Name == name && len(x.PhasesMS) > 0 {
+			ms = append(ms, x)
+			t.Header = append(t.Header, InFlight(x.Concurrency)+" p50 ms", InFlight(x.Concurrency)+" mean ms")
+		}
+	}
+	if len(ms) == 0 {
+		return t
+	}
+	for _, ph := range phases {
+		row := []string{ph}
+		for _, x := range ms {
+			p := x.PhasesMS[ph]
+			row = append(row, f3(p.P50), f3(p.Mean))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+// modes lists the concurrencies of run's measurements in the order run.
+func modes(run *bench.Run) []int {
+	var out []int
+	seen := map[int]bool{}
+	for _, x := range run.Measurements {
+		if !seen[x.Concurrency] {
+			seen[x.Concurrency] = true
+			out = append(out, x.Concurrency)
+		}
+	}
+	return out
+}
+
+// benchCostPlot sets (a), (b), their sum and (c) side by side per mode.
+func benchCostPlot(run *bench.Run) Plot {
+	var groups []string
+	a, b := Bars{Label: "(a) TLS handshake"}, Bars{Label: "(b) raw verbs"}
+	ab, c := Bars{Label: "(a)+(b)"}, Bars{Label: "(c) full connect"}
+	for _, n := range modes(run) {
+		groups = append(groups, InFlight(n))
+		cost := func(name string) float64 {
+			if x := run.Find(name, n); x != nil && x.OK > 0 {
+				return x.CostMS
+			}
+			return 0
+		}
+		a.Y, b.Y = append(a.Y, cost(bench.TLSHandshakeName)), append(b.Y, cost(bench.RawVerbsName))
+		ab.Y = append(ab.Y, cost(bench.TLSHandshakeName)+cost(bench.RawVerbsName))
+		c.Y = append(c.Y, cost(bench.FullConnectName))
+	}
+	return barPlot("bench-cost", "Cost per connection by mode", "ms per connection", groups, []Bars{a, b, ab, c}, 0, "")
+}
+
+func utc(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05 UTC")
+}
+
+func (m *BenchModel) benchMethod(run *bench.Run) {
+	m.Method = BenchMethod{Command: strings.Join(run.Command, " "), Started: utc(run.StartedAt),
+		Finished: utc(run.FinishedAt), ToolVersion: run.ToolVersion}
+	if !run.StartedAt.IsZero() && run.FinishedAt.After(run.StartedAt) {
+		m.Method.Duration = run.FinishedAt.Sub(run.StartedAt).Round(100 * time.Millisecond).String()
+	}
+}
+
+// WriteBench renders a bench run into dir: report.md with its PNG plot
+// beside it and/or report.html with the plot inline as SVG. The output
+// depends on the run alone, so rendering it again gives the same bytes.
+// It returns the files written.
+func WriteBench(run *bench.Run, dir string, formats []string) ([]string, error) {
+	m := NewBenchModel(run)
+	return writeFiles(dir, "report", formats, []Plot{m.Plot},
+		func() ([]byte, error) { return benchMarkdown(m) },
+		func() ([]byte, error) { return benchHTML(m) })
+}
+
+// writeFiles writes stem.md (with the plots' PNGs) and/or stem.html into
+// dir.
+func writeFiles(dir, stem string, formats []string, plots []Plot, md, html func() ([]byte, error)) ([]string, error) {
+	for _, f := range formats {
+		if f != "md" && f != "html" {
+			return nil, fmt.Errorf("unknown report format %q (want md or html)", f)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var files []string
+	write := func(name string, data []byte) error {
+		p := filepath.Join(dir, name)
+		if err := result.WriteFileAtomic(p, data, 0o644); err != nil {
+			return err
+		}
+		files = append(files, p)
+		return nil
+	}
+	for _, f := range formats {
+		render := html
+		if f == "md" {
+			render = md
+		}
+		data, err := render()
+		if err != nil {
+			return files, err
+		}
+		if f == "md" {
+			for _, p := range plots {
+				if p.PNG != nil {
+					if err := write(p.Name+".png", p.PNG); err != nil {
+						return files, err
+					}
+				}
+			}
+		}
+		if err := write(stem+"."+f, data); err != nil {
+			return files, err
+		}
+	}
+	return files, nil
+}
+
+func benchMarkdown(m *BenchModel) ([]byte, error) {
+	t, err := texttemplate.ParseFS(templates.FS, "bench.md.tmpl")
+	if err != nil {
+		return nil, err
+	}
+	var env [][]string
+	for _, kv := range m.Env {
+		env = append(env, []string{kv[0], kv[1]})
+	}
+	var phases []string
+	for _, p := range m.Phases {
+		phases = append(phases, mdTable(p.Header, p.Rows))
+	}
+	data := map[string]any{
+		"M":            m,
+		"Env":          mdTable([]string{"What", "Value"}, env),
+		"Measurements": mdTable(m.Measurements.Header, m.Measurements.Rows),
+		"Ratios":       mdTable(m.Ratios.Header, m.Ratios.Rows),
+		"Phases":       phases,
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, data); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func benchHTML(m *BenchModel) ([]byte, error) {
+	t, err := htmltemplate.New("bench.html.tmpl").Funcs(htmlFuncs).ParseFS(templates.FS, "bench.html.tmpl")
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, map[string]any{"M": m, "Answer": richText(m.Answer)}); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// BenchComparison sets several bench runs side by side.
+type BenchComparison struct {
+	Title  string
+	Labels []string
+	Table  Table
+	Plot   Plot
+}
+
+// BenchLabel names a bench run in a comparison: its backend, whether it
+// was simulated, and when it started.
+func BenchLabel(r *bench.Run) string {
+	l := r.Backend.Name
+	if r.Backend.Simulated {
+		l += " (simulated)"
+	}
+	if !r.StartedAt.IsZero() {
+		l += " " + r.StartedAt.UTC().Format("2006-01-02 15:04")
+	}
+	return l
+}
+
+// concurrent is the run's concurrent mode, 0 if it ran serially only.
+func concurrent(r *bench.Run) int {
+	if r.Config.Concurrency > 1 {
+		return r.Config.Concurrency
+	}
+	n := 0
+	for _, c := range modes(r) {
+		n = max(n, c)
+	}
+	if n > 1 {
+		return n
+	}
+	return 0
+}
+
+// NewBenchComparison builds the side-by-side view of bench runs; labels
+// are made unique with #i.
+func NewBenchComparison(runs []*bench.Run) *BenchComparison {
+	c := &BenchComparison{Title: fmt.Sprintf("rdmaprobe: comparison of %d bench runs", len(runs))}
+	c.Table = Table{ID: "bench-runs", Header: []string{"Run", "N in flight", "serial c/(a+b)", "at N c/(a+b)",
+		"(a) conn/s serial", "(a) conn/s at N", "(c) conn/s serial", "(c) conn/s at N", "c rate / a rate at N"}}
+	seen := map[string]int{}
+	serial, atN := Bars{Label: "serial"}, Bars{Label: "N in flight"}
+	ns := map[int]bool{}
+	for i, r := range runs {
+		l := BenchLabel(r)
+		seen[l]++
+		if seen[l] > 1 {
+			l = fmt.Sprintf("%s #%d", l, i+1)
+		}
+		c.Labels = append(c.Labels, l)
+		n := concurrent(r)
+		ns[n] = true
+		cmp := func(conc int) *bench.Comparison {
+			for j := range r.Comparisons {
+				if r.Comparisons[j].Concurrency == conc {
+					return &r.Comparisons[j]
+				}
+			}
+			return nil
+		}
+		ratio := func(conc int) (string, float64) {
+			if x := cmp(conc); x != nil {
+				return fmt.Sprintf("%.2f", x.CostRatio), x.CostRatio
+			}
+			return "–", 0
+		}
+		rate := func(name string, conc int) string {
+			if x := r.Find(name, conc); x != nil && x.OK > 0 {
+				return fmt.Sprintf("%.0f", x.PerSec)
+			}
+			return "–"
+		}
+		s1, v1 := ratio(1)
+		sN, vN := "–", 0.0
+		vsTLS, inFlight := "–", "–"
+		if n > 0 {
+			sN, vN = ratio(n)
+			inFlight = fmt.Sprint(n)
+			if x := cmp(n); x != nil {
+				vsTLS = fmt.Sprintf("%.0f%%", x.RateVsTLS*100)
+			}
+		}
+		c.Table.Rows = append(c.Table.Rows, []string{l, inFlight, s1, sN,
+			rate(bench.TLSHandshakeName, 1), rate(bench.TLSHandshakeName, n),
+			rate(bench.FullConnectName, 1), rate(bench.FullConnectName, n), vsTLS})
+		serial.Y, atN.Y = append(serial.Y, v1), append(atN.Y, vN)
+	}
+	if len(ns) == 1 {
+		for n := range ns {
+			if n > 0 {
+				atN.Label = InFlight(n)
+			}
+		}
+	}
+	// Runs are the groups: one bar per mode each, the target across all.
+	c.Plot = barPlot("bench-compare", fmt.Sprintf("Full connect / (TLS + verbs) per run (target %.1f)", bench.MaxCostRatio),
+		"c/(a+b)", c.Labels, []Bars{serial, atN}, bench.MaxCostRatio, fmt.Sprintf("target %.1f", bench.MaxCostRatio))
+	return c
+}
+
+// WriteBenchComparison renders bench runs side by side into dir as
+// compare.md (with its PNG plot) and/or compare.html.
+func WriteBenchComparison(runs []*bench.Run, dir string, formats []string) ([]string, error) {
+	c := NewBenchComparison(runs)
+	md := func() ([]byte, error) {
+		t, err := texttemplate.ParseFS(templates.FS, "bench-compare.md.tmpl")
+		if err != nil {
+			return nil, err
+		}
+		var b bytes.Buffer
+		err = t.Execute(&b, map[string]any{"C": c, "Table": mdTable(c.Table.Header, c.Table.Rows)})
+		return b.Bytes(), err
+	}
+	html := func() ([]byte, error) {
+		t, err := htmltemplate.New("bench-compare.html.tmpl").Funcs(htmlFuncs).ParseFS(templates.FS, "bench-compare.html.tmpl")
+		if err != nil {
+			return nil, err
+		}
+		var b bytes.Buffer
+		err = t.Execute(&b, map[string]any{"C": c})
+		return b.Bytes(), err
+	}
+	return writeFiles(dir, "compare", formats, []Plot{c.Plot}, md, html)
+}
