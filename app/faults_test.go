@@ -31,6 +31,28 @@ func child(t *testing.T, sub string) int {
 	return 0
 }
 
+// serving waits until process pid holds more than n sockets: a server
+// with clients connected (the generators start before it is ready, so
+// their existence says nothing).
+func serving(t *testing.T, pid, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		ents, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+		socks := 0
+		for _, e := range ents {
+			if l, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/fd/" + e.Name()); err == nil && strings.HasPrefix(l, "socket:") {
+				socks++
+			}
+		}
+		if socks > n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond) // polling /proc
+	}
+	t.Fatalf("process %d never held %d sockets", pid, n)
+}
+
 type runResult struct {
 	out, errOut string
 	code        int
@@ -65,8 +87,8 @@ func TestFaultServerKilledMidPoint(t *testing.T) {
 				args = append(args, "--stop-on-error")
 			}
 			done := runAsync(t, args...)
-			child(t, "clients") // the point is under way
 			srv := child(t, "serve")
+			serving(t, srv, 5) // the point is under way
 			if err := syscall.Kill(srv, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
@@ -99,6 +121,7 @@ func TestFaultGeneratorHangs(t *testing.T) {
 	done := runAsync(t, "ramp", "--backend", "sim", "--clients", "300", "--rate", "100", "--rounds", "1",
 		"--msg-size", "64", "--timeout", "2s", "--results", root)
 	gen := child(t, "clients")
+	serving(t, child(t, "serve"), 5) // released: the clients are connecting
 	if err := syscall.Kill(gen, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

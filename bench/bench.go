@@ -93,8 +93,13 @@ type Environment struct {
 
 // Config is what the measurements were run with.
 type Config struct {
-	// N operations per measurement, serially and under concurrency.
+	// N operations per measurement and pass, serially and under
+	// concurrency.
 	N int `json:"n"`
+	// Passes is how many times each measurement was taken, in turns with
+	// the others (a, b, c, a, b, c, ...) and pooled; 0 in files written
+	// before passes existed (= 1).
+	Passes int `json:"passes,omitempty"`
 	// Concurrency is the operations in flight in the concurrent pass.
 	Concurrency int `json:"concurrency"`
 	// Warmup operations run, untimed and released, before each measurement.
@@ -113,7 +118,8 @@ type Measurement struct {
 	OK          int    `json:"ok"`
 	Failed      int    `json:"failed"`
 	FirstError  string `json:"first_error,omitempty"`
-	// WallSec runs from the first start to the last completion.
+	// WallSec runs from the first start to the last completion (summed
+	// over passes).
 	WallSec float64 `json:"wall_sec"`
 	// PerSec is completed operations per second of wall time.
 	PerSec float64 `json:"per_sec"`
@@ -123,10 +129,18 @@ type Measurement struct {
 	PerSideMS float64 `json:"per_side_ms,omitempty"`
 	// LatencyMS is each completed operation's own duration.
 	LatencyMS result.Percentiles `json:"latency_ms"`
+	// Passes is how many passes were pooled into this measurement, and
+	// PassPerSec each one's rate (only when more than one).
+	Passes     int       `json:"passes,omitempty"`
+	PassPerSec []float64 `json:"pass_per_sec,omitempty"`
 	// PhasesMS are the client's phase durations of full connects, keyed
 	// as result.Phases, or the per-verb durations of raw_verbs (both ends
 	// summed), keyed as Verbs.
 	PhasesMS map[string]result.Percentiles `json:"phases_ms,omitempty"`
+
+	// The raw samples, for pooling passes (not saved).
+	lat    []float64
+	phases map[string][]float64
 }
 
 // Comparison sets full_connect against its unavoidable parts at one

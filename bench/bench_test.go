@@ -149,3 +149,44 @@ func concName(c int) string {
 	}
 	return "c" + strconv.Itoa(c)
 }
+
+// Passes pool: operations and wall time add up, so the cost is total wall
+// over total completed, and each pass's rate is kept.
+func TestPoolPasses(t *testing.T) {
+	a := Measurement{Name: RawVerbsName, Concurrency: 4, Attempted: 10, OK: 10, WallSec: 1, Passes: 1,
+		lat: []float64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, phases: map[string][]float64{"rtr": {1}}}
+	a.summarise()
+	b := Measurement{Name: RawVerbsName, Concurrency: 4, Attempted: 10, OK: 9, Failed: 1, FirstError: "boom", WallSec: 2, Passes: 1,
+		lat: []float64{3, 3, 3, 3, 3, 3, 3, 3, 3}, phases: map[string][]float64{"rtr": {3}}}
+	b.summarise()
+	m := pool([]Measurement{a, b})
+	if m.Passes != 2 || m.Attempted != 20 || m.OK != 19 || m.Failed != 1 || m.FirstError != "boom" || m.WallSec != 3 {
+		t.Fatalf("pooled %+v", m)
+	}
+	if m.PerSec != 19.0/3 || m.CostMS != 3000.0/19 || m.PerSideMS != m.CostMS/2 {
+		t.Errorf("rate %.3f/s, cost %.3f ms, per side %.3f: want total over total", m.PerSec, m.CostMS, m.PerSideMS)
+	}
+	if len(m.PassPerSec) != 2 || m.PassPerSec[0] != 10 || m.PassPerSec[1] != 4.5 {
+		t.Errorf("per-pass rates %v, want [10 4.5]", m.PassPerSec)
+	}
+	if m.LatencyMS.N != 19 || m.LatencyMS.Max != 3 || m.LatencyMS.Min != 1 || m.PhasesMS["rtr"].N != 2 {
+		t.Errorf("pooled samples: latency %+v, rtr %+v", m.LatencyMS, m.PhasesMS["rtr"])
+	}
+}
+
+func TestSuitePasses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run, err := Suite(ctx, sim.New(sim.Options{}), 4, 2, Options{Warmup: 1, Timeout: 20 * time.Second, Passes: 2}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Config.Passes != 2 || len(run.Measurements) != 6 {
+		t.Fatalf("config %+v, %d measurements", run.Config, len(run.Measurements))
+	}
+	for _, m := range run.Measurements {
+		if m.Passes != 2 || m.Attempted != 8 || m.OK != 8 || len(m.PassPerSec) != 2 {
+			t.Errorf("%s at %d: passes %d, %d/%d ok, per pass %v", m.Name, m.Concurrency, m.Passes, m.OK, m.Attempted, m.PassPerSec)
+		}
+	}
+}

@@ -44,6 +44,9 @@ type Options struct {
 	// Kex is the handshake's key exchange (certs.KexHybrid, KexX25519;
 	// empty = hybrid, Go's default).
 	Kex string
+	// Passes is how many times Suite takes each measurement, in turns;
+	// the passes are pooled (0 or 1: once).
+	Passes int
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -148,10 +151,9 @@ func measure(ctx context.Context, name string, n, conc int, o Options, do op) Me
 	}
 	wg.Wait()
 
-	m := Measurement{Name: name, Concurrency: conc, Attempted: n}
+	m := Measurement{Name: name, Concurrency: conc, Attempted: n, Passes: 1}
 	var end time.Time
-	var lat []float64
-	phases := map[string][]float64{}
+	m.phases = map[string][]float64{}
 	for _, r := range outs {
 		if r.err != nil {
 			m.Failed++
@@ -164,24 +166,15 @@ func measure(ctx context.Context, name string, n, conc int, o Options, do op) Me
 		if r.end.After(end) {
 			end = r.end
 		}
-		lat = append(lat, ms(r.dur))
+		m.lat = append(m.lat, ms(r.dur))
 		for k, us := range r.phases {
-			phases[k] = append(phases[k], float64(us)/1e3)
+			m.phases[k] = append(m.phases[k], float64(us)/1e3)
 		}
 	}
 	if m.OK > 0 {
-		wall := end.Sub(start)
-		m.WallSec = wall.Seconds()
-		m.PerSec = float64(m.OK) / wall.Seconds()
-		m.CostMS = ms(wall) / float64(m.OK)
+		m.WallSec = end.Sub(start).Seconds()
 	}
-	m.LatencyMS = probe.Percentiles(lat)
-	if len(phases) > 0 {
-		m.PhasesMS = map[string]result.Percentiles{}
-		for k, v := range phases {
-			m.PhasesMS[k] = probe.Percentiles(v)
-		}
-	}
+	m.summarise()
 	for _, r := range outs {
 		if r.release != nil {
 			r.release()
@@ -191,6 +184,53 @@ func measure(ctx context.Context, name string, n, conc int, o Options, do op) Me
 }
 
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+
+// summarise derives the rates and percentiles from the counts, the wall
+// time and the raw samples.
+func (m *Measurement) summarise() {
+	m.PerSec, m.CostMS, m.PerSideMS = 0, 0, 0
+	if m.OK > 0 && m.WallSec > 0 {
+		m.PerSec = float64(m.OK) / m.WallSec
+		m.CostMS = m.WallSec * 1000 / float64(m.OK)
+	}
+	if m.Name == RawVerbsName {
+		m.PerSideMS = m.CostMS / 2
+	}
+	m.LatencyMS = probe.Percentiles(m.lat)
+	m.PhasesMS = nil
+	if len(m.phases) > 0 {
+		m.PhasesMS = map[string]result.Percentiles{}
+		for k, v := range m.phases {
+			m.PhasesMS[k] = probe.Percentiles(v)
+		}
+	}
+}
+
+// pool merges passes of one measurement: operations and wall time add
+// up (the cost is total wall over total completed), samples are pooled.
+func pool(passes []Measurement) Measurement {
+	m := Measurement{Name: passes[0].Name, Concurrency: passes[0].Concurrency, phases: map[string][]float64{}}
+	for _, p := range passes {
+		m.Passes += p.Passes
+		m.Attempted += p.Attempted
+		m.OK += p.OK
+		m.Failed += p.Failed
+		if m.FirstError == "" {
+			m.FirstError = p.FirstError
+		}
+		m.WallSec += p.WallSec
+		m.PassPerSec = append(m.PassPerSec, p.PerSec)
+		m.lat = append(m.lat, p.lat...)
+		for k, v := range p.phases {
+			m.phases[k] = append(m.phases[k], v...)
+		}
+	}
+	if len(passes) == 1 {
+		m.PassPerSec = nil
+	}
+	m.summarise()
+	return m
+}
 
 // TLSHandshake measures n bare TLS 1.3 handshakes, conc at a time, both
 // ends in this process over loopback TCP. An operation ends when both the
@@ -444,7 +484,6 @@ func RawVerbs(ctx context.Context, dev fabric.Device, n, conc int, o Options) (M
 		}
 		return release, t.us, nil
 	})
-	m.PerSideMS = m.CostMS / 2
 	if err := pd.Dealloc(); err != nil {
 		return m, fmt.Errorf("raw verbs: %w", err)
 	}
@@ -522,7 +561,8 @@ func Suite(ctx context.Context, p fabric.Provider, n, concurrency int, o Options
 		StartedAt: time.Now().UTC(),
 		Backend:   result.Backend{Name: p.Name(), Simulated: p.Simulated()},
 		Config: Config{N: n, Concurrency: concurrency, Warmup: o.Warmup, PayloadBytes: o.MsgSize,
-			Rounds: 1, Certificate: certs.Describe(o.Certs, o.Kex), TimeoutSec: o.Timeout.Seconds()},
+			Rounds: 1, Certificate: certs.Describe(o.Certs, o.Kex), TimeoutSec: o.Timeout.Seconds(),
+			Passes: max(1, o.Passes)},
 	}
 	fail := func(err error) (*Run, error) {
 		run.FinishedAt = time.Now().UTC()
@@ -541,6 +581,7 @@ func Suite(ctx context.Context, p fabric.Provider, n, concurrency int, o Options
 	if concurrency > 1 {
 		levels = append(levels, concurrency)
 	}
+	passes := max(1, o.Passes)
 	for _, c := range levels {
 		steps := []struct {
 			name string
@@ -550,14 +591,23 @@ func Suite(ctx context.Context, p fabric.Provider, n, concurrency int, o Options
 			{RawVerbsName, func() (Measurement, error) { return RawVerbs(ctx, dev, n, c, o) }},
 			{FullConnectName, func() (Measurement, error) { return FullConnect(ctx, p, n, c, o) }},
 		}
-		for _, s := range steps {
-			m, err := s.run()
-			if err != nil {
-				return fail(fmt.Errorf("%s at concurrency %d: %w", s.name, c, err))
+		// Passes take turns (a, b, c, a, b, c, ...), so a slow spell of
+		// the machine falls on all three rather than on one of them.
+		got := make([][]Measurement, len(steps))
+		for pass := 0; pass < passes; pass++ {
+			for i, s := range steps {
+				m, err := s.run()
+				if err != nil {
+					return fail(fmt.Errorf("%s at concurrency %d, pass %d: %w", s.name, c, pass+1, err))
+				}
+				if err := ctx.Err(); err != nil {
+					return fail(err)
+				}
+				got[i] = append(got[i], m)
 			}
-			if err := ctx.Err(); err != nil {
-				return fail(err)
-			}
+		}
+		for i := range steps {
+			m := pool(got[i])
 			run.Measurements = append(run.Measurements, m)
 			if progress != nil {
 				progress(m)

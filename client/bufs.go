@@ -7,7 +7,8 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/fabric"
 )
 
-// slabPairs is how many clients' buffer pairs one registration holds.
+// SlabClients is how many clients' buffer pairs one registration holds;
+// a region is deregistered when none of its pairs is in use.
 //
 // A load generator is many clients in one process, as a multi-client
 // application would be, so its clients share registered memory: one
@@ -17,7 +18,7 @@ import (
 // on this machine. The server sees no difference: its peer's buffers are
 // never named on the wire (SEND/RECV only). 64 pairs of 4 KiB is one
 // 512 KiB region; at most 63 unused pairs stay registered.
-const slabPairs = 64
+const SlabClients = 64
 
 // bufs hands out each client's send and receive buffer, both in one
 // registered region: send at off, receive at off+msg.
@@ -27,7 +28,7 @@ type bufs struct {
 
 	mu   sync.Mutex
 	free []bufPair
-	mrs  []fabric.MR
+	used map[fabric.MR]int // pairs in use per region
 }
 
 // bufPair is one client's buffers.
@@ -39,7 +40,9 @@ type bufPair struct {
 func (p bufPair) sendOff() int        { return p.off }
 func (p bufPair) recvOff(msg int) int { return p.off + msg }
 
-func newBufs(pd fabric.PD, msg int) *bufs { return &bufs{pd: pd, msg: msg} }
+func newBufs(pd fabric.PD, msg int) *bufs {
+	return &bufs{pd: pd, msg: msg, used: map[fabric.MR]int{}}
+}
 
 // get returns a free pair, registering a new region when none is left.
 func (b *bufs) get() (bufPair, error) {
@@ -48,25 +51,40 @@ func (b *bufs) get() (bufPair, error) {
 	if len(b.free) == 0 {
 		// Registering under the lock keeps concurrent clients from each
 		// registering a region when one would do.
-		mr, err := b.pd.RegMR(slabPairs*2*b.msg, fabric.AccessLocalWrite)
+		mr, err := b.pd.RegMR(SlabClients*2*b.msg, fabric.AccessLocalWrite)
 		if err != nil {
-			return bufPair{}, fmt.Errorf("register buffers for %d clients (%d bytes): %w", slabPairs, slabPairs*2*b.msg, err)
+			return bufPair{}, fmt.Errorf("register buffers for %d clients (%d bytes): %w", SlabClients, SlabClients*2*b.msg, err)
 		}
-		b.mrs = append(b.mrs, mr)
-		for i := slabPairs - 1; i >= 0; i-- {
+		b.used[mr] = 0
+		for i := SlabClients - 1; i >= 0; i-- {
 			b.free = append(b.free, bufPair{mr: mr, off: i * 2 * b.msg})
 		}
 	}
 	p := b.free[len(b.free)-1]
 	b.free = b.free[:len(b.free)-1]
+	b.used[p.mr]++
 	return p, nil
 }
 
-// put returns a pair whose QP is destroyed (nothing can write it any more).
+// put returns a pair whose QP is destroyed (nothing can write it any
+// more); the last pair back deregisters its region.
 func (b *bufs) put(p bufPair) {
 	b.mu.Lock()
-	b.free = append(b.free, p)
-	b.mu.Unlock()
+	defer b.mu.Unlock()
+	b.used[p.mr]--
+	if b.used[p.mr] > 0 {
+		b.free = append(b.free, p)
+		return
+	}
+	delete(b.used, p.mr)
+	kept := b.free[:0]
+	for _, q := range b.free {
+		if q.mr != p.mr {
+			kept = append(kept, q)
+		}
+	}
+	b.free = kept
+	p.mr.Dereg()
 }
 
 // close deregisters every region; every pair must have been put back.
@@ -74,11 +92,11 @@ func (b *bufs) close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var first error
-	for _, mr := range b.mrs {
+	for mr := range b.used {
 		if err := mr.Dereg(); err != nil && first == nil {
 			first = err
 		}
 	}
-	b.mrs, b.free = nil, nil
+	b.used, b.free = map[fabric.MR]int{}, nil
 	return first
 }

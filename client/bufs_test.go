@@ -9,7 +9,8 @@ import (
 )
 
 // Clients share registrations 64 pairs at a time, never share a buffer,
-// reuse given-back pairs, and close deregisters every region.
+// reuse given-back pairs, deregister a region whose pairs are all back,
+// and close deregisters every region.
 func TestBufsShareRegistrations(t *testing.T) {
 	p := sim.New(sim.Options{})
 	dev, err := p.Open(context.Background(), fabric.DeviceConfig{})
@@ -30,7 +31,7 @@ func TestBufsShareRegistrations(t *testing.T) {
 	}
 	seen := map[span]bool{}
 	var pairs []bufPair
-	for i := 0; i < slabPairs+1; i++ {
+	for i := 0; i < SlabClients+1; i++ {
 		q, err := b.get()
 		if err != nil {
 			t.Fatal(err)
@@ -47,7 +48,7 @@ func TestBufsShareRegistrations(t *testing.T) {
 		pairs = append(pairs, q)
 	}
 	if got := p.InUse()["mr"]; got != 2 {
-		t.Errorf("%d MRs for %d clients, want 2", got, slabPairs+1)
+		t.Errorf("%d MRs for %d clients, want 2", got, SlabClients+1)
 	}
 	b.put(pairs[3])
 	if q, err := b.get(); err != nil || q != pairs[3] {
@@ -55,6 +56,11 @@ func TestBufsShareRegistrations(t *testing.T) {
 	}
 	if got := p.InUse()["mr"]; got != 2 {
 		t.Errorf("%d MRs after reuse, want still 2", got)
+	}
+	// The second region holds one pair: giving it back deregisters it.
+	b.put(pairs[SlabClients])
+	if got := p.InUse()["mr"]; got != 1 {
+		t.Errorf("%d MRs after the last pair of a region came back, want 1", got)
 	}
 	if err := b.close(); err != nil {
 		t.Fatal(err)

@@ -180,6 +180,9 @@ func (m *BenchModel) benchEnv(run *bench.Run) {
 		if cfg.Concurrency > 1 {
 			ops += fmt.Sprintf(" and %d in flight", cfg.Concurrency)
 		}
+		if cfg.Passes > 1 {
+			ops += fmt.Sprintf("; %d passes in turns (a, b, c, a, b, c, …), pooled", cfg.Passes)
+		}
 		add("Operations", ops)
 	}
 	add("Warmup", fmt.Sprintf("%d untimed operations before each measurement", cfg.Warmup))
@@ -200,10 +203,25 @@ func f3(x float64) string { return fmt.Sprintf("%.3f", x) }
 
 func (m *BenchModel) benchTables(run *bench.Run) {
 	m.Measurements = Table{ID: "measurements", Header: []string{"Measure", "Mode", "OK", "conn/s", "ms/conn", "p50 ms", "p99 ms"}}
+	byPass := false
 	for _, x := range run.Measurements {
-		m.Measurements.Rows = append(m.Measurements.Rows, []string{BenchMeasure(x.Name), InFlight(x.Concurrency),
+		byPass = byPass || len(x.PassPerSec) > 1
+	}
+	if byPass {
+		m.Measurements.Header = append(m.Measurements.Header, "conn/s by pass")
+	}
+	for _, x := range run.Measurements {
+		row := []string{BenchMeasure(x.Name), InFlight(x.Concurrency),
 			fmt.Sprintf("%d/%d", x.OK, x.Attempted), fmt.Sprintf("%.0f", x.PerSec), f3(x.CostMS),
-			f3(x.LatencyMS.P50), f3(x.LatencyMS.P99)})
+			f3(x.LatencyMS.P50), f3(x.LatencyMS.P99)}
+		if byPass {
+			var rates []string
+			for _, r := range x.PassPerSec {
+				rates = append(rates, fmt.Sprintf("%.0f", r))
+			}
+			row = append(row, strings.Join(rates, ", "))
+		}
+		m.Measurements.Rows = append(m.Measurements.Rows, row)
 	}
 	m.Ratios = Table{ID: "ratios", Header: []string{"Mode", "a+b ms/conn", "c ms/conn", "c/(a+b)", "≤ 1.5", "c rate / a rate", "≥ 60% (sim)"}}
 	for _, c := range run.Comparisons {

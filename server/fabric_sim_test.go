@@ -17,5 +17,5 @@ const timeScale = 1
 func testFabric(t *testing.T, caps fabric.Caps) fabricUnderTest {
 	srv := sim.New(sim.Options{Caps: caps})
 	return fabricUnderTest{server: srv, client: sim.New(sim.Options{}), inUse: srv.InUse,
-		clientIdle: map[string]int{}, clientConn: map[string]int{}}
+		clientIdle: map[string]int{}, clientHeld: func(int) map[string]int { return nil }}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/fabric"
 	"github.com/rdmaprobe/rdmaprobe/fabric/sim"
@@ -31,7 +32,7 @@ func testFabric(t *testing.T, caps fabric.Caps) fabricUnderTest {
 	if err != nil || len(ents) == 0 {
 		srv := sim.New(sim.Options{Caps: caps})
 		return fabricUnderTest{server: srv, client: sim.New(sim.Options{}), inUse: srv.InUse,
-			clientIdle: map[string]int{}, clientConn: map[string]int{}}
+			clientIdle: map[string]int{}, clientHeld: func(int) map[string]int { return nil }}
 	}
 	dev := ents[0].Name()
 	t.Logf("fabric: verbs on %s, counted by the kernel", dev)
@@ -44,7 +45,10 @@ func testFabric(t *testing.T, caps fabric.Caps) fabricUnderTest {
 	}
 	p := verbs.New()
 	// The clients' dialer keeps its PD until the test ends; each
-	// connected client holds a QP, one CQ and two MRs on the same device.
+	// connected client holds a QP and a CQ on the same device, and its
+	// buffers come from regions of client.SlabClients clients each.
 	return fabricUnderTest{server: p, client: p, inUse: count, clientIdle: map[string]int{"pd": 1},
-		clientConn: map[string]int{"qp": 1, "cq": 1, "mr": 2}}
+		clientHeld: func(n int) map[string]int {
+			return map[string]int{"qp": n, "cq": n, "mr": (n + client.SlabClients - 1) / client.SlabClients}
+		}}
 }

@@ -29,9 +29,9 @@ type harness struct {
 	// idle is what inUse reads once the server has stopped (the clients'
 	// PD may still be held on a shared device).
 	idle map[string]int
-	// clientConn is what each connected client holds on the counted
-	// device (nothing when the clients have a device of their own).
-	clientConn map[string]int
+	// clientHeld is what n connected clients hold on the counted device
+	// (nothing when the clients have a device of their own).
+	clientHeld func(n int) map[string]int
 	rounds     int
 	mode       string
 	addr       string
@@ -93,7 +93,7 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 	}
 	handshake, exchange := o.handshake, o.exchange
 	fab := testFabric(t, o.simCaps)
-	h := &harness{t: t, inUse: fab.inUse, served: make(chan error, 1), clientConn: fab.clientConn, rounds: o.rounds, mode: o.mode}
+	h := &harness{t: t, inUse: fab.inUse, served: make(chan error, 1), clientHeld: fab.clientHeld, rounds: o.rounds, mode: o.mode}
 	pre := h.inUse()
 	var err error
 	if h.serverPair, err = certs.SelfSigned(); err != nil {
@@ -271,5 +271,5 @@ type fabricUnderTest struct {
 	server, client fabric.Provider
 	inUse          func() map[string]int
 	clientIdle     map[string]int
-	clientConn     map[string]int
+	clientHeld     func(n int) map[string]int
 }

@@ -120,7 +120,7 @@ func TestModes(t *testing.T) {
 					}
 				}
 				got := h.inUse()
-				want := plus(h.baseline, n, cost.perClient, groups, cost.perGroup, n, h.clientConn)
+				want := plus(h.baseline, n, cost.perClient, groups, cost.perGroup, 1, h.clientHeld(n))
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("wave %d, %d clients connected: fabric holds %v, want %v", wave, n, got, want)
 				}
