@@ -97,7 +97,7 @@ func TestReportBadInput(t *testing.T) {
 // run; bench files compare with bench files, and a mix is refused.
 func TestReportBench(t *testing.T) {
 	dir := t.TempDir()
-	data, err := os.ReadFile("../results/20261123T133256Z-bench-sim/bench.json")
+	data, err := os.ReadFile("../testdata/report/bench-sim.json")
 	if err != nil {
 		t.Fatal(err)
 	}
