@@ -142,6 +142,8 @@ func TestModes(t *testing.T) {
 					})
 				}
 			}
+			// A release is counted last, after its resources are gone.
+			waitFor(func() bool { return h.srv.Stats().Released == 2*n })
 			st := h.srv.Stats()
 			if st.Connected != 2*n || st.Released != 2*n || st.PeakActive != n || len(st.Failures) != 0 {
 				t.Errorf("stats: connected %d, released %d, peak %d, failures %v", st.Connected, st.Released, st.PeakActive, st.Failures)
