@@ -52,7 +52,7 @@ func reportCommand(s Streams) *cli.Command {
 				return err
 			}
 			path := c.Args().First()
-			kind, err := result.ReadKind(path)
+			f, err := loadFile(path)
 			if err != nil {
 				return fail(1, "%v", err)
 			}
@@ -60,23 +60,15 @@ func reportCommand(s Streams) *cli.Command {
 			if out == "" {
 				out = filepath.Dir(path)
 			}
-			if kind == bench.Kind {
-				b, err := bench.Load(path)
-				if err != nil {
-					return fail(1, "%v", err)
-				}
-				files, err := report.WriteBench(b, out, fs)
+			if f.bench != nil {
+				files, err := report.WriteBench(f.bench, out, fs)
 				if err != nil {
 					return fail(1, "write report in %s: %v", out, err)
 				}
 				sayReports(s, files, "report.", "report")
 				return nil
 			}
-			run, err := result.Load(path)
-			if err != nil {
-				return fail(1, "%v", err)
-			}
-			return writeReport(s, run, out, fs)
+			return writeReport(s, f.run, out, fs)
 		},
 	}
 }
@@ -123,38 +115,30 @@ func compareCommand(s Streams) *cli.Command {
 				return err
 			}
 			paths := c.Args().Slice()
-			kinds := make([]string, len(paths))
+			loaded := make([]savedFile, len(paths))
 			for i, p := range paths {
-				if kinds[i], err = result.ReadKind(p); err != nil {
+				if loaded[i], err = loadFile(p); err != nil {
 					return fail(1, "%v", err)
 				}
 			}
 			for i := range paths {
-				if kinds[i] != kinds[0] {
+				if loaded[i].kind != loaded[0].kind {
 					return fail(2, "compare: %s is %s but %s is %s: compare runs with runs and bench files with bench files",
-						paths[0], kindName(kinds[0]), paths[i], kindName(kinds[i]))
+						paths[0], kindName(loaded[0].kind), paths[i], kindName(loaded[i].kind))
 				}
 			}
 			out := c.String("out")
 			var files []string
-			if kinds[0] == bench.Kind {
+			if loaded[0].bench != nil {
 				var runs []*bench.Run
-				for _, p := range paths {
-					r, err := bench.Load(p)
-					if err != nil {
-						return fail(1, "%v", err)
-					}
-					runs = append(runs, r)
+				for _, f := range loaded {
+					runs = append(runs, f.bench)
 				}
 				files, err = report.WriteBenchComparison(runs, out, fs)
 			} else {
 				var runs []*result.Run
-				for _, p := range paths {
-					r, err := result.Load(p)
-					if err != nil {
-						return fail(1, "%v", err)
-					}
-					runs = append(runs, r)
+				for _, f := range loaded {
+					runs = append(runs, f.run)
 				}
 				files, err = report.WriteComparison(runs, out, fs)
 			}
@@ -165,6 +149,32 @@ func compareCommand(s Streams) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// savedFile is a saved run or bench file, read once.
+type savedFile struct {
+	kind  string
+	run   *result.Run
+	bench *bench.Run
+}
+
+// loadFile reads path, decompressed once, and parses it by its kind;
+// every error is one line naming the file.
+func loadFile(path string) (savedFile, error) {
+	kind, b, err := result.ReadKind(path)
+	if err != nil {
+		return savedFile{}, err
+	}
+	f := savedFile{kind: kind}
+	if kind == bench.Kind {
+		f.bench, err = bench.Parse(b)
+	} else {
+		f.run, err = result.Parse(b)
+	}
+	if err != nil {
+		return savedFile{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
 }
 
 // kindName says what a file of kind k holds, for messages.

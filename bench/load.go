@@ -38,11 +38,8 @@ func Parse(b []byte) (*Run, error) {
 		}
 		return nil, fmt.Errorf("%s (kind %q), not a bench run: render it with rdmaprobe report, compare it with other runs of its kind", what, h.Kind)
 	}
-	if h.SchemaVersion > SchemaVersion {
-		return nil, fmt.Errorf("schema version %d is newer than this build reads (%d): use a newer rdmaprobe", h.SchemaVersion, SchemaVersion)
-	}
-	if h.SchemaVersion < 1 {
-		return nil, fmt.Errorf("invalid schema version %d", h.SchemaVersion)
+	if err := h.Readable(SchemaVersion); err != nil {
+		return nil, err
 	}
 	var run Run
 	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&run); err != nil {

@@ -118,19 +118,20 @@ func ReadFile(path string) ([]byte, error) {
 const KindRun = "run"
 
 // ReadKind says what a saved rdmaprobe file holds, so a command can hand
-// it to the right loader: KindRun, or the kind the file names ("bench").
-// A file that is empty, truncated, corrupt or not rdmaprobe's gets the
-// same one-line error, naming the file, as Load gives.
-func ReadKind(path string) (string, error) {
+// it to the right parser: KindRun, or the kind the file names ("bench"),
+// with the file's (decompressed) bytes, so it is read once. A file that
+// is empty, truncated, corrupt or not rdmaprobe's gets the same one-line
+// error, naming the file, as Load gives.
+func ReadKind(path string) (string, []byte, error) {
 	b, err := ReadFile(path)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	h, err := ParseHead(b)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
+		return "", nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return h.Kind, nil
+	return h.Kind, b, nil
 }
 
 // maxRunBytes bounds a decompressed run (a 100,000-client run is ~50 MB).
@@ -184,6 +185,18 @@ func ParseHead(b []byte) (Head, error) {
 	return h, nil
 }
 
+// Readable refuses a schema version this build cannot read; max is the
+// newest version of the file's kind.
+func (h Head) Readable(max int) error {
+	if h.SchemaVersion > max {
+		return fmt.Errorf("schema version %d is newer than this build reads (%d): use a newer rdmaprobe", h.SchemaVersion, max)
+	}
+	if h.SchemaVersion < 1 {
+		return fmt.Errorf("invalid schema version %d", h.SchemaVersion)
+	}
+	return nil
+}
+
 // Parse decodes a run from JSON (see Load).
 func Parse(b []byte) (*Run, error) {
 	h, err := ParseHead(b)
@@ -197,12 +210,8 @@ func Parse(b []byte) (*Run, error) {
 	default:
 		return nil, fmt.Errorf("kind %q, not a capacity run: this build reads runs and bench files only", h.Kind)
 	}
-	v := h.SchemaVersion
-	if v > SchemaVersion {
-		return nil, fmt.Errorf("schema version %d is newer than this build reads (%d): use a newer rdmaprobe", v, SchemaVersion)
-	}
-	if v < 1 {
-		return nil, fmt.Errorf("invalid schema version %d", v)
+	if err := h.Readable(SchemaVersion); err != nil {
+		return nil, err
 	}
 	var run Run
 	dec := json.NewDecoder(bytes.NewReader(b))

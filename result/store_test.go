@@ -183,7 +183,7 @@ func TestReadKind(t *testing.T) {
 	benchPath := filepath.Join(dir, "bench.json.gz")
 	os.WriteFile(benchPath, gz([]byte(`{"schema_version": 1, "tool": "rdmaprobe", "kind": "bench"}`)), 0o644)
 	for path, want := range map[string]string{runPath: KindRun, benchPath: "bench"} {
-		if got, err := ReadKind(path); err != nil || got != want {
+		if got, _, err := ReadKind(path); err != nil || got != want {
 			t.Errorf("%s: kind %q, %v; want %q", filepath.Base(path), got, err, want)
 		}
 	}
@@ -196,7 +196,7 @@ func TestReadKind(t *testing.T) {
 	} {
 		p := filepath.Join(dir, name+".json")
 		os.WriteFile(p, []byte(tc.in), 0o644)
-		_, err := ReadKind(p)
+		_, _, err := ReadKind(p)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: error %v, want one line naming the file and %q", name, err, tc.want)
 		}
