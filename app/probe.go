@@ -47,6 +47,7 @@ func probeFlags() []cli.Flag {
 		&cli.StringFlag{Name: "backlog", Usage: "server listen queue length (default: somaxconn)"},
 		&cli.StringFlag{Name: "profile", Usage: "write CPU profiles (pprof) of the server and load generators of every point into `DIR` (sim and verbs backends)"},
 		&cli.BoolFlag{Name: "stop-on-error", Usage: "stop at the first point that itself fails (server died, load generator crashed or hung) instead of counting it as failed and going on"},
+		&cli.DurationFlag{Name: "calibrate", Value: runner.DefaultCalibration, Usage: "measure this machine's speed (serial TLS handshakes in one process) for this long before and after each point, to tell a slow host from a slow server (0 = off)"},
 		&cli.DurationFlag{Name: "sample-interval", Value: 500 * time.Millisecond, Usage: "how often the collectors sample resources, processes and the host (0 = off)"},
 	}, append(append(append(vmFlags(), simInVMFlag()), limitFlags()...), fabricFlags()...)...)
 }
@@ -213,6 +214,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 		CertFile: certFile, KeyFile: keyFile, ServerArgs: serverArgs,
 		ClientCertFile: clientCertFile, ClientKeyFile: clientKeyFile,
 		Progress: prog.update, SampleInterval: sampleInterval(c), ProfileDir: c.String("profile"),
+		CalibrationWindow: offIfZero(c.Duration("calibrate")),
 	}, run, dir)
 	if err != nil {
 		return err
@@ -304,7 +306,11 @@ func pointLine(pt result.Point, simulated bool) string {
 	}
 	rate := ""
 	if pt.ConnectSec > 0 {
-		rate = fmt.Sprintf(" (%.0f connects/s over %.1f s)", float64(pt.Connected)/pt.ConnectSec, pt.ConnectSec)
+		rate = fmt.Sprintf(" (%.0f connects/s over %.1f s", float64(pt.Connected)/pt.ConnectSec, pt.ConnectSec)
+		if hs := pt.Calibration.HS(); hs > 0 {
+			rate += fmt.Sprintf("; host speed %.0f handshakes/s", hs)
+		}
+		rate += ")"
 	}
 	if pt.TLSResumed > 0 {
 		rate += fmt.Sprintf(", %d TLS sessions resumed", pt.TLSResumed)
@@ -387,11 +393,16 @@ func (p *progress) clear() {
 	}
 }
 
-func sampleInterval(c *cli.Context) time.Duration {
-	if d := c.Duration("sample-interval"); d > 0 {
-		return d
+// offIfZero maps a duration flag's 0 ("off") to the runner's -1.
+func offIfZero(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
 	}
-	return -1
+	return d
+}
+
+func sampleInterval(c *cli.Context) time.Duration {
+	return offIfZero(c.Duration("sample-interval"))
 }
 
 // summariseLimits lifts the limits of the first point and the diagnosis

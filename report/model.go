@@ -19,7 +19,12 @@ type Model struct {
 	Caps      [][2]string
 	Reference string
 	Rows      []Row
-	Costs     []CostRow
+	// Rates is the connection rate of each trial and, per client count
+	// with several trials, pooled.
+	Rates []RateRow
+	// RateNote says how the rate table was measured.
+	RateNote string
+	Costs    []CostRow
 	// PhaseAt is the client count whose connection phases are shown.
 	PhaseAt int
 	Phases  []PhaseRow
@@ -132,6 +137,7 @@ func NewModel(run *result.Run, ci func(k, n int) (float64, float64)) *Model {
 		m.Rows = append(m.Rows, r)
 	}
 	m.answer(run)
+	m.rates(run)
 	m.env(run)
 	m.costs(run)
 	m.phases(run)

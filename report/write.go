@@ -84,7 +84,7 @@ func Markdown(m *Model) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rows, cost, phases, rtt, steps, env [][]string
+	var rows, rates, cost, phases, rtt, steps, env [][]string
 	source := ""
 	for _, r := range m.Rows {
 		st := r.Status
@@ -96,6 +96,9 @@ func Markdown(m *Model) ([]byte, error) {
 		if r.Source != "" {
 			source = r.Source
 		}
+	}
+	for _, r := range m.Rates {
+		rates = append(rates, []string{itoa(r.Clients), r.Trial, itoa(r.Connected), r.ConnectSec, r.PerSec, r.StartupSec, r.HostHS, r.PerHS})
 	}
 	for _, c := range m.Costs {
 		cost = append(cost, []string{itoa(c.Clients), c.QPs, c.CQs, c.MRs, c.PDs, c.RegisteredBytes, c.ServerBytes})
@@ -121,6 +124,7 @@ func Markdown(m *Model) ([]byte, error) {
 		"Source": source,
 		"Env":    mdTable([]string{"What", "Value"}, env),
 		"Table":  mdTable([]string{"Clients", "Connected", "Success", "95% CI", "QPs", "CQs", "MRs", "Status"}, rows),
+		"Rates":  mdTable([]string{"Clients", "Trial", "Connected", "Connect s", "Connects/s", "Start-up s", "Host speed (hs/s)", "Per hs"}, rates),
 		"Cost":   mdTable([]string{"Clients", "QPs", "CQs", "MRs", "PDs", "Registered", "Server RSS"}, cost),
 		"Phases": mdTable([]string{"Phase", "n", "p50", "p95", "p99"}, phases),
 		"RTT":    mdTable([]string{"Clients", "n", "p50", "p95", "p99", "max"}, rtt),

@@ -139,6 +139,36 @@ type Config struct {
 	SimCaps       *fabric.Caps `json:"sim_caps,omitempty"`
 }
 
+// Calibration is how fast the machine ran around a point: serial mutual
+// TLS 1.3 handshakes per second, both ends in the runner's process over an
+// in-memory pipe, with the run's certificates (certs.HandshakeRate). On a
+// host whose speed moves (a TCG guest on a shared or nested machine) the
+// connect rate moves with it, and the connect rate divided by HS
+// compares trials taken at different host speeds.
+type Calibration struct {
+	WindowSec float64 `json:"window_sec"`
+	// BeforeHS is measured just before the server starts, AfterHS just
+	// after the last client's outcome (clients connected and idle); 0 if
+	// that reading failed.
+	BeforeHS float64 `json:"before_hs_per_sec,omitempty"`
+	AfterHS  float64 `json:"after_hs_per_sec,omitempty"`
+	Error    string  `json:"error,omitempty"`
+}
+
+// HS is the mean of the readings taken, 0 without any.
+func (c *Calibration) HS() float64 {
+	if c == nil {
+		return 0
+	}
+	switch {
+	case c.BeforeHS > 0 && c.AfterHS > 0:
+		return (c.BeforeHS + c.AfterHS) / 2
+	case c.BeforeHS > 0:
+		return c.BeforeHS
+	}
+	return c.AfterHS
+}
+
 // Point is one trial at one client count.
 type Point struct {
 	Clients     int       `json:"clients"`
@@ -155,8 +185,12 @@ type Point struct {
 	// first client: the server's and the load generators' start-up, side
 	// by side.
 	StartupSec float64 `json:"startup_sec,omitempty"`
-	Attempted  int     `json:"attempted"`
-	Connected  int     `json:"connected"`
+	// Calibration is the machine's speed just before and just after the
+	// point (runner.CalibrationWindow); absent in runs before 2026-11-23
+	// 18:30 UTC and with calibration off.
+	Calibration *Calibration `json:"calibration,omitempty"`
+	Attempted   int          `json:"attempted"`
+	Connected   int          `json:"connected"`
 	// TLSResumed counts clients whose TLS handshake resumed a session.
 	TLSResumed  int     `json:"tls_resumed,omitempty"`
 	SuccessRate float64 `json:"success_rate"` // 0..1

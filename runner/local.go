@@ -58,6 +58,11 @@ type Config struct {
 	// ("" = none, as on sim).
 	SampleInterval time.Duration
 	SampleDevice   string
+	// CalibrationWindow is how long each point measures this machine's
+	// speed just before its server starts and again just after its last
+	// client's outcome (certs.HandshakeRate, recorded in
+	// Point.Calibration); 0 = DefaultCalibration, < 0 = off.
+	CalibrationWindow time.Duration
 	// StartTimeout bounds waiting for the server's ready line.
 	StartTimeout time.Duration
 	// Progress, if set, receives live counts during a point.
@@ -71,7 +76,8 @@ type Progress struct {
 
 // Local runs points as child processes on this machine.
 type Local struct {
-	cfg Config
+	cfg   Config
+	calib *calibration
 	// Device is what the server reported at its last start.
 	Device *result.DeviceInfo
 }
@@ -97,7 +103,11 @@ func NewLocal(cfg Config) (*Local, error) {
 	if cfg.CertFile == "" || cfg.KeyFile == "" {
 		return nil, fmt.Errorf("runner needs the server certificate and key files")
 	}
-	return &Local{cfg: cfg}, nil
+	calib, err := newCalibration(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("calibration: %w", err)
+	}
+	return &Local{cfg: cfg, calib: calib}, nil
 }
 
 // RunPoint runs one trial with n clients. Failures of the point itself
@@ -129,6 +139,10 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	srvArgs = append(srvArgs, cfg.ServerArgs...)
 	if cfg.ProfileDir != "" {
 		srvArgs = append(srvArgs, "--cpuprofile", filepath.Join(cfg.ProfileDir, fmt.Sprintf("%d-%d-server.pprof", n, trial)))
+	}
+	if l.calib != nil {
+		pt.Calibration = &result.Calibration{WindowSec: l.calib.window.Seconds()}
+		l.calib.measure(ctx, pt.Calibration, &pt.Calibration.BeforeHS)
 	}
 	smp := startSampler(ctx, cfg)
 	srvProcs, _ := splitCPUs(cfg.GoMaxProcs, runtime.NumCPU(), cfg.Procs)
@@ -165,6 +179,10 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	if !released.IsZero() {
 		pt.StartupSec = released.Sub(started).Seconds()
 		pt.ConnectSec = time.Since(released).Seconds()
+	}
+	if l.calib != nil {
+		// The clients are connected and idle: the server is not working.
+		l.calib.measure(ctx, pt.Calibration, &pt.Calibration.AfterHS)
 	}
 	smp.loaded()
 

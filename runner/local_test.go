@@ -46,7 +46,7 @@ cat >/dev/null`
 func newRunner(t *testing.T, exe string, procs int) *Local {
 	t.Helper()
 	r, err := NewLocal(Config{Exe: exe, Procs: procs, Threshold: 1, Timeout: 5 * time.Second,
-		StartTimeout: 5 * time.Second, CertFile: "c", KeyFile: "k"})
+		StartTimeout: 5 * time.Second, CertFile: "c", KeyFile: "k", CalibrationWindow: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,83 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+func timedPoint(n, trial, connected int, connectSec, startupSec, before, after float64) result.Point {
+	p := result.Point{Clients: n, Trial: trial, Attempted: n, Connected: connected,
+		ConnectSec: connectSec, StartupSec: startupSec}
+	if before > 0 || after > 0 {
+		p.Calibration = &result.Calibration{WindowSec: 0.25, BeforeHS: before, AfterHS: after}
+	}
+	return p
+}
+
+func TestRates(t *testing.T) {
+	run := &result.Run{Backend: result.Backend{Name: "vm"}, Config: result.Config{Threshold: 1}, Points: []result.Point{
+		timedPoint(300, 1, 300, 3, 0.5, 120, 120), // 100/s at 120 hs/s
+		timedPoint(300, 2, 300, 6, 0.3, 60, 60),   // 50/s at 60 hs/s: a host at half speed
+		timedPoint(1000, 1, 1000, 10, 0.4, 0, 0),  // no calibration
+	}}
+	m := NewModel(run, Wilson95)
+	want := []RateRow{
+		{Clients: 300, Trial: "1", Connected: 300, ConnectSec: "3", PerSec: "100", StartupSec: "0.5", HostHS: "120", PerHS: "0.83"},
+		{Clients: 300, Trial: "2", Connected: 300, ConnectSec: "6", PerSec: "50", StartupSec: "0.3", HostHS: "60", PerHS: "0.83"},
+		// 600 clients over 9 s; host speed weighted by connect time (120×3 + 60×6) / 9 = 80.
+		{Clients: 300, Trial: "all", Connected: 600, ConnectSec: "9", PerSec: "67", StartupSec: "0.4", HostHS: "80", PerHS: "0.83", Pooled: true},
+		{Clients: 1000, Trial: "1", Connected: 1000, ConnectSec: "10", PerSec: "100", StartupSec: "0.4", HostHS: "–", PerHS: "–"},
+	}
+	if len(m.Rates) != len(want) {
+		t.Fatalf("rates %+v, want %d rows", m.Rates, len(want))
+	}
+	for i := range want {
+		if m.Rates[i] != want[i] {
+			t.Errorf("row %d = %+v, want %+v", i, m.Rates[i], want[i])
+		}
+	}
+	answer := strings.Join(m.Answer.Sentences, "\n")
+	for _, s := range []string{
+		"Connection rate at 1000 clients: **100 connects/s**",
+		"host's own speed moved during this run: its calibration ran at 60–120 handshakes/s (×2.00)",
+		"300 clients: 67% raw, 0% per calibration handshake",
+	} {
+		if !strings.Contains(answer, s) {
+			t.Errorf("answer lacks %q:\n%s", s, answer)
+		}
+	}
+	if m.RateNote == "" {
+		t.Error("no note on how rates were measured")
+	}
+	md, err := Markdown(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "| 300     | all   | 600       | 9         | 67         | 0.4        | 80                | 0.83   |") {
+		t.Errorf("Markdown lacks the pooled row:\n%s", md)
+	}
+	html, err := HTML(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(html), `<tr class="pooled"><td>300</td><td>all</td><td>600</td>`) {
+		t.Error("HTML lacks the pooled row")
+	}
+}
+
+func TestRatesSteadyHost(t *testing.T) {
+	run := &result.Run{Backend: result.Backend{Name: "sim", Simulated: true}, Config: result.Config{Threshold: 1}, Points: []result.Point{
+		timedPoint(100, 1, 100, 1, 0.2, 500, 520),
+		timedPoint(100, 2, 100, 2, 0.2, 510, 490),
+	}}
+	m := NewModel(run, Wilson95)
+	answer := strings.Join(m.Answer.Sentences, "\n")
+	if strings.Contains(answer, "speed moved") {
+		t.Errorf("a steady host (490–520 hs/s) flagged as moving:\n%s", answer)
+	}
+	if !strings.Contains(answer, "(simulated) Connection rate at 100 clients: **67 connects/s** pooled over 2 trials (50–100)") {
+		t.Errorf("answer:\n%s", answer)
+	}
+}

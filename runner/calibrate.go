@@ -1,0 +1,70 @@
+package runner
+
+import (
+	"context"
+	"crypto/tls"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/certs"
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// DefaultCalibration is how long a point measures the machine's speed
+// before and after its clients run: ~30 handshakes in the TCG guest,
+// ~500 on this host.
+const DefaultCalibration = 250 * time.Millisecond
+
+// calibration measures the machine's speed with the run's own
+// certificates and key exchange (certs.HandshakeRate), in this process.
+type calibration struct {
+	window   time.Duration
+	srv, cli *tls.Config
+}
+
+func newCalibration(cfg Config) (*calibration, error) {
+	window := cfg.CalibrationWindow
+	if window < 0 {
+		return nil, nil
+	}
+	if window == 0 {
+		window = DefaultCalibration
+	}
+	spair, err := certs.Load(cfg.CertFile, cfg.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	cpair, err := certs.Load(cfg.ClientCertFile, cfg.ClientKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := spair.Server(cpair.CertPEM)
+	if err != nil {
+		return nil, err
+	}
+	cli, err := certs.Client(spair.CertPEM, cpair)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range []*tls.Config{srv, cli} {
+		if err := certs.SetKeyExchange(c, cfg.TLSKex); err != nil {
+			return nil, err
+		}
+	}
+	return &calibration{window: window, srv: srv, cli: cli}, nil
+}
+
+// measure records one reading into *to; a failure is kept as the
+// calibration's error, never the point's.
+func (c *calibration) measure(ctx context.Context, cal *result.Calibration, to *float64) {
+	if c == nil {
+		return
+	}
+	rate, err := certs.HandshakeRate(ctx, c.srv, c.cli, c.window)
+	if err != nil {
+		if cal.Error == "" {
+			cal.Error = err.Error()
+		}
+		return
+	}
+	*to = rate
+}
