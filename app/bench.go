@@ -180,8 +180,7 @@ func benchInGuest(ctx context.Context, c *cli.Context, out io.Writer, dir string
 	if err != nil {
 		return nil, err
 	}
-	g, err := softroce.Boot(ctx, softroce.BootConfig{Image: img, CPUs: cpus, MemMiB: mem,
-		LogPath: filepath.Join(dir, "guest-console.log"), CPUModel: c.String("vm-cpu-model")})
+	g, err := softroce.Boot(ctx, bootConfig(c, img, cpus, mem, filepath.Join(dir, "guest-console.log")))
 	if err != nil {
 		return nil, err
 	}
@@ -192,8 +191,8 @@ func benchInGuest(ctx context.Context, c *cli.Context, out io.Writer, dir string
 		}
 	}
 	info := g.Ready
-	run.Backend.Description = fmt.Sprintf("vm: %s on Linux %s (Soft-RoCE, QEMU TCG %s, %d vCPU, %s)",
-		info.Device, shortRelease(info.KernelRelease), c.String("vm-cpu-model"), cpus, memString(mem))
+	run.Backend.Description = fmt.Sprintf("vm: %s on Linux %s (Soft-RoCE, %s, %d vCPU, %s)",
+		info.Device, shortRelease(info.KernelRelease), guestCPU(c), cpus, memString(mem))
 	fmt.Fprintf(out, "guest: %s, ready in %.1f s\n", run.Backend.Description, g.BootTime.Seconds())
 	raw, err := g.Call(ctx, opBench, req, func(m json.RawMessage) {
 		var meas bench.Measurement

@@ -14,7 +14,7 @@ const DefaultTLSKex = certs.KexX25519
 
 func tlsKexFlag() cli.Flag {
 	return &cli.StringFlag{Name: "tls-kex", Value: DefaultTLSKex,
-		Usage: "TLS 1.3 key exchange: " + strings.Join(certs.KeyExchanges, " or ") +
+		Usage: "TLS 1.3 key exchange: " + strings.Join(certs.KeyExchanges, ", ") +
 			" (hybrid = X25519MLKEM768, post-quantum, ~25% more CPU per handshake)"}
 }
 

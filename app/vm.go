@@ -30,7 +30,24 @@ func vmFlags() []cli.Flag {
 		&cli.IntFlag{Name: "vm-mem", Value: 8192, Usage: "vm: guest memory in MiB"},
 		&cli.StringFlag{Name: "vm-cpu-model", Value: softroce.DefaultCPUModel, Usage: "vm: QEMU -cpu model of the guest (see softroce.DefaultCPUModel for why not max)"},
 		&cli.IntFlag{Name: "vm-max-map-count", Usage: "vm: set the guest's vm.max_map_count (default: the kernel's 65530)"},
+		&cli.StringFlag{Name: "vm-kernel-args", Usage: "vm: extra guest kernel command line, space-separated (e.g. mitigations=off); recorded in the backend description"},
 	}
+}
+
+// bootConfig is the guest the vm flags ask for.
+func bootConfig(c *cli.Context, img softroce.Image, cpus, mem int, logPath string) softroce.BootConfig {
+	return softroce.BootConfig{Image: img, CPUs: cpus, MemMiB: mem, LogPath: logPath,
+		CPUModel: c.String("vm-cpu-model"), KernelArgs: strings.Fields(c.String("vm-kernel-args"))}
+}
+
+// guestCPU describes the guest's emulated CPU for backend descriptions,
+// e.g. "QEMU TCG qemu64" or "QEMU TCG qemu64, kernel mitigations=off".
+func guestCPU(c *cli.Context) string {
+	s := "QEMU TCG " + c.String("vm-cpu-model")
+	if a := strings.Fields(c.String("vm-kernel-args")); len(a) > 0 {
+		s += ", kernel " + strings.Join(a, " ")
+	}
+	return s
 }
 
 // simInVMFlag runs the sim backend inside the guest: same simulated
@@ -93,7 +110,7 @@ func newVMBackend(c *cli.Context, reason string) (*backend, error) {
 			return nil, nil, err
 		}
 		logPath := filepath.Join(dir, "guest-console.log")
-		g, err := softroce.Boot(ctx, softroce.BootConfig{Image: img, CPUs: cpus, MemMiB: mem, LogPath: logPath, CPUModel: c.String("vm-cpu-model")})
+		g, err := softroce.Boot(ctx, bootConfig(c, img, cpus, mem, logPath))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -106,11 +123,11 @@ func newVMBackend(c *cli.Context, reason string) (*backend, error) {
 		}
 		genv := guestEnvironment(info)
 		run.Environment.Guest = &genv
-		run.Backend.Description = fmt.Sprintf("vm: %s on Linux %s (Soft-RoCE, QEMU TCG %s, %d vCPU, %s)",
-			info.Device, shortRelease(info.KernelRelease), c.String("vm-cpu-model"), cpus, memString(mem))
+		run.Backend.Description = fmt.Sprintf("vm: %s on Linux %s (Soft-RoCE, %s, %d vCPU, %s)",
+			info.Device, shortRelease(info.KernelRelease), guestCPU(c), cpus, memString(mem))
 		if simulated {
-			run.Backend.Description = fmt.Sprintf("sim: simulated fabric (pure Go, not an RDMA measurement) in a QEMU guest on Linux %s (TCG %s, %d vCPU, %s)",
-				shortRelease(info.KernelRelease), c.String("vm-cpu-model"), cpus, memString(mem))
+			run.Backend.Description = fmt.Sprintf("sim: simulated fabric (pure Go, not an RDMA measurement) in a QEMU guest on Linux %s (%s, %d vCPU, %s)",
+				shortRelease(info.KernelRelease), strings.TrimPrefix(guestCPU(c), "QEMU "), cpus, memString(mem))
 		}
 		fmt.Fprintf(out, "guest: %s, ready in %.1f s\n", run.Backend.Description, g.BootTime.Seconds())
 		if !simulated { // a simulated fabric has no RDMA device to check

@@ -22,20 +22,33 @@ func needVM(t *testing.T) {
 	}
 }
 
-// 64 real clients on real rxe in the guest, with verified round trips.
+// 64 real clients on real rxe in the guest, with verified round trips;
+// the guest boots with the extra kernel arguments asked for, and the
+// point is calibrated inside the guest.
 func TestVMRealSoftRoCE(t *testing.T) {
 	needVM(t)
 	root := t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "64", "--rounds", "2",
-		"--vm-mem", "2048", "--results", root)
+		"--vm-mem", "2048", "--vm-kernel-args", "mitigations=off  nosmt", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 	r := loadOnlyRun(t, root)
-	if r.Backend.Simulated || !strings.HasPrefix(r.Backend.Description, "vm: rxe0 on Linux ") {
+	if r.Backend.Simulated || !strings.HasPrefix(r.Backend.Description, "vm: rxe0 on Linux ") ||
+		!strings.Contains(r.Backend.Description, "kernel mitigations=off nosmt,") {
 		t.Errorf("backend %+v", r.Backend)
 	}
+	logs, _ := filepath.Glob(filepath.Join(root, "*", "guest-console.log"))
+	if len(logs) != 1 {
+		t.Fatalf("guest console logs %v", logs)
+	}
+	if b, err := os.ReadFile(logs[0]); err != nil || !strings.Contains(string(b), " mitigations=off nosmt") {
+		t.Errorf("guest kernel command line lacks the extra arguments (%v)", err)
+	}
 	p := r.Points[0]
+	if c := p.Calibration; c == nil || c.BeforeHS <= 0 || c.AfterHS <= 0 {
+		t.Errorf("calibration in the guest: %+v", p.Calibration)
+	}
 	if p.Connected != 64 || p.SuccessRate != 1 {
 		t.Fatalf("64 clients: %d connected, outcomes %v, errors %v", p.Connected, p.Outcomes, p.Errors)
 	}

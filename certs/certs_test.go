@@ -130,6 +130,7 @@ func TestSetKeyExchange(t *testing.T) {
 		{KexHybrid, nil, false},
 		{"", nil, false},
 		{KexX25519, []tls.CurveID{tls.X25519}, false},
+		{KexP256, []tls.CurveID{tls.CurveP256}, false},
 		{"rsa", nil, true},
 	} {
 		conf := &tls.Config{CurvePreferences: []tls.CurveID{tls.CurveP384}}
@@ -144,9 +145,15 @@ func TestSetKeyExchange(t *testing.T) {
 	}
 }
 
-// The generated pairs are Ed25519, and a handshake restricted to X25519
-// on both ends really negotiates X25519.
+// The generated pairs are Ed25519, and a handshake restricted to a key
+// exchange on both ends really negotiates it.
 func TestEd25519AndX25519Handshake(t *testing.T) {
+	for kex, want := range map[string]tls.CurveID{KexX25519: tls.X25519, KexP256: tls.CurveP256} {
+		t.Run(kex, func(t *testing.T) { testKexHandshake(t, kex, want) })
+	}
+}
+
+func testKexHandshake(t *testing.T, kex string, want tls.CurveID) {
 	sp, err := SelfSigned()
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +162,7 @@ func TestEd25519AndX25519Handshake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := Describe(sp, KexX25519); d != "Ed25519, self-signed, TLS 1.3, key exchange x25519" {
+	if d := Describe(sp, kex); d != "Ed25519, self-signed, TLS 1.3, key exchange "+kex {
 		t.Errorf("Describe = %q", d)
 	}
 	sconf, err := sp.Server(cp.CertPEM)
@@ -166,8 +173,8 @@ func TestEd25519AndX25519Handshake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	SetKeyExchange(sconf, KexX25519)
-	SetKeyExchange(cconf, KexX25519)
+	SetKeyExchange(sconf, kex)
+	SetKeyExchange(cconf, kex)
 	a, b := net.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- tls.Server(a, sconf).Handshake() }()
@@ -179,8 +186,8 @@ func TestEd25519AndX25519Handshake(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := cc.ConnectionState()
-	if st.CurveID != tls.X25519 {
-		t.Errorf("negotiated %v, want X25519", st.CurveID)
+	if st.CurveID != want {
+		t.Errorf("negotiated %v, want %v", st.CurveID, want)
 	}
 	if alg := st.PeerCertificates[0].PublicKeyAlgorithm; alg != x509.Ed25519 {
 		t.Errorf("server key %v, want Ed25519", alg)

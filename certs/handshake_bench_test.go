@@ -49,7 +49,7 @@ func selfSignedWith(tb testing.TB, kind string) tls.Certificate {
 //	ed25519/x25519/mut  0.80    8.0
 func BenchmarkHandshake(b *testing.B) {
 	for _, kind := range []string{"p256", "ed25519"} {
-		for _, group := range []string{KexHybrid, KexX25519, "p256"} {
+		for _, group := range KeyExchanges {
 			for _, mutual := range []bool{false, true} {
 				name := kind + "/" + group
 				if mutual {
@@ -67,14 +67,8 @@ func BenchmarkHandshake(b *testing.B) {
 						srv.ClientAuth, srv.ClientCAs = tls.RequireAndVerifyClientCert, cpool
 						cli.Certificates = []tls.Certificate{cc}
 					}
-					switch group {
-					case KexHybrid, KexX25519:
-						SetKeyExchange(srv, group)
-						SetKeyExchange(cli, group)
-					case "p256":
-						srv.CurvePreferences = []tls.CurveID{tls.CurveP256}
-						cli.CurvePreferences = []tls.CurveID{tls.CurveP256}
-					}
+					SetKeyExchange(srv, group)
+					SetKeyExchange(cli, group)
 					ln, err := net.Listen("tcp", "127.0.0.1:0")
 					if err != nil {
 						b.Fatal(err)
