@@ -24,7 +24,7 @@ type Comparison struct {
 }
 
 // SummaryHeader names the columns of Comparison.Summary.
-var SummaryHeader = []string{"Run", "Backend", "Mode", "100% up to", "Failures from", "QPs/client", "CQs/client", "MRs/client", "Maps/client", "Server RSS/client", "Limit"}
+var SummaryHeader = []string{"Run", "Backend", "Mode", "100% up to", "Failures from", "QPs/client", "CQs/client", "MRs/client", "Maps/client", "Server RSS/client", "Limit", "Connects/s", "Host speed (hs/s)", "Per hs"}
 
 // Label names a run in a comparison: its backend and resource mode.
 func Label(r *result.Run) string {
@@ -73,6 +73,7 @@ func NewComparison(runs []*result.Run) *Comparison {
 		if m.Limit != nil {
 			row[10] = m.Limit.Limit
 		}
+		row = append(row, lastRate(m.Rates)...)
 		c.Summary = append(c.Summary, row)
 		s := Series{Label: c.Labels[i]}
 		cs := Series{Label: c.Labels[i]}
@@ -106,6 +107,17 @@ func NewComparison(runs []*result.Run) *Comparison {
 		linePlot("compare-connect", "Connect time p50 vs clients", "clients", "ms", conn),
 	}
 	return c
+}
+
+// lastRate gives the connect rate at the largest count with a timed
+// connect phase (pooled over its trials), e.g. "111 at 1000", its host
+// speed and the rate per calibration handshake; dashes without one.
+func lastRate(rates []RateRow) []string {
+	if len(rates) == 0 {
+		return []string{"–", "–", "–"}
+	}
+	r := rates[len(rates)-1] // the pooled row comes last in its count
+	return []string{fmt.Sprintf("%s at %d", r.PerSec, r.Clients), r.HostHS, r.PerHS}
 }
 
 // WriteComparison renders runs side by side into dir as compare.md (with

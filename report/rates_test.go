@@ -81,3 +81,27 @@ func TestRatesSteadyHost(t *testing.T) {
 		t.Errorf("answer:\n%s", answer)
 	}
 }
+
+func TestCompareShowsRates(t *testing.T) {
+	timed := &result.Run{Backend: result.Backend{Name: "vm", Description: "vm: rxe0"}, Config: result.Config{Threshold: 1, ResourceMode: "srq"},
+		Points: []result.Point{
+			timedPoint(300, 1, 300, 3, 0.5, 120, 120),
+			timedPoint(1000, 1, 1000, 10, 0.4, 100, 100),
+			timedPoint(1000, 2, 1000, 10, 0.4, 100, 100),
+		}}
+	untimed := &result.Run{Backend: result.Backend{Name: "sim", Simulated: true}, Config: result.Config{Threshold: 1},
+		Points: []result.Point{{Clients: 10, Attempted: 10, Connected: 10}}}
+	c := NewComparison([]*result.Run{timed, untimed})
+	n := len(SummaryHeader)
+	if got := c.Summary[0][n-3:]; got[0] != "100 at 1000" || got[1] != "100" || got[2] != "1" {
+		t.Errorf("timed run's rate columns %q, want the pooled rate at 1000 clients", got)
+	}
+	if got := c.Summary[1][n-3:]; got[0] != "–" || got[1] != "–" || got[2] != "–" {
+		t.Errorf("untimed run's rate columns %q, want dashes", got)
+	}
+	for i, row := range c.Summary {
+		if len(row) != n {
+			t.Errorf("summary row %d has %d cells for %d columns", i, len(row), n)
+		}
+	}
+}
