@@ -46,6 +46,9 @@ func (t rateTrial) perSec() float64 { return float64(t.connected) / t.connect }
 func (m *Model) rates(run *result.Run) {
 	by := map[int][]rateTrial{}
 	for _, p := range run.Points {
+		if c := p.Calibration; c != nil && c.Error != "" {
+			m.Notes = append(m.Notes, fmt.Sprintf("%d clients, trial %d: calibration failed: %s", p.Clients, p.Trial, c.Error))
+		}
 		if p.ConnectSec <= 0 || p.Connected == 0 {
 			continue
 		}

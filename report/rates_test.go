@@ -72,7 +72,15 @@ func TestRatesSteadyHost(t *testing.T) {
 		timedPoint(100, 1, 100, 1, 0.2, 500, 520),
 		timedPoint(100, 2, 100, 2, 0.2, 510, 490),
 	}}
+	run.Points[1].Calibration.AfterHS = 0
+	run.Points[1].Calibration.Error = "calibration handshake: remote error"
 	m := NewModel(run, Wilson95)
+	if len(m.Notes) != 1 || m.Notes[0] != "100 clients, trial 2: calibration failed: calibration handshake: remote error" {
+		t.Errorf("notes %q, want the failed calibration reading", m.Notes)
+	}
+	if r := m.Rates[1]; r.HostHS != "510" {
+		t.Errorf("trial 2 host speed %q, want the reading that worked (510)", r.HostHS)
+	}
 	answer := strings.Join(m.Answer.Sentences, "\n")
 	if strings.Contains(answer, "speed moved") {
 		t.Errorf("a steady host (490–520 hs/s) flagged as moving:\n%s", answer)
