@@ -37,7 +37,7 @@ func fail(code int, format string, args ...any) error {
 
 // New builds the App.
 func New(s Streams) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:    "rdmaprobe",
 		Usage:   "measure how many concurrent RDMA clients a verbs server really holds",
 		Version: Version,
@@ -61,6 +61,8 @@ func New(s Streams) *cli.App {
 			compareCommand(s),
 		},
 	}
+	onUsageErrors(app)
+	return app
 }
 
 // Main runs the App with args and returns the process exit code.

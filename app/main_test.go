@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -28,3 +29,23 @@ func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// A flag that does not parse: one line on stderr naming the flag and what
+// it takes, nothing on stdout (no help dump), exit status 2.
+func TestUsageErrorsAreOneLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ramp", "--backend", "sim", "--timeout", "5"}, `rdmaprobe: ramp: --timeout: "5" is not a duration such as 30s, 250ms or 1m (rdmaprobe ramp --help lists the flags)`},
+		{[]string{"search", "--lo", "x"}, `rdmaprobe: search: --lo: "x" is not a whole number`},
+		{[]string{"ramp", "--rate", "fast"}, `rdmaprobe: ramp: --rate: "fast" is not a number`},
+		{[]string{"ramp", "--bogus"}, `rdmaprobe: ramp: unknown flag --bogus`},
+		{[]string{"--nope"}, `rdmaprobe: unknown flag --nope (rdmaprobe --help lists the flags)`},
+	} {
+		out, errOut, code := run(t, tc.args...)
+		if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2, no stdout, one line starting %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+}

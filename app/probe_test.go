@@ -166,7 +166,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"ramp", "--backend", "sim", "--clients", "10,x"}, `"x" is not a positive client count`},
 		{[]string{"ramp", "--backend", "nosuch"}, `unknown --backend "nosuch"`},
 		{[]string{"ramp", "--backend", "sim", "--mode", "weird"}, `--mode: unknown resource mode "weird"`},
-		{[]string{"search", "--lo", "abc"}, "invalid value"},
+		{[]string{"search", "--lo", "abc"}, `--lo: "abc" is not a whole number`},
 		{[]string{"ramp", "--backend", "sim", "--tls-kex", "rsa"}, `unknown TLS key exchange "rsa"`},
 		{[]string{"bench", "--backend", "sim", "--tls-kex", "rsa"}, `unknown TLS key exchange "rsa"`},
 		{[]string{"ramp", "--backend", "sim", "--gomaxprocs", "half"}, `--gomaxprocs "half": want split or all`},

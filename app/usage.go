@@ -1,0 +1,63 @@
+package app
+
+import (
+	"fmt"
+	"regexp"
+
+	"github.com/urfave/cli/v2"
+)
+
+// onUsageErrors makes every command answer a flag it cannot parse with
+// one line and exit status 2, instead of urfave's "Incorrect Usage"
+// followed by the whole help text.
+func onUsageErrors(app *cli.App) {
+	app.OnUsageError = usageError("", app.Flags)
+	for _, c := range app.Commands {
+		c.OnUsageError = usageError(c.Name, c.Flags)
+	}
+}
+
+var (
+	invalidValue  = regexp.MustCompile(`^invalid value "(.*)" for flag -(\S+): `)
+	undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(\S+)`)
+)
+
+// usageError's message starts with the command's name (Main prefixes
+// "rdmaprobe: "), e.g. `ramp: --timeout: "5" is not a duration ...`.
+func usageError(name string, flags []cli.Flag) cli.OnUsageErrorFunc {
+	head, help := "", "rdmaprobe --help"
+	if name != "" {
+		head, help = name+": ", "rdmaprobe "+name+" --help"
+	}
+	return func(_ *cli.Context, err error, _ bool) error {
+		msg := err.Error()
+		if m := invalidValue.FindStringSubmatch(msg); m != nil {
+			msg = fmt.Sprintf("--%s: %q is not %s", m[2], m[1], flagKind(flags, m[2]))
+		} else if m := undefinedFlag.FindStringSubmatch(msg); m != nil {
+			msg = "unknown flag --" + m[1]
+		}
+		return fail(2, "%s%s (%s lists the flags)", head, msg, help)
+	}
+}
+
+// flagKind says what the named flag takes, for an error message.
+func flagKind(flags []cli.Flag, name string) string {
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n != name {
+				continue
+			}
+			switch f.(type) {
+			case *cli.DurationFlag:
+				return "a duration such as 30s, 250ms or 1m"
+			case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+				return "a whole number"
+			case *cli.Float64Flag:
+				return "a number"
+			case *cli.BoolFlag:
+				return "true or false"
+			}
+		}
+	}
+	return "a valid value"
+}
