@@ -42,6 +42,11 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{[]string{"ramp", "--rate", "fast"}, `rdmaprobe: ramp: --rate: "fast" is not a number`},
 		{[]string{"ramp", "--bogus"}, `rdmaprobe: ramp: unknown flag --bogus`},
 		{[]string{"--nope"}, `rdmaprobe: unknown flag --nope (rdmaprobe --help lists the flags)`},
+		{[]string{"frobnicate"}, `rdmaprobe: unknown command "frobnicate" (rdmaprobe --help lists the commands)`},
+		// Flag parsing stops at the first argument: the rest must not be
+		// ignored in silence.
+		{[]string{"ramp", "100", "--backend", "sim"}, `rdmaprobe: ramp: unexpected argument "100": ramp takes flags only`},
+		{[]string{"search", "--backend", "sim", "extra"}, `rdmaprobe: search: unexpected argument "extra"`},
 	} {
 		out, errOut, code := run(t, tc.args...)
 		if code != 2 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, tc.want) {

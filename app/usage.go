@@ -10,10 +10,31 @@ import (
 // onUsageErrors makes every command answer a flag it cannot parse with
 // one line and exit status 2, instead of urfave's "Incorrect Usage"
 // followed by the whole help text.
+//
+// It also refuses what urfave would otherwise pass over in silence: an
+// unknown command, and arguments to a command that takes none (flag
+// parsing stops at the first argument, so `ramp 100 --backend sim` would
+// run the defaults and ignore the rest).
 func onUsageErrors(app *cli.App) {
 	app.OnUsageError = usageError("", app.Flags)
+	app.Action = func(c *cli.Context) error {
+		if c.Args().Present() {
+			return fail(2, "unknown command %q (rdmaprobe --help lists the commands)", c.Args().First())
+		}
+		return cli.ShowAppHelp(c)
+	}
 	for _, c := range app.Commands {
 		c.OnUsageError = usageError(c.Name, c.Flags)
+		if c.ArgsUsage == "" && c.Before == nil {
+			name := c.Name
+			c.Before = func(c *cli.Context) error {
+				if c.Args().Present() {
+					return fail(2, "%s: unexpected argument %q: %s takes flags only (rdmaprobe %s --help lists them)",
+						name, c.Args().First(), name, name)
+				}
+				return nil
+			}
+		}
 	}
 }
 
