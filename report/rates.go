@@ -120,10 +120,11 @@ func rateSentence(sim bool, pool rateTrial, ts []rateTrial) string {
 	}
 	s += fmt.Sprintf("Connection rate at %d clients: **%.0f connects/s**", pool.clients, pool.perSec())
 	if len(ts) > 1 {
-		lo, hi := ts[0].perSec(), ts[0].perSec()
-		for _, t := range ts {
-			lo, hi = min(lo, t.perSec()), max(hi, t.perSec())
+		rates := make([]float64, len(ts))
+		for i, t := range ts {
+			rates[i] = t.perSec()
 		}
+		lo, hi := minMax(rates)
 		s += fmt.Sprintf(" pooled over %d trials (%.0f–%.0f)", len(ts), lo, hi)
 	}
 	return s + ", timed from the load generators' release to the last client's outcome."

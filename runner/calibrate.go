@@ -53,18 +53,12 @@ func newCalibration(cfg Config) (*calibration, error) {
 	return &calibration{window: window, srv: srv, cli: cli}, nil
 }
 
-// measure records one reading into *to; a failure is kept as the
+// measure takes one reading, 0 if it failed: a failure is kept as the
 // calibration's error, never the point's.
-func (c *calibration) measure(ctx context.Context, cal *result.Calibration, to *float64) {
-	if c == nil {
-		return
-	}
+func (c *calibration) measure(ctx context.Context, cal *result.Calibration) float64 {
 	rate, err := certs.HandshakeRate(ctx, c.srv, c.cli, c.window)
-	if err != nil {
-		if cal.Error == "" {
-			cal.Error = err.Error()
-		}
-		return
+	if err != nil && cal.Error == "" {
+		cal.Error = err.Error()
 	}
-	*to = rate
+	return rate
 }

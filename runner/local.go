@@ -142,7 +142,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	}
 	if l.calib != nil {
 		pt.Calibration = &result.Calibration{WindowSec: l.calib.window.Seconds()}
-		l.calib.measure(ctx, pt.Calibration, &pt.Calibration.BeforeHS)
+		pt.Calibration.BeforeHS = l.calib.measure(ctx, pt.Calibration)
 	}
 	smp := startSampler(ctx, cfg)
 	srvProcs, _ := splitCPUs(cfg.GoMaxProcs, runtime.NumCPU(), cfg.Procs)
@@ -180,11 +180,13 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		pt.StartupSec = released.Sub(started).Seconds()
 		pt.ConnectSec = time.Since(released).Seconds()
 	}
+	smp.loaded()
 	if l.calib != nil {
 		// The clients are connected and idle: the server is not working.
-		l.calib.measure(ctx, pt.Calibration, &pt.Calibration.AfterHS)
+		// After the full-load sample, whose CPU figures must not include
+		// the calibration's.
+		pt.Calibration.AfterHS = l.calib.measure(ctx, pt.Calibration)
 	}
-	smp.loaded()
 
 	// Release the clients (stdin EOF), then stop the server, which prints
 	// its own view as it exits.
