@@ -32,7 +32,7 @@ func clientsCommand(s Streams) *cli.Command {
 			&cli.IntFlag{Name: "id-base", Usage: "ID of the first client"},
 			&cli.IntFlag{Name: "proc", Usage: "index of this process"},
 			&cli.Float64Flag{Name: "rate", Usage: "client launches per second (0 = all at once)"},
-			&cli.BoolFlag{Name: "tls-resume", Usage: "resume TLS sessions between this process's clients (PSK with ECDHE: forward-secret, the client certificate travels in the ticket); the first clients do full handshakes"},
+			&cli.BoolFlag{Name: "tls-resume", Usage: "resume TLS sessions between this process's clients (PSK with ECDHE: forward-secret, the client certificate travels in the ticket); the first client connects alone with a full handshake, the others resume its session"},
 			tlsKexFlag(),
 			&cli.IntFlag{Name: "inflight", Value: DefaultInFlight, Usage: "connection attempts in progress at once (0 = unbounded burst)"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "per-client deadline"},
@@ -137,7 +137,7 @@ func runClients(ctx context.Context, c *cli.Context, s Streams) error {
 		}
 	}()
 	recs, conns := client.Run(ctx, d, client.Load{N: c.Int("n"), IDBase: c.Int("id-base"),
-		Proc: c.Int("proc"), Rate: c.Float64("rate"), InFlight: c.Int("inflight")}, func(n, k int) {
+		Proc: c.Int("proc"), Rate: c.Float64("rate"), InFlight: c.Int("inflight"), Lead: c.Bool("tls-resume")}, func(n, k int) {
 		done.Store(int64(n))
 		ok.Store(int64(k))
 	})

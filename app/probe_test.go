@@ -123,13 +123,14 @@ func TestRampClassifiesRefusals(t *testing.T) {
 	}
 }
 
-// --tls-resume must really resume: with one connect in flight, every
-// client after the first finds a ticket from an earlier one. Without it
-// no handshake resumes (the server issues no tickets).
+// --tls-resume must really resume: each generator's first client
+// connects alone, and every other one, launched together after it, finds
+// its ticket (2 generators: 2 full handshakes of 12). Without it no
+// handshake resumes (the server issues no tickets).
 func TestTLSResumeResumes(t *testing.T) {
 	for _, resume := range []bool{true, false} {
 		root := t.TempDir()
-		args := []string{"ramp", "--backend", "sim", "--clients", "8", "--inflight", "1",
+		args := []string{"ramp", "--backend", "sim", "--clients", "12", "--procs", "2",
 			"--rounds", "1", "--msg-size", "64", "--timeout", "20s", "--results", root}
 		if resume {
 			args = append(args, "--tls-resume")
@@ -140,11 +141,11 @@ func TestTLSResumeResumes(t *testing.T) {
 		}
 		r := loadOnlyRun(t, root)
 		pt := r.Points[0]
-		if pt.Connected != 8 {
-			t.Fatalf("resume=%v: %d/8 connected", resume, pt.Connected)
+		if pt.Connected != 12 {
+			t.Fatalf("resume=%v: %d/12 connected", resume, pt.Connected)
 		}
-		if resume && (pt.TLSResumed < 6 || pt.TLSResumed == 8) {
-			t.Errorf("--tls-resume: %d of 8 handshakes resumed, want all but the first few", pt.TLSResumed)
+		if resume && pt.TLSResumed != 10 {
+			t.Errorf("--tls-resume: %d of 12 handshakes resumed, want all but each generator's first", pt.TLSResumed)
 		}
 		if !resume && pt.TLSResumed != 0 {
 			t.Errorf("without --tls-resume %d handshakes resumed", pt.TLSResumed)

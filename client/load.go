@@ -20,6 +20,13 @@ type Load struct {
 	// the server still holds N at once; the window only keeps N handshakes
 	// from fighting for the CPU and the listen queue until all time out.
 	InFlight int
+	// Lead connects the first client alone, before the others start, so
+	// that with session resumption (a ClientSessionCache in the TLS
+	// configuration) every other client finds its ticket and resumes:
+	// launched together, the first InFlight clients would all do full
+	// handshakes. The lead is one of the N and its connect is timed like
+	// the others.
+	Lead bool
 }
 
 // Run launches l.N clients concurrently, paced by l.Rate, and waits until
@@ -36,7 +43,24 @@ func Run(ctx context.Context, d *Dialer, l Load, progress func(done, ok int)) ([
 	if l.InFlight > 0 {
 		window = make(chan struct{}, l.InFlight)
 	}
-	for i := 0; i < l.N; i++ {
+	launch := func(i int) {
+		c, rec := d.Connect(ctx, l.IDBase+i, l.Proc)
+		recs[i], conns[i] = rec, c
+		n := done.Add(1)
+		k := ok.Load()
+		if c != nil {
+			k = ok.Add(1)
+		}
+		if progress != nil {
+			progress(int(n), int(k))
+		}
+	}
+	first := 0
+	if l.Lead && l.N > 1 {
+		launch(0)
+		first = 1
+	}
+	for i := first; i < l.N; i++ {
 		if l.Rate > 0 && i > 0 {
 			// Pace against the schedule, not the previous launch, so slow
 			// goroutine starts do not lower the rate.
@@ -56,19 +80,12 @@ func Run(ctx context.Context, d *Dialer, l Load, progress func(done, ok int)) ([
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			c, rec := d.Connect(ctx, l.IDBase+i, l.Proc)
-			if window != nil {
-				<-window
-			}
-			recs[i], conns[i] = rec, c
-			n := done.Add(1)
-			k := ok.Load()
-			if c != nil {
-				k = ok.Add(1)
-			}
-			if progress != nil {
-				progress(int(n), int(k))
-			}
+			defer func() {
+				if window != nil {
+					<-window
+				}
+			}()
+			launch(i)
 		}(i)
 	}
 	wg.Wait()
