@@ -56,6 +56,35 @@ func TestDiagnosisNamesLimits(t *testing.T) {
 	}
 }
 
+// --detach lifts the open-files wall the "open files" case above hits:
+// with the server's RLIMIT_NOFILE at 64, 100 clients connect, since the
+// server closes each control connection once the client is accepted, and
+// the server's sampled descriptors stay below one per client. (The
+// handshakes in progress still hold one each: --inflight 16 keeps them
+// under the limit.)
+func TestDetachPassesOpenFilesLimit(t *testing.T) {
+	root := t.TempDir()
+	out, errOut, code := run(t, "ramp", "--backend", "sim", "--rounds", "1", "--msg-size", "64", "--results", root,
+		"--clients", "100", "--nofile", "64", "--timeout", "20s", "--detach", "--inflight", "16", "--mode", "srq", "--sample-interval", "50ms")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	r := loadOnlyRun(t, root)
+	p := r.Points[0]
+	if p.Connected != 100 || r.Diagnosis != nil {
+		t.Fatalf("%d/100 connected under RLIMIT_NOFILE 64 with --detach; diagnosis %+v", p.Connected, r.Diagnosis)
+	}
+	if !r.Config.Detach {
+		t.Error("config.detach not recorded")
+	}
+	if p.Peak == nil || p.Peak.ServerFDs == 0 || p.Peak.ServerFDs >= 64 {
+		t.Errorf("server's peak open files %+v, want some and under 64", p.Peak)
+	}
+	if p.Server.Released != 100 || len(p.Server.Failures) != 0 {
+		t.Errorf("server stats %+v: want 100 released on goodbyes and no failures", p.Server)
+	}
+}
+
 // A passing sim point carries samples of the server and load generator,
 // the server's own fabric counts, and the per-client cost of the mode.
 func TestSamplesAndCostOnSim(t *testing.T) {

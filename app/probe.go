@@ -31,6 +31,7 @@ import (
 func probeFlags() []cli.Flag {
 	return append([]cli.Flag{
 		tlsKexFlag(),
+		detachFlag(),
 		&cli.Float64Flag{Name: "threshold", Value: 100, Usage: "success rate in percent a point must reach to pass"},
 		&cli.IntFlag{Name: "trials", Value: 1, Usage: "trials per client count (pooled for the pass decision)"},
 		&cli.IntFlag{Name: "max-clients", Usage: "server cap; default: each point's client count"},
@@ -162,8 +163,8 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 		Config: result.Config{
 			ResourceMode: c.String("mode"), Rounds: c.Int("rounds"), PayloadBytes: c.Int("msg-size"),
 			ClientTimeout: c.Duration("timeout").Seconds(), Rate: c.Float64("rate"), Procs: c.Int("procs"), InFlight: c.Int("inflight"), TLSResume: c.Bool("tls-resume"), TLSKex: c.String("tls-kex"),
-			GoMaxProcs: c.String("gomaxprocs"),
-			Threshold:  thr / 100, Trials: c.Int("trials"), MaxClients: c.Int("max-clients"),
+			GoMaxProcs: c.String("gomaxprocs"), Detach: c.Bool("detach"),
+			Threshold: thr / 100, Trials: c.Int("trials"), MaxClients: c.Int("max-clients"),
 		},
 	}
 	if mode == "search" {
@@ -209,8 +210,8 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 	measure, closeBackend, err := be.open(ctx, runner.Config{
 		FabricArgs: be.childArgs, MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
 		Procs: c.Int("procs"), Rate: c.Float64("rate"), InFlight: c.Int("inflight"), TLSResume: c.Bool("tls-resume"), TLSKex: c.String("tls-kex"), Timeout: c.Duration("timeout"),
-		GoMaxProcs: c.String("gomaxprocs"),
-		Rounds:     c.Int("rounds"), MsgSize: c.Int("msg-size"), Threshold: thr / 100,
+		GoMaxProcs: c.String("gomaxprocs"), Detach: c.Bool("detach"),
+		Rounds: c.Int("rounds"), MsgSize: c.Int("msg-size"), Threshold: thr / 100,
 		CertFile: certFile, KeyFile: keyFile, ServerArgs: serverArgs,
 		ClientCertFile: clientCertFile, ClientKeyFile: clientKeyFile,
 		Progress: prog.update, SampleInterval: sampleInterval(c), ProfileDir: c.String("profile"),

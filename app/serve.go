@@ -35,6 +35,7 @@ func serveCommand(s Streams) *cli.Command {
 			&cli.DurationFlag{Name: "handshake-timeout", Value: 60 * time.Second, Usage: "per-client deadline for the TLS handshake"},
 			&cli.DurationFlag{Name: "exchange-timeout", Value: 60 * time.Second, Usage: "per-client deadline from the handshake to the client's hello"},
 			tlsKexFlag(),
+			detachFlag(),
 			&cli.BoolFlag{Name: "tls-tickets", Usage: "issue TLS session tickets so that returning clients can resume (default: off, every client does a full handshake)"},
 			&cli.StringFlag{Name: "ready-file", Usage: "write the listening address to this file once ready"},
 			&cli.BoolFlag{Name: "events", Hidden: true, Usage: "write JSON events on stdout for the runner"},
@@ -53,6 +54,11 @@ func serveCommand(s Streams) *cli.Command {
 			return serve(ctx, c, s)
 		},
 	}
+}
+
+// detachFlag is --detach of serve, search and ramp.
+func detachFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "detach", Usage: "close each client's TLS connection once it is accepted, so the server holds no socket per client; clients leave with a goodbye message over their QP (default: the connection lives as long as the client, and its end releases the client)"}
 }
 
 func serve(ctx context.Context, c *cli.Context, s Streams) error {
@@ -82,7 +88,7 @@ func serve(ctx context.Context, c *cli.Context, s Streams) error {
 		Listen: c.String("listen"), MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
 		TLS: tlsConf, Provider: p, Device: deviceConfig(c), MsgSize: c.Int("msg-size"),
 		Backlog: c.Int("backlog"), HandshakeTimeout: c.Duration("handshake-timeout"),
-		ExchangeTimeout: c.Duration("exchange-timeout"),
+		ExchangeTimeout: c.Duration("exchange-timeout"), Detach: c.Bool("detach"),
 	}
 	if u, ok := p.(interface{ InUse() map[string]int }); ok {
 		scfg.InUse = u.InUse

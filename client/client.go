@@ -81,11 +81,19 @@ type Conn struct {
 	held bool    // buf is this client's
 	msg  int
 	qp   fabric.QP
+	// detached: the server closed the control connection after accepting
+	// (exchange.Detached); Close says goodbye over the QP instead.
+	detached bool
+	rts      bool // the QP reached RTS: a goodbye can be sent
 }
 
 // Close releases the client's QP and CQ, gives its buffers back and
-// closes its connection.
+// closes its connection. Towards a detached server it first says goodbye
+// over the QP (see goodbye).
 func (c *Conn) Close() {
+	if c.detached && c.rts {
+		c.goodbye()
+	}
 	if c.tls != nil {
 		c.tls.Close()
 	}
@@ -98,6 +106,30 @@ func (c *Conn) Close() {
 	}
 	if c.cq != nil {
 		c.cq.Destroy()
+	}
+}
+
+// ByeTimeout bounds how long Close waits for its goodbye to be
+// acknowledged.
+const ByeTimeout = 10 * time.Second
+
+// goodbye tells a detached server that this client leaves: a checksummed
+// header whose sequence is payload.Bye, sent over the QP, and waited for
+// until the server's device acknowledged it (RC), so the message is the
+// server's before the QP goes. Errors are ignored: the client leaves
+// either way.
+func (c *Conn) goodbye() {
+	ctx, cancel := context.WithTimeout(context.Background(), ByeTimeout)
+	defer cancel()
+	payload.Fill(c.sendBuf(), payload.Bye, payload.HeaderLen)
+	if err := c.qp.PostSend(payload.Bye, c.buf.mr, c.buf.sendOff(), payload.HeaderLen); err != nil {
+		return
+	}
+	for {
+		wc, err := fabric.Await(ctx, c.cq)
+		if err != nil || wc.Opcode != fabric.WCRecv {
+			return
+		}
 	}
 }
 
@@ -240,6 +272,12 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 	}
 	switch reply.Type {
 	case exchange.Accept:
+	case exchange.Detached:
+		// The server closes its end now; so do we.
+		c.detached = true
+		stop()
+		tc.Close()
+		c.tls = nil
 	case exchange.Refuse:
 		err := refusal(reply.Reason)
 		a.fail(ctx, classOfRefusal(reply.Reason), err)
@@ -265,6 +303,7 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 		a.fail(ctx, result.OutcomeRTS, err)
 		return c, err
 	}
+	c.rts = true
 	a.phase(result.PhaseRTS)
 
 	for i := 0; i < d.cfg.Rounds; i++ {

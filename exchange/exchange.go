@@ -37,6 +37,11 @@ const (
 	Accept Type = 2
 	// Refuse says the server will not take the client; Reason says why.
 	Refuse Type = 3
+	// Detached is an Accept from a server that closes this connection
+	// once it is written (serve --detach): the client closes its end too
+	// and, when it leaves, says so over its QP with a goodbye message
+	// (payload.Bye) instead of closing the connection.
+	Detached Type = 4
 )
 
 // Refusal reasons the client classifies.
@@ -69,7 +74,7 @@ var (
 // one of the IB values. A Refuse carries only a reason.
 func (m Msg) Validate() error {
 	switch m.Type {
-	case Hello, Accept:
+	case Hello, Accept, Detached:
 		if m.QPN == 0 || m.QPN > 0xffffff {
 			return fmt.Errorf("invalid QPN %#x", m.QPN)
 		}

@@ -22,6 +22,7 @@ func TestRoundTrip(t *testing.T) {
 	msgs := []Msg{
 		{Type: Hello, QPN: 17, PSN: 0xabcdef, LID: 4433, MTU: fabric.MTU4096, GID: gid("::ffff:127.0.0.1")},
 		{Type: Accept, QPN: 0xffffff, PSN: 0, LID: 0, MTU: fabric.MTU1024, GID: gid("fe80::1")},
+		{Type: Detached, QPN: 1, PSN: 0xffffff, LID: 3, MTU: fabric.MTU4096, GID: gid("::ffff:127.0.0.1")},
 		{Type: Refuse, Reason: ReasonAtCapacity},
 		{Type: Refuse, Reason: "ibv_create_qp: ENOMEM (cannot allocate memory)"},
 	}

@@ -15,6 +15,12 @@ import (
 // HeaderLen is the size of sequence + checksum.
 const HeaderLen = 12
 
+// Bye is the sequence number of a goodbye: the message a client sends
+// over its QP when it leaves a server that closed the control connection
+// (exchange.Detached). It is never echoed. Round-trip messages count from
+// 1, so no echo is mistaken for it.
+const Bye = ^uint64(0)
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Fill writes message seq of length n into b (len(b) >= n >= HeaderLen).

@@ -374,6 +374,9 @@ func (m *Model) method(run *result.Run) {
 	} else if c.TLSResume {
 		mt.TLS = "sessions resumed within each load generator"
 	}
+	if c.Detach {
+		mt.Resource += ", control connection closed once a client is accepted (clients leave with a goodbye over their QP)"
+	}
 	switch c.GoMaxProcs {
 	case "split":
 		mt.CPU = "Go runtimes split the CPUs (server half, load generators the rest)"

@@ -128,6 +128,7 @@ type Config struct {
 	Procs         int          `json:"procs"`                  // load-generator processes
 	InFlight      int          `json:"inflight,omitempty"`     // connect attempts in progress per generator, 0 = unbounded
 	TLSResume     bool         `json:"tls_resume,omitempty"`   // clients of a generator resumed TLS sessions
+	Detach        bool         `json:"detach,omitempty"`       // the server closed each client's control connection once accepted; clients left with a goodbye over their QP
 	TLSKex        string       `json:"tls_kex,omitempty"`      // handshake key exchange: "hybrid" (X25519MLKEM768) or "x25519"; empty in runs before it was recorded
 	GoMaxProcs    string       `json:"gomaxprocs,omitempty"`   // "split": server and generators share the CPUs; "all": each sized to every CPU; empty in runs before it was recorded (= all)
 	Threshold     float64      `json:"threshold"`

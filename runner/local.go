@@ -44,6 +44,9 @@ type Config struct {
 	InFlight int
 	// TLSResume lets a generator's clients resume TLS sessions.
 	TLSResume bool
+	// Detach has the server close each client's control connection once
+	// accepted (serve --detach, server.Config.Detach).
+	Detach bool
 	// TLSKex is the handshake's key exchange (certs.KexHybrid, KexX25519)
 	// for the server and every generator.
 	TLSKex string
@@ -135,6 +138,9 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	}
 	if cfg.TLSResume {
 		srvArgs = append(srvArgs, "--tls-tickets")
+	}
+	if cfg.Detach {
+		srvArgs = append(srvArgs, "--detach")
 	}
 	srvArgs = append(srvArgs, cfg.ServerArgs...)
 	if cfg.ProfileDir != "" {

@@ -46,7 +46,7 @@ func (c *conn) received(wc fabric.WC, k int) {
 				err = c.echoLocked()
 			}
 		}
-		if err != nil {
+		if err != nil && err != errBye {
 			c.s.fail(result.OutcomeMessage, err)
 		}
 	}
@@ -91,10 +91,11 @@ func (c *conn) verify(wc fabric.WC, k int) (int, error) {
 		return 0, &fabric.WCError{Op: "recv", Status: wc.Status}
 	}
 	n := min(max(wc.ByteLen, 0), c.s.cfg.MsgSize)
-	if _, err := payload.Check(c.s.pool.buf(k, n)); err != nil {
-		return 0, err
+	seq, err := payload.Check(c.s.pool.buf(k, n))
+	if err == nil && seq == payload.Bye {
+		err = errBye
 	}
-	return n, nil
+	return n, err
 }
 
 // echoLocked sends the pending messages back, oldest first, while the QP
@@ -135,14 +136,17 @@ func (c *conn) receivedOwn(wc fabric.WC) {
 			err = &fabric.WCError{Op: "recv", Status: wc.Status}
 		} else {
 			n := min(max(wc.ByteLen, 0), c.s.cfg.MsgSize)
-			if _, err = payload.Check(c.recvMR.Buf()[c.recvOff : c.recvOff+n]); err == nil {
+			var seq uint64
+			if seq, err = payload.Check(c.recvMR.Buf()[c.recvOff : c.recvOff+n]); err == nil && seq == payload.Bye {
+				err = errBye
+			} else if err == nil {
 				// Held in the receive slot until the send slot is free;
 				// the client's next message waits (RNR) until then.
 				c.pending[0], c.npending = pendingEcho{n: n}, 1
 				err = c.echoOwnLocked()
 			}
 		}
-		if err != nil {
+		if err != nil && err != errBye {
 			c.s.fail(result.OutcomeMessage, err)
 		}
 	}
@@ -212,6 +216,9 @@ func (s *Server) adopt(c *conn, raw net.Conn) bool {
 		return false
 	}
 	c.raw = raw
+	if raw == nil {
+		return true // detached: the client's goodbye releases it
+	}
 	// The watcher may call release at once, from its goroutine: it waits
 	// for c.mu until unwatch is set.
 	if hc, ok := raw.(hangup.Conn); ok {

@@ -78,6 +78,8 @@ type harnessOpts struct {
 	rounds  int // verified round trips per client (default 2)
 	// srqDepth is the server's Config.SRQDepth (srq mode; 0 = default).
 	srqDepth int
+	// detach is the server's Config.Detach.
+	detach bool
 }
 
 func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
@@ -110,7 +112,7 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 	h.cancel = cancel
 	h.srv, err = server.New(ctx, server.Config{Listen: "127.0.0.1:0", MaxClients: maxClients, Mode: o.mode,
 		TLS: stls, Provider: fab.server, Device: fabric.DeviceConfig{GIDIndex: -1}, MsgSize: 256,
-		HandshakeTimeout: handshake, ExchangeTimeout: exchange, SRQDepth: o.srqDepth})
+		HandshakeTimeout: handshake, ExchangeTimeout: exchange, SRQDepth: o.srqDepth, Detach: o.detach})
 	if err != nil {
 		cancel()
 		t.Fatal(err)

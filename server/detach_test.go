@@ -1,0 +1,65 @@
+package server_test
+
+import (
+	"context"
+	"os"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/client"
+	"github.com/rdmaprobe/rdmaprobe/server"
+)
+
+// openFiles counts this process's file descriptors.
+func openFiles(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("cannot count open files: %v", err)
+	}
+	return len(ents)
+}
+
+// With Detach the server closes each client's control connection once it
+// is accepted, and the client closes its end: n connected clients hold no
+// socket on either side (without it they hold two per client, both ends
+// being in this process). Each client still completes its verified round
+// trips over the QP, and leaves with a goodbye the server releases it on,
+// in every mode, without counting a failure.
+func TestDetach(t *testing.T) {
+	const n = 40
+	for _, mode := range server.Modes {
+		t.Run(mode, func(t *testing.T) {
+			h := newHarnessOpts(t, n, harnessOpts{mode: mode, detach: true,
+				handshake: 30 * time.Second, exchange: 30 * time.Second})
+			before := openFiles(t)
+			recs, conns := client.Run(context.Background(), h.dialer, client.Load{N: n}, nil)
+			for _, r := range recs {
+				if r.Outcome != "ok" {
+					t.Fatalf("client %d: %s: %s", r.ID, r.Outcome, r.Error)
+				}
+			}
+			// Sockets close asynchronously at most by a few (the last
+			// clients' ends may still be closing).
+			if grew := openFiles(t) - before; grew >= n/4 {
+				t.Errorf("%d detached clients connected: %d more open files (want none per client)", n, grew)
+			}
+			st := h.srv.Stats()
+			if st.Connected != n || st.PeakActive != n || st.Released != 0 {
+				t.Errorf("connected: stats connected %d, peak %d, released %d; want %d, %d, 0", st.Connected, st.PeakActive, st.Released, n, n)
+			}
+			client.CloseAll(conns)
+			if !waitFor(func() bool { return h.srv.Stats().Released == n }) {
+				t.Fatalf("after %d goodbyes the server released %d clients", n, h.srv.Stats().Released)
+			}
+			if st := h.srv.Stats(); len(st.Failures) != 0 {
+				t.Errorf("goodbyes counted as failures: %v (errors %v)", st.Failures, st.Errors)
+			}
+			h.stop()
+			if !waitFor(func() bool { return reflect.DeepEqual(h.inUse(), h.idle) }) {
+				t.Errorf("after the server stopped the fabric holds %v, want %v", h.inUse(), h.idle)
+			}
+		})
+	}
+}
