@@ -80,7 +80,7 @@ func TestDetachPassesOpenFilesLimit(t *testing.T) {
 	if p.Peak == nil || p.Peak.ServerFDs == 0 || p.Peak.ServerFDs >= 64 {
 		t.Errorf("server's peak open files %+v, want some and under 64", p.Peak)
 	}
-	if p.Server.Released != 100 || len(p.Server.Failures) != 0 {
+	if p.Server.Goodbyes != 100 || len(p.Server.Failures) != 0 {
 		t.Errorf("server stats %+v: want 100 released on goodbyes and no failures", p.Server)
 	}
 }

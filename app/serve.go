@@ -3,8 +3,11 @@ package app
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -115,18 +118,39 @@ func serve(ctx context.Context, c *cli.Context, s Streams) error {
 		if p.Simulated() {
 			sim = " (simulated fabric)"
 		}
-		fmt.Fprintf(s.Out, "ready: listening on %s, device %s%s, max %d clients, mode %s\n",
-			addr, dev.Name(), sim, c.Int("max-clients"), c.String("mode"))
+		detached := ""
+		if c.Bool("detach") {
+			detached = ", detached (clients leave with a goodbye over their QP)"
+		}
+		fmt.Fprintf(s.Out, "ready: listening on %s, device %s%s, max %d clients, mode %s%s\n",
+			addr, dev.Name(), sim, c.Int("max-clients"), c.String("mode"), detached)
 	}
 	err = srv.Serve(ctx)
 	st := srv.Stats()
 	if events {
 		emit.Emit(runner.Event{Event: "stats", Server: &st})
 	} else {
-		fmt.Fprintf(s.Out, "stopped: %d accepted, %d connected, %d refused at capacity, peak %d, %d released\n",
-			st.Accepted, st.Connected, st.Refused, st.PeakActive, st.Released)
+		goodbyes := ""
+		if st.Detached {
+			goodbyes = fmt.Sprintf(" (%d on their goodbye)", st.Goodbyes)
+		}
+		fmt.Fprintf(s.Out, "stopped: %d accepted, %d connected, %d refused at capacity, peak %d, %d released%s%s\n",
+			st.Accepted, st.Connected, st.Refused, st.PeakActive, st.Released, goodbyes, failureList(st.Failures))
 	}
 	return err
+}
+
+// failureList is "; failures: tls 2, exchange 1" (classes sorted), or
+// nothing when there were none.
+func failureList(f map[string]int) string {
+	if len(f) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(f)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, f[k]))
+	}
+	return "; failures: " + strings.Join(parts, ", ")
 }
 
 func serverPair(c *cli.Context) (certs.Pair, error) {

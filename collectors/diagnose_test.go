@@ -88,7 +88,8 @@ func TestDiagnose(t *testing.T) {
 			p.Peak = &result.Peak{ServerFDs: 63}
 			return p
 		}(), before: result.Limits{NoFile: 64, MaxMapCount: 65530}, max: 200, limit: "rlimit-nofile",
-			summary: []string{"63 open files of RLIMIT_NOFILE 64"}, evidence: "accept failed 77 times"},
+			summary: []string{"63 open files of RLIMIT_NOFILE 64"}, evidence: "accept failed 77 times",
+			suggestion: "or run the server with --detach"},
 		{name: "listen backlog", pt: failedPoint(500, 420, result.OutcomeTimeout, "", "deadline during tcp-connect: i/o timeout"),
 			before: result.Limits{NoFile: 1 << 20, Somaxconn: 4096, ListenOverflows: 10},
 			after:  result.Limits{NoFile: 1 << 20, Somaxconn: 4096, ListenOverflows: 135, ListenDrops: 135}, max: 500,

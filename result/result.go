@@ -254,7 +254,12 @@ type ServerStats struct {
 	Failures  map[string]int `json:"failures,omitempty"` // by outcome class
 	Errors    map[string]int `json:"errors,omitempty"`
 	Released  int            `json:"released"` // clients whose resources were freed
-	ExitError string         `json:"exit_error,omitempty"`
+	// Detached: the server closed each client's control connection once
+	// accepted (--detach); Goodbyes counts the clients it released on
+	// their goodbye over the QP.
+	Detached  bool   `json:"detached,omitempty"`
+	Goodbyes  int    `json:"goodbyes,omitempty"`
+	ExitError string `json:"exit_error,omitempty"`
 }
 
 // ClientRecord is one client attempt.

@@ -53,8 +53,9 @@ func TestDetach(t *testing.T) {
 			if !waitFor(func() bool { return h.srv.Stats().Released == n }) {
 				t.Fatalf("after %d goodbyes the server released %d clients", n, h.srv.Stats().Released)
 			}
-			if st := h.srv.Stats(); len(st.Failures) != 0 {
-				t.Errorf("goodbyes counted as failures: %v (errors %v)", st.Failures, st.Errors)
+			if st := h.srv.Stats(); len(st.Failures) != 0 || st.Goodbyes != n || !st.Detached {
+				t.Errorf("stats: failures %v (errors %v), %d goodbyes, detached %v; want none, %d, true",
+					st.Failures, st.Errors, st.Goodbyes, st.Detached, n)
 			}
 			h.stop()
 			if !waitFor(func() bool { return reflect.DeepEqual(h.inUse(), h.idle) }) {

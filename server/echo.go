@@ -46,7 +46,9 @@ func (c *conn) received(wc fabric.WC, k int) {
 				err = c.echoLocked()
 			}
 		}
-		if err != nil && err != errBye {
+		if err == errBye {
+			c.s.goodbye()
+		} else if err != nil {
 			c.s.fail(result.OutcomeMessage, err)
 		}
 	}
@@ -146,7 +148,9 @@ func (c *conn) receivedOwn(wc fabric.WC) {
 				err = c.echoOwnLocked()
 			}
 		}
-		if err != nil && err != errBye {
+		if err == errBye {
+			c.s.goodbye()
+		} else if err != nil {
 			c.s.fail(result.OutcomeMessage, err)
 		}
 	}

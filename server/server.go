@@ -280,6 +280,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, dev: dev, pd: pd, port: dev.Port(), psns: map[uint32]struct{}{},
 		hellos: map[helloKey]struct{}{}}
 	s.stats.Failures = map[string]int{}
+	s.stats.Detached = cfg.Detach
 	s.stats.Errors = map[string]int{}
 	caps := dev.Caps()
 	per := groupSize(caps, cfg.MaxClients)
@@ -598,9 +599,18 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 	err = c.echo(cctx)
 	ccancel()
 	release()
-	if err != nil && cctx.Err() == nil && !errors.Is(err, errBye) {
+	if errors.Is(err, errBye) {
+		s.goodbye()
+	} else if err != nil && cctx.Err() == nil {
 		s.fail(result.OutcomeMessage, err)
 	}
+}
+
+// goodbye counts a client released on its goodbye.
+func (s *Server) goodbye() {
+	s.mu.Lock()
+	s.stats.Goodbyes++
+	s.mu.Unlock()
 }
 
 // errBye ends a client that said goodbye over its QP (payload.Bye): a
