@@ -6,7 +6,6 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/fabric"
 	"github.com/rdmaprobe/rdmaprobe/hangup"
-	"github.com/rdmaprobe/rdmaprobe/payload"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -46,11 +45,7 @@ func (c *conn) received(wc fabric.WC, k int) {
 				err = c.echoLocked()
 			}
 		}
-		if err == errBye {
-			c.s.goodbye()
-		} else if err != nil {
-			c.s.fail(result.OutcomeMessage, err)
-		}
+		c.s.ended(err)
 	}
 	c.mu.Unlock()
 	if k >= 0 {
@@ -93,11 +88,7 @@ func (c *conn) verify(wc fabric.WC, k int) (int, error) {
 		return 0, &fabric.WCError{Op: "recv", Status: wc.Status}
 	}
 	n := min(max(wc.ByteLen, 0), c.s.cfg.MsgSize)
-	seq, err := payload.Check(c.s.pool.buf(k, n))
-	if err == nil && seq == payload.Bye {
-		err = errBye
-	}
-	return n, err
+	return n, checkMessage(c.s.pool.buf(k, n))
 }
 
 // echoLocked sends the pending messages back, oldest first, while the QP
@@ -138,21 +129,14 @@ func (c *conn) receivedOwn(wc fabric.WC) {
 			err = &fabric.WCError{Op: "recv", Status: wc.Status}
 		} else {
 			n := min(max(wc.ByteLen, 0), c.s.cfg.MsgSize)
-			var seq uint64
-			if seq, err = payload.Check(c.recvMR.Buf()[c.recvOff : c.recvOff+n]); err == nil && seq == payload.Bye {
-				err = errBye
-			} else if err == nil {
+			if err = checkMessage(c.recvMR.Buf()[c.recvOff : c.recvOff+n]); err == nil {
 				// Held in the receive slot until the send slot is free;
 				// the client's next message waits (RNR) until then.
 				c.pending[0], c.npending = pendingEcho{n: n}, 1
 				err = c.echoOwnLocked()
 			}
 		}
-		if err == errBye {
-			c.s.goodbye()
-		} else if err != nil {
-			c.s.fail(result.OutcomeMessage, err)
-		}
+		c.s.ended(err)
 	}
 	c.mu.Unlock()
 	if err != nil {

@@ -613,9 +613,29 @@ func (s *Server) goodbye() {
 	s.mu.Unlock()
 }
 
+// ended counts why a client's echo ended: a goodbye, or a message
+// failure (nil: it did not end).
+func (s *Server) ended(err error) {
+	if errors.Is(err, errBye) {
+		s.goodbye()
+	} else if err != nil {
+		s.fail(result.OutcomeMessage, err)
+	}
+}
+
 // errBye ends a client that said goodbye over its QP (payload.Bye): a
 // departure, not a failure.
 var errBye = errors.New("the client said goodbye")
+
+// checkMessage verifies a received payload: nil for a message to echo,
+// errBye for a goodbye.
+func checkMessage(b []byte) error {
+	seq, err := payload.Check(b)
+	if err == nil && seq == payload.Bye {
+		err = errBye
+	}
+	return err
+}
 
 // watchDeparture calls gone when the client behind raw leaves (EOF,
 // reset, or any byte: it has nothing more to say after the exchange).
@@ -817,10 +837,8 @@ func (c *conn) handle(wc fabric.WC, in []byte) error {
 	if wc.Status != fabric.WCSuccess {
 		return &fabric.WCError{Op: "recv", Status: wc.Status}
 	}
-	if seq, err := payload.Check(in); err != nil {
+	if err := checkMessage(in); err != nil {
 		return err
-	} else if seq == payload.Bye {
-		return errBye
 	}
 	copy(c.sendMR.Buf()[c.sendOff:c.sendOff+len(in)], in)
 	return nil
