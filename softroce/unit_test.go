@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -449,6 +450,17 @@ func TestParsePerftestLat(t *testing.T) {
 		"t_avg": 15.73, "t_stdev": 9.74, "99%": 38.69, "99.9%": 181.12}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v\nwant %v", got, want)
+	}
+}
+
+// The row perftest prints when its cycle counter was not calibrated
+// (seen in the TCG guest) is ErrPerftestClock, so the run is repeated.
+func TestParsePerftestLatUncalibrated(t *testing.T) {
+	out := ` #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] 
+ 2       1000          inf            inf          inf      	       inf         	-nan   		inf     		inf    
+`
+	if _, err := ParsePerftestLat(out); !errors.Is(err, ErrPerftestClock) {
+		t.Errorf("err %v, want ErrPerftestClock", err)
 	}
 }
 
