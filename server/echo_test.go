@@ -228,12 +228,12 @@ func expectDroppedPeer(t *testing.T, h *harness, p *rdmaPeer, failures int) {
 	eventually(t, "the device holds only the server's group", func() bool { return reflect.DeepEqual(h.inUse(), left) })
 }
 
-// With the routers echoing (pool and srq modes) every payload is still
-// verified: a good message comes back, a corrupted one ends the client
-// (counted as a message failure), and in srq mode its buffer goes back to
-// the SRQ.
+// In every mode, with a goroutine per client or with the routers echoing
+// (pool and srq), every payload is verified: a good message comes back, a
+// corrupted one ends the client (counted as a message failure), and in
+// srq mode its buffer goes back to the SRQ.
 func TestBadPayload(t *testing.T) {
-	for _, mode := range []string{server.ModeSRQ, server.ModePool} {
+	for _, mode := range server.Modes {
 		t.Run(mode, func(t *testing.T) { badPayload(t, mode) })
 	}
 }

@@ -597,12 +597,13 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 		release = s.watchDeparture(raw, ccancel)
 	}
 	err = c.echo(cctx)
+	// Before ccancel: a done cctx means the client left (or the server is
+	// stopping) and that is what ended the echo, not a failure.
+	departed := cctx.Err() != nil
 	ccancel()
 	release()
-	if errors.Is(err, errBye) {
-		s.goodbye()
-	} else if err != nil && cctx.Err() == nil {
-		s.fail(result.OutcomeMessage, err)
+	if errors.Is(err, errBye) || !departed {
+		s.ended(err)
 	}
 }
 
