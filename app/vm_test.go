@@ -198,7 +198,13 @@ func TestGuestSuites(t *testing.T) {
 			t.Fatal(err)
 		}
 		if res.ExitCode != 0 {
-			t.Fatalf("%s tests failed in the guest (exit %d, error %q, timed out %v):\n%s\n%s", s.pkg, res.ExitCode, res.Error, res.TimedOut, tail(res.Stdout, 60), res.Stderr)
+			// Parallel tests interleave: the tail alone may not show what
+			// failed, so the failure lines come first and the whole output
+			// is kept in a file.
+			log := filepath.Join(os.TempDir(), "rdmaprobe-guest-"+filepath.Base(s.bin)+".log")
+			os.WriteFile(log, []byte(res.Stdout+res.Stderr), 0o644)
+			t.Fatalf("%s tests failed in the guest (exit %d, error %q, timed out %v; whole output in %s):\n%s\n…\n%s\n%s",
+				s.pkg, res.ExitCode, res.Error, res.TimedOut, log, failLines(res.Stdout), tail(res.Stdout, 60), res.Stderr)
 		}
 		if strings.Contains(res.Stdout, "--- SKIP") && strings.Contains(res.Stdout, "no RDMA device") {
 			t.Fatalf("%s tests skipped inside the guest:\n%s", s.pkg, tail(res.Stdout, 30))
@@ -215,6 +221,32 @@ func TestGuestSuites(t *testing.T) {
 		}
 		t.Logf("%s: %d tests passed on rxe0 in %.1f s", s.pkg, passed, res.DurationMS/1000)
 	}
+}
+
+// failLines picks from go test -v output what the failed tests logged:
+// their "--- FAIL" lines and every line printed while one of them was
+// running (its "=== RUN"/"=== CONT" up to the next "===" marker).
+func failLines(out string) string {
+	lines := strings.Split(out, "\n")
+	failed := map[string]bool{}
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == "---" && f[1] == "FAIL:" {
+			failed[f[2]] = true
+		}
+	}
+	var keep []string
+	current := ""
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) >= 3 && f[0] == "===" {
+			current = f[2]
+			continue
+		}
+		if failed[current] || (len(f) >= 2 && f[0] == "---" && f[1] == "FAIL:") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
 }
 
 func tail(s string, n int) string {
@@ -263,4 +295,20 @@ func TestSimInVM(t *testing.T) {
 func TestVMBench(t *testing.T) {
 	needVM(t)
 	checkBench(t, "vm", "--backend", "vm", "--vm-mem", "2048")
+}
+
+func TestFailLines(t *testing.T) {
+	out := `=== RUN   TestA
+=== RUN   TestB/x
+    b_test.go:9: b failed here
+=== CONT  TestA
+    a_test.go:3: a only logs
+--- PASS: TestA (0.00s)
+--- FAIL: TestB (0.01s)
+    --- FAIL: TestB/x (0.01s)
+FAIL`
+	want := "    b_test.go:9: b failed here\n--- FAIL: TestB (0.01s)\n    --- FAIL: TestB/x (0.01s)"
+	if got := failLines(out); got != want {
+		t.Errorf("failLines:\n%s\nwant:\n%s", got, want)
+	}
 }

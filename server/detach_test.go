@@ -64,3 +64,29 @@ func TestDetach(t *testing.T) {
 		})
 	}
 }
+
+// A goodbye the server's device has acknowledged is the server's: when
+// the server stops right after its clients left, as a run stops it once
+// the load generators exit, every goodbye already received is counted as
+// one, not as a client released by the stop.
+func TestDetachGoodbyesBeforeStop(t *testing.T) {
+	const n = 40
+	for _, mode := range server.Modes {
+		t.Run(mode, func(t *testing.T) {
+			h := newHarnessOpts(t, n, harnessOpts{mode: mode, detach: true,
+				handshake: 30 * time.Second, exchange: 30 * time.Second})
+			recs, conns := client.Run(context.Background(), h.dialer, client.Load{N: n}, nil)
+			for _, r := range recs {
+				if r.Outcome != "ok" {
+					t.Fatalf("client %d: %s: %s", r.ID, r.Outcome, r.Error)
+				}
+			}
+			client.CloseAll(conns) // each returns once its goodbye was acknowledged
+			h.stop()
+			if st := h.srv.Stats(); st.Goodbyes != n || st.Released != n || len(st.Failures) != 0 {
+				t.Errorf("server stopped right after %d goodbyes: stats %d goodbyes, %d released, failures %v; want %d, %d, none",
+					n, st.Goodbyes, st.Released, st.Failures, n, n)
+			}
+		})
+	}
+}

@@ -367,6 +367,9 @@ func (s *Server) Serve(ctx context.Context) error {
 		}()
 	}
 	cancel()
+	if s.shared != nil {
+		s.shared.stop()
+	}
 	s.wg.Wait()
 	// No handler is left to adopt a client: stop the departure watch and
 	// release the srq-mode clients still connected.
@@ -600,6 +603,9 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 	// Before ccancel: a done cctx means the client left (or the server is
 	// stopping) and that is what ended the echo, not a failure.
 	departed := cctx.Err() != nil
+	if departed && s.cfg.Detach && !errors.Is(err, errBye) && c.saidGoodbye() {
+		err = errBye
+	}
 	ccancel()
 	release()
 	if errors.Is(err, errBye) || !departed {
@@ -831,6 +837,31 @@ func (c *conn) echo(ctx context.Context) error {
 			return &fabric.WCError{Op: "send", Status: wc.Status}
 		}
 	}
+}
+
+// saidGoodbye reports whether a goodbye already waits for c when the
+// server stops: its device acknowledged it, so the client has left on it
+// and must be counted so (a run stops the server as soon as its load
+// generators exit). In shared-cq mode the routers hand over what their
+// CQs held first (Serve stops them before waiting for the handlers).
+func (c *conn) saidGoodbye() bool {
+	var wc fabric.WC
+	if c.sub != nil {
+		<-c.sub.owner.stopped
+		select {
+		case wc = <-c.sub.recv:
+		default:
+			return false
+		}
+	} else {
+		var wcs [1]fabric.WC
+		if n, err := c.recvCQ.Poll(wcs[:]); err != nil || n == 0 {
+			return false
+		}
+		wc = wcs[0]
+	}
+	in := c.recvMR.Buf()[c.recvOff : c.recvOff+min(max(wc.ByteLen, 0), c.s.cfg.MsgSize)]
+	return errors.Is(c.handle(wc, in), errBye)
 }
 
 // handle checks a received payload and copies it to the send buffer.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -30,6 +31,10 @@ type sharedCQs struct {
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
 	ctx    context.Context
+	// stopped is closed once the routers have handled (or handed over)
+	// every completion that was in the CQs when stop was called.
+	stopped  chan struct{}
+	stopOnce sync.Once
 }
 
 type cqGroup struct {
@@ -106,8 +111,11 @@ func srqDepth(caps fabric.Caps, perGroup, want int) int {
 func newSharedCQs(dev fabric.Device, pd fabric.PD, maxClients, perGroup int, events bool, srqPool *memPool, depth int) *sharedCQs {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &sharedCQs{dev: dev, pd: pd, events: events, pool: srqPool, perGroup: perGroup, depth: depth,
-		max: maxClients, ctx: ctx, cancel: cancel}
+		max: maxClients, ctx: ctx, cancel: cancel, stopped: make(chan struct{})}
 }
+
+// errStopping refuses a client a new group once the routers stop.
+var errStopping = errors.New("the server is stopping")
 
 // subscribe returns a slot in a group with room, creating one if needed.
 func (s *sharedCQs) subscribe() (*subscription, error) {
@@ -121,6 +129,9 @@ func (s *sharedCQs) subscribe() (*subscription, error) {
 		}
 	}
 	if g == nil {
+		if s.ctx.Err() != nil {
+			return nil, errStopping // no router would serve the group
+		}
 		var err error
 		if g, err = s.newGroup(len(s.groups)); err != nil {
 			return nil, err
@@ -367,11 +378,22 @@ func (s *sharedCQs) sent(g *cqGroup, wc fabric.WC) {
 	s.post(g, k)
 }
 
+// stop ends the routers once they have drained their CQs: what was
+// already there, a goodbye above all, is handled (pool and srq modes) or
+// handed to its client's channel (shared-cq) before the server releases
+// anyone. A router exits only after a poll found its CQ empty.
+func (s *sharedCQs) stop() {
+	s.mu.Lock() // no group, and so no router, is added after this
+	s.cancel()
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.stopOnce.Do(func() { close(s.stopped) })
+}
+
 // close stops the routers and destroys the groups' SRQs and CQs; every
 // QP must be gone.
 func (s *sharedCQs) close() {
-	s.cancel()
-	s.wg.Wait()
+	s.stop()
 	for _, g := range s.groups {
 		if g.srq != nil {
 			g.srq.Destroy()
