@@ -43,16 +43,22 @@ bench: build
 	./$(BIN) bench --backend sim
 
 # Every figure of the README's table, each run saved under results/ with
-# its command (about 15 minutes on 2 cores): the ratios (bench on vm and
-# sim), connect throughput at 300 and 1000 clients over 5 trials, 10,000
-# Soft-RoCE clients, the search of `make run`, and 100,000 simulated
-# clients on the host (--detach: the server holds no socket per client,
-# which this host's RLIMIT_NOFILE of 20,000 requires).
+# its command (about 20 minutes on 2 cores): the ratios (bench on vm and
+# sim), connect throughput at 300 and 1000 clients over 5 trials in the
+# default layout, then with srq, --detach and session resumption against
+# full handshakes in turns, 10,000 Soft-RoCE clients, the search of `make
+# run`, and 100,000 simulated clients on the host (--detach: the server
+# holds no socket per client, which this host's RLIMIT_NOFILE of 20,000
+# requires).
 .PHONY: figures
 figures: setup build
 	./$(BIN) bench --backend vm
 	./$(BIN) bench --backend sim
 	./$(BIN) ramp --backend vm --clients 300,1000 --trials 5
-	./$(BIN) ramp --backend vm --clients 10000 --mode srq
+	for i in 1 2; do \
+	  ./$(BIN) ramp --backend vm --clients 300,1000 --trials 5 --mode srq --detach --tls-resume && \
+	  ./$(BIN) ramp --backend vm --clients 300,1000 --trials 5 --mode srq --detach || exit 1; \
+	done
+	./$(BIN) ramp --backend vm --clients 10000 --mode srq --detach --tls-resume
 	./$(BIN) search --lo 300 --hi 600
 	./$(BIN) ramp --backend sim --clients 100000 --procs 2 --mode srq --detach

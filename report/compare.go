@@ -26,7 +26,8 @@ type Comparison struct {
 // SummaryHeader names the columns of Comparison.Summary.
 var SummaryHeader = []string{"Run", "Backend", "Mode", "100% up to", "Failures from", "QPs/client", "CQs/client", "MRs/client", "Maps/client", "Server RSS/client", "Limit", "Connects/s", "Host speed (hs/s)", "Per hs"}
 
-// Label names a run in a comparison: its backend and resource mode.
+// Label names a run in a comparison: its backend, resource mode, and the
+// options that change what a connect costs (--detach, --tls-resume).
 func Label(r *result.Run) string {
 	l := r.Backend.Name
 	if r.Backend.Simulated {
@@ -34,6 +35,12 @@ func Label(r *result.Run) string {
 	}
 	if r.Config.ResourceMode != "" {
 		l += " " + r.Config.ResourceMode
+	}
+	if r.Config.Detach {
+		l += " detached"
+	}
+	if r.Config.TLSResume {
+		l += " resumed"
 	}
 	return l
 }

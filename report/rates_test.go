@@ -1,6 +1,7 @@
 package report
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -111,5 +112,17 @@ func TestCompareShowsRates(t *testing.T) {
 		if len(row) != n {
 			t.Errorf("summary row %d has %d cells for %d columns", i, len(row), n)
 		}
+	}
+}
+
+// Runs that differ only in --detach or --tls-resume are told apart by
+// their labels, not by a number.
+func TestCompareLabelsNameCostOptions(t *testing.T) {
+	base := result.Run{Backend: result.Backend{Name: "vm"}, Config: result.Config{Threshold: 1, ResourceMode: "srq", Detach: true}}
+	resumed := base
+	resumed.Config.TLSResume = true
+	c := NewComparison([]*result.Run{&resumed, &base})
+	if want := []string{"vm srq detached resumed", "vm srq detached"}; !reflect.DeepEqual(c.Labels, want) {
+		t.Errorf("labels %q, want %q", c.Labels, want)
 	}
 }
