@@ -273,10 +273,11 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 	switch reply.Type {
 	case exchange.Accept:
 	case exchange.Detached:
-		// The server closes its end now; so do we.
+		// The server closes its end now; so do we, without a
+		// close_notify (see server.handle: nothing follows Detached).
 		c.detached = true
 		stop()
-		tc.Close()
+		raw.Close()
 		c.tls = nil
 	case exchange.Refuse:
 		err := refusal(reply.Reason)
