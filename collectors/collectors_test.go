@@ -153,3 +153,44 @@ func TestPeaks(t *testing.T) {
 		t.Errorf("peak %+v", p)
 	}
 }
+
+// A count that was slow to read is reused for readingBudget times as long
+// as it took, one that was quick for its minimum age; a forced sample
+// reads afresh whatever the age.
+func TestSlowReadingsAreReusedLonger(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	quick := reading{n: 1, at: t0, took: time.Millisecond}
+	slow := reading{n: 1, at: t0, took: 100 * time.Millisecond}
+	for _, c := range []struct {
+		name   string
+		r      reading
+		minAge time.Duration
+		after  time.Duration
+		stale  bool
+	}{
+		{"quick, younger than its minimum age", quick, 2 * time.Second, time.Second, false},
+		{"quick, past its minimum age", quick, 2 * time.Second, 2 * time.Second, true},
+		{"quick, no minimum age", quick, 0, 50 * time.Millisecond, true},
+		{"slow, past its minimum age but within its budget", slow, 2 * time.Second, 4 * time.Second, false},
+		{"slow, past its budget", slow, 2 * time.Second, 5 * time.Second, true},
+	} {
+		if got := c.r.stale(t0.Add(c.after), c.minAge); got != c.stale {
+			t.Errorf("%s: stale %v, want %v", c.name, got, c.stale)
+		}
+	}
+
+	// Through the collector: counts are reused until stale, and Force
+	// reads again.
+	calls := 0
+	read := func(int) (int, error) { calls++; return calls, nil }
+	pc := newProcCollector(nil)
+	for i := 0; i < 3; i++ {
+		if n, err := pc.count(pc.maps, 1, time.Hour, read); err != nil || n != 1 {
+			t.Fatalf("read %d: %d, %v; want the first reading, 1", i, n, err)
+		}
+	}
+	pc.Force()
+	if n, _ := pc.count(pc.maps, 1, time.Hour, read); n != 2 {
+		t.Errorf("forced: %d, want a fresh reading, 2", n)
+	}
+}

@@ -18,22 +18,57 @@ import (
 type procCollector struct {
 	list  func() []Proc
 	procs map[int]*process.Process
-	// Reading /proc/PID/maps costs time in proportion to the mappings (40k
-	// lines at 10,000 clients, slow under emulation), so ticks reuse a
-	// reading younger than mapsEvery; explicit samples read afresh.
-	maps  map[int]mapsReading
+	// Counting mappings (/proc/PID/maps) and open files (/proc/PID/fd)
+	// costs time in proportion to the count: 30,000 mappings of a load
+	// generator at 10,000 clients, 10,000 sockets of a server, and slow
+	// under emulation, where the sampler shares the CPUs it measures. So
+	// ticks reuse a reading until it is older than its minimum age and
+	// readingBudget times what it took; explicit samples read afresh.
+	maps  map[int]reading
+	fds   map[int]reading
 	force bool
 }
 
-type mapsReading struct {
-	n  int
-	at time.Time
+// reading is a count and what reading it cost.
+type reading struct {
+	n    int
+	at   time.Time
+	took time.Duration
 }
 
-const mapsEvery = 2 * time.Second
+// readingBudget bounds a slow count to about 1/readingBudget of a CPU per
+// watched process.
+const readingBudget = 50
+
+// Minimum ages: mappings change with clients, and only a limit diagnosis
+// needs them exact (it forces a reading); open files are read every tick
+// while that is cheap.
+const (
+	mapsEvery = 2 * time.Second
+	fdsEvery  = 0
+)
+
+// stale reports whether r must be read again at now.
+func (r reading) stale(now time.Time, minAge time.Duration) bool {
+	return now.Sub(r.at) >= max(minAge, readingBudget*r.took)
+}
+
+// count returns a fresh or reused count from cache for pid.
+func (c *procCollector) count(cache map[int]reading, pid int, minAge time.Duration, read func(int) (int, error)) (int, error) {
+	now := time.Now()
+	if r, ok := cache[pid]; ok && !c.force && !r.stale(now, minAge) {
+		return r.n, nil
+	}
+	n, err := read(pid)
+	if err != nil {
+		return 0, err
+	}
+	cache[pid] = reading{n: n, at: now, took: time.Since(now)}
+	return n, nil
+}
 
 func newProcCollector(list func() []Proc) *procCollector {
-	return &procCollector{list: list, procs: map[int]*process.Process{}, maps: map[int]mapsReading{}}
+	return &procCollector{list: list, procs: map[int]*process.Process{}, maps: map[int]reading{}, fds: map[int]reading{}}
 }
 
 // Force makes the next Collect read everything afresh.
@@ -49,6 +84,8 @@ func (c *procCollector) Collect(s *result.Sample) error {
 		if err != nil {
 			if _, statErr := os.Stat(fmt.Sprintf("/proc/%d", p.PID)); statErr != nil {
 				delete(c.procs, p.PID)
+				delete(c.maps, p.PID)
+				delete(c.fds, p.PID)
 				continue // exited
 			}
 			if firstErr == nil {
@@ -87,19 +124,15 @@ func (c *procCollector) read(p Proc) (result.ProcSample, error) {
 		return ps, err
 	}
 	ps.Threads = int(th)
-	fds, err := h.NumFDs()
-	if err != nil {
+	if ps.FDs, err = c.count(c.fds, p.PID, fdsEvery, func(int) (int, error) {
+		n, err := h.NumFDs()
+		return int(n), err
+	}); err != nil {
 		return ps, err
 	}
-	ps.FDs = int(fds)
-	if r, ok := c.maps[p.PID]; ok && !c.force && time.Since(r.at) < mapsEvery {
-		ps.Maps = r.n
-		return ps, nil
-	}
-	if ps.Maps, err = countMaps(p.PID); err != nil {
+	if ps.Maps, err = c.count(c.maps, p.PID, mapsEvery, countMaps); err != nil {
 		return ps, err
 	}
-	c.maps[p.PID] = mapsReading{n: ps.Maps, at: time.Now()}
 	return ps, nil
 }
 
