@@ -138,8 +138,8 @@ func (s *sharedCQs) subscribe() (*subscription, error) {
 		}
 		s.groups = append(s.groups, g)
 		s.wg.Add(2)
-		go s.route(g, g.send, true)
-		go s.route(g, g.recv, false)
+		go s.route(g, g.send, true, s.perGroup*QPMaxSendWR)
+		go s.route(g, g.recv, false, s.perGroup*QPMaxRecvWR)
 	}
 	g.users++
 	sub := &subscription{owner: s, group: g}
@@ -283,16 +283,27 @@ func (s *sharedCQs) clients() []*conn {
 // route drains one shared CQ in batches. In pool and srq modes it runs
 // the echo of each completion; in shared-cq mode it hands each
 // completion to its QP's subscriber. Completions of QPs already gone are
-// dropped; in srq mode their buffers go back to the SRQ.
-func (s *sharedCQs) route(g *cqGroup, cq fabric.CQ, send bool) {
+// dropped; in srq mode their buffers go back to the SRQ. Once stopping
+// it handles at most one CQ's worth (depth) more: what was queued when
+// the stop came, not the traffic of clients that keep sending.
+func (s *sharedCQs) route(g *cqGroup, cq fabric.CQ, send bool, depth int) {
 	defer s.wg.Done()
 	wcs := make([]fabric.WC, 64)
 	for {
+		if s.ctx.Err() != nil {
+			if depth <= 0 {
+				return
+			}
+			depth -= len(wcs)
+		}
 		n, err := cq.Poll(wcs)
 		if err != nil {
 			return
 		}
 		if n == 0 {
+			if s.ctx.Err() != nil {
+				return // stopping, and nothing is left
+			}
 			if cq.Arm() != nil {
 				return
 			}
