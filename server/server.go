@@ -62,6 +62,11 @@
 // RLIMIT_NOFILE is 20,000, connected all 100,000 with the server's
 // descriptors peaking at 393.
 //
+// A goodbye the server's device acknowledged is in a CQ, and counts as
+// a goodbye even when the server stops before handling it: Serve stops
+// the shared-CQ routers first, which handle what their CQs hold, and a
+// handler ended by the stop looks for a goodbye already received.
+//
 // pool: the receive router verifies the message in the client's receive
 // slot and, if the client's send slot is free, copies it there, reposts
 // the receive and sends; otherwise the message stays in the receive slot
