@@ -828,7 +828,7 @@ func (c *conn) echo(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		in := c.recvMR.Buf()[c.recvOff : c.recvOff+min(max(wc.ByteLen, 0), size)]
+		in := c.inbound(wc)
 		if err := c.handle(wc, in); err != nil {
 			return err
 		}
@@ -869,8 +869,13 @@ func (c *conn) saidGoodbye() bool {
 		}
 		wc = wcs[0]
 	}
-	in := c.recvMR.Buf()[c.recvOff : c.recvOff+min(max(wc.ByteLen, 0), c.s.cfg.MsgSize)]
-	return errors.Is(c.handle(wc, in), errBye)
+	return errors.Is(c.handle(wc, c.inbound(wc)), errBye)
+}
+
+// inbound is the message a receive completion of c left in its receive
+// buffer.
+func (c *conn) inbound(wc fabric.WC) []byte {
+	return c.recvMR.Buf()[c.recvOff : c.recvOff+min(max(wc.ByteLen, 0), c.s.cfg.MsgSize)]
 }
 
 // handle checks a received payload and copies it to the send buffer.

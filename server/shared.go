@@ -392,7 +392,8 @@ func (s *sharedCQs) sent(g *cqGroup, wc fabric.WC) {
 // stop ends the routers once they have drained their CQs: what was
 // already there, a goodbye above all, is handled (pool and srq modes) or
 // handed to its client's channel (shared-cq) before the server releases
-// anyone. A router exits only after a poll found its CQ empty.
+// anyone. A router exits once a poll finds its CQ empty, or once it has
+// handled a CQ's depth more (see route).
 func (s *sharedCQs) stop() {
 	s.mu.Lock() // no group, and so no router, is added after this
 	s.cancel()
