@@ -51,7 +51,7 @@ func TestReportRegeneratesSearchOutput(t *testing.T) {
 // problem, a non-zero exit, nothing written.
 func TestReportBadInput(t *testing.T) {
 	dir := t.TempDir()
-	good, err := os.ReadFile("../testdata/report/predecessor.json")
+	good, err := os.ReadFile("../report/testdata/predecessor.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestReportBadInput(t *testing.T) {
 		if files, _ := os.ReadDir(out); len(files) != 0 {
 			t.Errorf("%s: wrote %d files", name, len(files))
 		}
-		_, errOut, code = run(t, "compare", "--out", out, "../testdata/report/predecessor.json", p)
+		_, errOut, code = run(t, "compare", "--out", out, "../report/testdata/predecessor.json", p)
 		if code == 0 || !strings.Contains(errOut, c.want) {
 			t.Errorf("compare with %s: exit %d, stderr %q", name, code, errOut)
 		}
@@ -97,7 +97,7 @@ func TestReportBadInput(t *testing.T) {
 // run; bench files compare with bench files, and a mix is refused.
 func TestReportBench(t *testing.T) {
 	dir := t.TempDir()
-	data, err := os.ReadFile("../testdata/report/bench-sim.json")
+	data, err := os.ReadFile("../report/testdata/bench-sim.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestReportBench(t *testing.T) {
 		t.Error(err)
 	}
 
-	runPath := "../testdata/report/predecessor.json"
+	runPath := "../report/testdata/predecessor.json"
 	out, errOut, code = run(t, "compare", "--out", t.TempDir(), runPath, benchPath)
 	if code != 2 || !strings.Contains(errOut, benchPath+" is a bench file") || !strings.Contains(errOut, "is a capacity run") ||
 		strings.Count(strings.TrimSpace(errOut), "\n") != 0 {

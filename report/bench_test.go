@@ -189,20 +189,18 @@ func TestBenchGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for ext, got := range map[string][]byte{"md": md, "html": html} {
-		golden := filepath.Join(fixtures, "bench-sim.golden."+ext)
-		if *update {
-			if err := os.WriteFile(golden, got, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(golden)
-		if err != nil {
-			t.Fatalf("%v (run with -update to create)", err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s differs from %s (run with -update after a deliberate change)", ext, golden)
-		}
+	golden(t, "bench-sim.golden.md", md)
+	golden(t, "bench-sim.golden.html", html)
+}
+
+// Golden comparison of two bench runs, both formats.
+func TestBenchCompareGolden(t *testing.T) {
+	runs := []*bench.Run{benchRun(false, benchStart), benchRun(true, benchStart.Add(90*time.Minute))}
+	files, err := WriteBenchComparison(runs, t.TempDir(), Formats)
+	if err != nil {
+		t.Fatal(err)
 	}
+	got := readAll(t, files)
+	golden(t, "bench-compare.golden.md", got["compare.md"])
+	golden(t, "bench-compare.golden.html", got["compare.html"])
 }

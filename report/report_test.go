@@ -12,9 +12,29 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden reports in testdata/report")
+var update = flag.Bool("update", false, "rewrite the golden reports in testdata")
 
-const fixtures = "../testdata/report"
+const fixtures = "testdata"
+
+// golden compares got with testdata/name, or rewrites that file when the
+// test runs with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join(fixtures, name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (go test ./report -run Golden -update after a deliberate change)", path)
+	}
+}
 
 func load(t *testing.T, name string) *result.Run {
 	t.Helper()
@@ -78,22 +98,8 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for ext, got := range map[string][]byte{"md": md, "html": html} {
-				golden := filepath.Join(fixtures, name+".golden."+ext)
-				if *update {
-					if err := os.WriteFile(golden, got, 0o644); err != nil {
-						t.Fatal(err)
-					}
-					continue
-				}
-				want, err := os.ReadFile(golden)
-				if err != nil {
-					t.Fatalf("%v (run with -update to create)", err)
-				}
-				if !bytes.Equal(got, want) {
-					t.Errorf("%s differs from %s (run with -update after a deliberate change)", ext, golden)
-				}
-			}
+			golden(t, name+".golden.md", md)
+			golden(t, name+".golden.html", html)
 		})
 	}
 }
@@ -149,6 +155,18 @@ func TestHTMLEscapes(t *testing.T) {
 	if bytes.Contains(html, []byte("http://")) && !bytes.Contains(html, []byte(`xmlns="http://www.w3.org/2000/svg"`)) {
 		t.Error("the HTML refers to the network")
 	}
+}
+
+// Golden comparison of the two fixture runs, both formats.
+func TestCompareGolden(t *testing.T) {
+	dir := t.TempDir()
+	files, err := WriteComparison([]*result.Run{load(t, "predecessor"), load(t, "sim-search")}, dir, Formats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, files)
+	golden(t, "compare.golden.md", got["compare.md"])
+	golden(t, "compare.golden.html", got["compare.html"])
 }
 
 func TestCompare(t *testing.T) {
