@@ -1,27 +1,13 @@
 package report
 
 import (
-	"bytes"
 	"fmt"
-	htmltemplate "html/template"
-	"os"
-	"path/filepath"
 	"strings"
-	texttemplate "text/template"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/bench"
 	"github.com/rdmaprobe/rdmaprobe/result"
-	"github.com/rdmaprobe/rdmaprobe/templates"
 )
-
-// Table is a header and rows, rendered by mdTable for Markdown and by the
-// "table" template for HTML; the first column is a label.
-type Table struct {
-	ID     string
-	Header []string
-	Rows   [][]string
-}
 
 // BenchModel is everything a bench report shows, computed from the bench
 // run alone.
@@ -289,26 +275,6 @@ func modes(run *bench.Run) []int {
 	return out
 }
 
-// benchCostPlot sets (a), (b), their sum and (c) side by side per mode.
-func benchCostPlot(run *bench.Run) Plot {
-	var groups []string
-	a, b := Bars{Label: "(a) TLS handshake"}, Bars{Label: "(b) raw verbs"}
-	ab, c := Bars{Label: "(a)+(b)"}, Bars{Label: "(c) full connect"}
-	for _, n := range modes(run) {
-		groups = append(groups, InFlight(n))
-		cost := func(name string) float64 {
-			if x := run.Find(name, n); x != nil && x.OK > 0 {
-				return x.CostMS
-			}
-			return 0
-		}
-		a.Y, b.Y = append(a.Y, cost(bench.TLSHandshakeName)), append(b.Y, cost(bench.RawVerbsName))
-		ab.Y = append(ab.Y, cost(bench.TLSHandshakeName)+cost(bench.RawVerbsName))
-		c.Y = append(c.Y, cost(bench.FullConnectName))
-	}
-	return barPlot("bench-cost", "Cost per connection by mode", "ms per connection", groups, []Bars{a, b, ab, c}, 0, "")
-}
-
 func utc(t time.Time) string {
 	if t.IsZero() {
 		return ""
@@ -329,62 +295,17 @@ func (m *BenchModel) benchMethod(run *bench.Run) {
 // depends on the run alone, so rendering it again gives the same bytes.
 // It returns the files written.
 func WriteBench(run *bench.Run, dir string, formats []string) ([]string, error) {
-	m := NewBenchModel(run)
-	return writeFiles(dir, "report", formats, []Plot{m.Plot},
-		func() ([]byte, error) { return benchMarkdown(m) },
-		func() ([]byte, error) { return benchHTML(m) })
+	return Write(dir, formats, NewBenchModel(run).Document())
 }
 
-// writeFiles writes stem.md (with the plots' PNGs) and/or stem.html into
-// dir.
-func writeFiles(dir, stem string, formats []string, plots []Plot, md, html func() ([]byte, error)) ([]string, error) {
-	for _, f := range formats {
-		if f != "md" && f != "html" {
-			return nil, fmt.Errorf("unknown report format %q (want md or html)", f)
-		}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	var files []string
-	write := func(name string, data []byte) error {
-		p := filepath.Join(dir, name)
-		if err := result.WriteFileAtomic(p, data, 0o644); err != nil {
-			return err
-		}
-		files = append(files, p)
-		return nil
-	}
-	for _, f := range formats {
-		render := html
-		if f == "md" {
-			render = md
-		}
-		data, err := render()
-		if err != nil {
-			return files, err
-		}
-		if f == "md" {
-			for _, p := range plots {
-				if p.PNG != nil {
-					if err := write(p.Name+".png", p.PNG); err != nil {
-						return files, err
-					}
-				}
-			}
-		}
-		if err := write(stem+"."+f, data); err != nil {
-			return files, err
-		}
-	}
-	return files, nil
+// Document is the bench run's report as report.md and report.html.
+func (m *BenchModel) Document() Document {
+	return Document{Stem: "report", Plots: []Plot{m.Plot},
+		Markdown: func() ([]byte, error) { return benchMarkdown(m) },
+		HTML:     func() ([]byte, error) { return benchHTML(m) }}
 }
 
 func benchMarkdown(m *BenchModel) ([]byte, error) {
-	t, err := texttemplate.ParseFS(templates.FS, "bench.md.tmpl")
-	if err != nil {
-		return nil, err
-	}
 	var env [][]string
 	for _, kv := range m.Env {
 		env = append(env, []string{kv[0], kv[1]})
@@ -393,155 +314,15 @@ func benchMarkdown(m *BenchModel) ([]byte, error) {
 	for _, p := range m.Phases {
 		phases = append(phases, mdTable(p.Header, p.Rows))
 	}
-	data := map[string]any{
+	return execMarkdown("bench", map[string]any{
 		"M":            m,
 		"Env":          mdTable([]string{"What", "Value"}, env),
 		"Measurements": mdTable(m.Measurements.Header, m.Measurements.Rows),
 		"Ratios":       mdTable(m.Ratios.Header, m.Ratios.Rows),
 		"Phases":       phases,
-	}
-	var b bytes.Buffer
-	if err := t.Execute(&b, data); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+	})
 }
 
 func benchHTML(m *BenchModel) ([]byte, error) {
-	t, err := htmltemplate.New("bench.html.tmpl").Funcs(htmlFuncs).ParseFS(templates.FS, "bench.html.tmpl")
-	if err != nil {
-		return nil, err
-	}
-	var b bytes.Buffer
-	if err := t.Execute(&b, map[string]any{"M": m, "Answer": richText(m.Answer)}); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
-}
-
-// BenchComparison sets several bench runs side by side.
-type BenchComparison struct {
-	Title  string
-	Labels []string
-	Table  Table
-	Plot   Plot
-}
-
-// BenchLabel names a bench run in a comparison: its backend, whether it
-// was simulated, and when it started.
-func BenchLabel(r *bench.Run) string {
-	l := r.Backend.Name
-	if r.Backend.Simulated {
-		l += " (simulated)"
-	}
-	if !r.StartedAt.IsZero() {
-		l += " " + r.StartedAt.UTC().Format("2006-01-02 15:04")
-	}
-	return l
-}
-
-// concurrent is the run's concurrent mode, 0 if it ran serially only.
-func concurrent(r *bench.Run) int {
-	if r.Config.Concurrency > 1 {
-		return r.Config.Concurrency
-	}
-	n := 0
-	for _, c := range modes(r) {
-		n = max(n, c)
-	}
-	if n > 1 {
-		return n
-	}
-	return 0
-}
-
-// NewBenchComparison builds the side-by-side view of bench runs; labels
-// are made unique with #i.
-func NewBenchComparison(runs []*bench.Run) *BenchComparison {
-	c := &BenchComparison{Title: fmt.Sprintf("rdmaprobe: comparison of %d bench runs", len(runs))}
-	c.Table = Table{ID: "bench-runs", Header: []string{"Run", "N in flight", "serial c/(a+b)", "at N c/(a+b)",
-		"(a) conn/s serial", "(a) conn/s at N", "(c) conn/s serial", "(c) conn/s at N", "c rate / a rate at N"}}
-	seen := map[string]int{}
-	serial, atN := Bars{Label: "serial"}, Bars{Label: "N in flight"}
-	ns := map[int]bool{}
-	for i, r := range runs {
-		l := BenchLabel(r)
-		seen[l]++
-		if seen[l] > 1 {
-			l = fmt.Sprintf("%s #%d", l, i+1)
-		}
-		c.Labels = append(c.Labels, l)
-		n := concurrent(r)
-		ns[n] = true
-		cmp := func(conc int) *bench.Comparison {
-			for j := range r.Comparisons {
-				if r.Comparisons[j].Concurrency == conc {
-					return &r.Comparisons[j]
-				}
-			}
-			return nil
-		}
-		ratio := func(conc int) (string, float64) {
-			if x := cmp(conc); x != nil {
-				return fmt.Sprintf("%.2f", x.CostRatio), x.CostRatio
-			}
-			return "–", 0
-		}
-		rate := func(name string, conc int) string {
-			if x := r.Find(name, conc); x != nil && x.OK > 0 {
-				return fmt.Sprintf("%.0f", x.PerSec)
-			}
-			return "–"
-		}
-		s1, v1 := ratio(1)
-		sN, vN := "–", 0.0
-		vsTLS, inFlight := "–", "–"
-		if n > 0 {
-			sN, vN = ratio(n)
-			inFlight = fmt.Sprint(n)
-			if x := cmp(n); x != nil {
-				vsTLS = fmt.Sprintf("%.0f%%", x.RateVsTLS*100)
-			}
-		}
-		c.Table.Rows = append(c.Table.Rows, []string{l, inFlight, s1, sN,
-			rate(bench.TLSHandshakeName, 1), rate(bench.TLSHandshakeName, n),
-			rate(bench.FullConnectName, 1), rate(bench.FullConnectName, n), vsTLS})
-		serial.Y, atN.Y = append(serial.Y, v1), append(atN.Y, vN)
-	}
-	if len(ns) == 1 {
-		for n := range ns {
-			if n > 0 {
-				atN.Label = InFlight(n)
-			}
-		}
-	}
-	// Runs are the groups: one bar per mode each, the target across all.
-	c.Plot = barPlot("bench-compare", fmt.Sprintf("Full connect / (TLS + verbs) per run (target %.1f)", bench.MaxCostRatio),
-		"c/(a+b)", c.Labels, []Bars{serial, atN}, bench.MaxCostRatio, fmt.Sprintf("target %.1f", bench.MaxCostRatio))
-	return c
-}
-
-// WriteBenchComparison renders bench runs side by side into dir as
-// compare.md (with its PNG plot) and/or compare.html.
-func WriteBenchComparison(runs []*bench.Run, dir string, formats []string) ([]string, error) {
-	c := NewBenchComparison(runs)
-	md := func() ([]byte, error) {
-		t, err := texttemplate.ParseFS(templates.FS, "bench-compare.md.tmpl")
-		if err != nil {
-			return nil, err
-		}
-		var b bytes.Buffer
-		err = t.Execute(&b, map[string]any{"C": c, "Table": mdTable(c.Table.Header, c.Table.Rows)})
-		return b.Bytes(), err
-	}
-	html := func() ([]byte, error) {
-		t, err := htmltemplate.New("bench-compare.html.tmpl").Funcs(htmlFuncs).ParseFS(templates.FS, "bench-compare.html.tmpl")
-		if err != nil {
-			return nil, err
-		}
-		var b bytes.Buffer
-		err = t.Execute(&b, map[string]any{"C": c})
-		return b.Bytes(), err
-	}
-	return writeFiles(dir, "compare", formats, []Plot{c.Plot}, md, html)
+	return execHTML("bench", map[string]any{"M": m, "Answer": richText(m.Answer)})
 }

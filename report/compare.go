@@ -1,16 +1,10 @@
 package report
 
 import (
-	"bytes"
 	"fmt"
-	htmltemplate "html/template"
-	"os"
-	"path/filepath"
 	"sort"
-	texttemplate "text/template"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
-	"github.com/rdmaprobe/rdmaprobe/templates"
 )
 
 // Comparison sets several runs side by side.
@@ -130,52 +124,17 @@ func lastRate(rates []RateRow) []string {
 // WriteComparison renders runs side by side into dir as compare.md (with
 // PNG plots) and/or compare.html.
 func WriteComparison(runs []*result.Run, dir string, formats []string) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	c := NewComparison(runs)
-	var files []string
-	write := func(name string, data []byte) error {
-		p := filepath.Join(dir, name)
-		if err := result.WriteFileAtomic(p, data, 0o644); err != nil {
-			return err
-		}
-		files = append(files, p)
-		return nil
-	}
-	for _, f := range formats {
-		var b bytes.Buffer
-		switch f {
-		case "md":
-			t, err := texttemplate.ParseFS(templates.FS, "compare.md.tmpl")
-			if err != nil {
-				return files, err
-			}
-			for _, p := range c.Plots {
-				if p.PNG != nil {
-					if err := write(p.Name+".png", p.PNG); err != nil {
-						return files, err
-					}
-				}
-			}
-			if err := t.Execute(&b, map[string]any{"C": c, "Summary": mdTable(SummaryHeader, c.Summary),
-				"Table": mdTable(c.Header, c.Table)}); err != nil {
-				return files, err
-			}
-		case "html":
-			t, err := htmltemplate.New("compare.html.tmpl").Funcs(htmlFuncs).ParseFS(templates.FS, "compare.html.tmpl")
-			if err != nil {
-				return files, err
-			}
-			if err := t.Execute(&b, map[string]any{"C": c, "SummaryHeader": SummaryHeader}); err != nil {
-				return files, err
-			}
-		default:
-			return files, fmt.Errorf("unknown report format %q (want md or html)", f)
-		}
-		if err := write("compare."+f, b.Bytes()); err != nil {
-			return files, err
-		}
-	}
-	return files, nil
+	return Write(dir, formats, NewComparison(runs).Document())
+}
+
+// Document is the comparison as compare.md and compare.html.
+func (c *Comparison) Document() Document {
+	return Document{Stem: "compare", Plots: c.Plots,
+		Markdown: func() ([]byte, error) {
+			return execMarkdown("compare", map[string]any{"C": c, "Summary": mdTable(SummaryHeader, c.Summary),
+				"Table": mdTable(c.Header, c.Table)})
+		},
+		HTML: func() ([]byte, error) {
+			return execHTML("compare", map[string]any{"C": c, "SummaryHeader": SummaryHeader})
+		}}
 }

@@ -4,8 +4,11 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/rdmaprobe/rdmaprobe/bench"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
+
+// This file holds what each report plots; plots.go, how a plot is drawn.
 
 // Figures renders the run's plots: success rate with its interval,
 // connect-time percentiles and server resources against clients, and CPU
@@ -89,4 +92,24 @@ func counts(run *result.Run) []int {
 	}
 	sort.Ints(out)
 	return out
+}
+
+// benchCostPlot sets (a), (b), their sum and (c) side by side per mode.
+func benchCostPlot(run *bench.Run) Plot {
+	var groups []string
+	a, b := Bars{Label: "(a) TLS handshake"}, Bars{Label: "(b) raw verbs"}
+	ab, c := Bars{Label: "(a)+(b)"}, Bars{Label: "(c) full connect"}
+	for _, n := range modes(run) {
+		groups = append(groups, InFlight(n))
+		cost := func(name string) float64 {
+			if x := run.Find(name, n); x != nil && x.OK > 0 {
+				return x.CostMS
+			}
+			return 0
+		}
+		a.Y, b.Y = append(a.Y, cost(bench.TLSHandshakeName)), append(b.Y, cost(bench.RawVerbsName))
+		ab.Y = append(ab.Y, cost(bench.TLSHandshakeName)+cost(bench.RawVerbsName))
+		c.Y = append(c.Y, cost(bench.FullConnectName))
+	}
+	return barPlot("bench-cost", "Cost per connection by mode", "ms per connection", groups, []Bars{a, b, ab, c}, 0, "")
 }

@@ -1,5 +1,3 @@
-// Package report renders saved runs: the terminal summary, and Markdown
-// and HTML reports with tables and plots.
 package report
 
 import (

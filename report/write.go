@@ -14,22 +14,32 @@ import (
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
-	"github.com/rdmaprobe/rdmaprobe/probe"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/templates"
 )
 
-// Formats are the report formats WriteAll knows.
+// Formats are the report formats Write knows.
 var Formats = []string{"md", "html"}
 
-// Wilson95 is the interval reports use.
-func Wilson95(k, n int) (float64, float64) { return probe.Wilson(k, n, probe.Z95) }
+// Document is one report ready to write, whatever it reports on (a run,
+// a bench run, a comparison of either): the stem of its file names
+// ("report", "compare"), the plots its Markdown links as PNG files beside
+// it (the HTML inlines them as SVG), and a renderer per format.
+type Document struct {
+	Stem     string
+	Plots    []Plot
+	Markdown func() ([]byte, error)
+	HTML     func() ([]byte, error)
+}
 
-// WriteAll renders run into dir: report.md with its PNG plots beside it
-// and/or report.html with the plots inline as SVG. The output depends on
-// the run alone, so rendering a saved run again gives the same bytes. It
-// returns the files written.
-func WriteAll(run *result.Run, dir string, formats []string) ([]string, error) {
+// Write renders doc into dir in each of formats: stem.md with its plots
+// as PNG files beside it, and/or stem.html with the plots inline, so the
+// HTML is one self-contained file. Every report the package makes is
+// written here, so they name, order and replace their files alike: each
+// file is replaced atomically, and the same model gives the same bytes.
+// It returns the files written, plots before the document that links
+// them.
+func Write(dir string, formats []string, doc Document) ([]string, error) {
 	for _, f := range formats {
 		if f != "md" && f != "html" {
 			return nil, fmt.Errorf("unknown report format %q (want md or html)", f)
@@ -38,8 +48,6 @@ func WriteAll(run *result.Run, dir string, formats []string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	m := NewModel(run, Wilson95)
-	m.Plots = Figures(run, m)
 	var files []string
 	write := func(name string, data []byte) error {
 		p := filepath.Join(dir, name)
@@ -50,91 +58,63 @@ func WriteAll(run *result.Run, dir string, formats []string) ([]string, error) {
 		return nil
 	}
 	for _, f := range formats {
-		var data []byte
-		var err error
-		switch f {
-		case "md":
-			data, err = Markdown(m)
-			if err == nil {
-				for _, p := range m.Plots {
-					if p.PNG != nil {
-						if err := write(p.Name+".png", p.PNG); err != nil {
-							return files, err
-						}
+		render := doc.HTML
+		if f == "md" {
+			render = doc.Markdown
+		}
+		data, err := render()
+		if err != nil {
+			return files, fmt.Errorf("render %s.%s: %w", doc.Stem, f, err)
+		}
+		if f == "md" {
+			for _, p := range doc.Plots {
+				if p.PNG != nil {
+					if err := write(p.Name+".png", p.PNG); err != nil {
+						return files, err
 					}
 				}
 			}
-		case "html":
-			data, err = HTML(m)
 		}
-		if err != nil {
-			return files, err
-		}
-		if err := write("report."+f, data); err != nil {
+		if err := write(doc.Stem+"."+f, data); err != nil {
 			return files, err
 		}
 	}
 	return files, nil
 }
 
-// Markdown renders the model with templates/report.md.tmpl; tables come
-// from tablewriter's Markdown renderer.
-func Markdown(m *Model) ([]byte, error) {
-	t, err := texttemplate.ParseFS(templates.FS, "report.md.tmpl")
+// execMarkdown runs templates/name.md.tmpl (text/template) on data.
+func execMarkdown(name string, data any) ([]byte, error) {
+	t, err := texttemplate.ParseFS(templates.FS, name+".md.tmpl")
 	if err != nil {
 		return nil, err
-	}
-	var rows, rates, cost, phases, rtt, steps, env [][]string
-	source := ""
-	for _, r := range m.Rows {
-		st := r.Status
-		if r.NonMonotone {
-			st += " ↯"
-		}
-		rows = append(rows, []string{itoa(r.Clients), itoa(r.Connected) + "/" + itoa(r.Attempted), Pct(r.Rate),
-			Pct(r.CILow) + "–" + Pct(r.CIHigh), r.QPs, r.CQs, r.MRs, st})
-		if r.Source != "" {
-			source = r.Source
-		}
-	}
-	for _, r := range m.Rates {
-		rates = append(rates, []string{itoa(r.Clients), r.Trial, itoa(r.Connected), r.ConnectSec, r.PerSec, r.StartupSec, r.HostHS, r.PerHS})
-	}
-	for _, c := range m.Costs {
-		cost = append(cost, []string{itoa(c.Clients), c.QPs, c.CQs, c.MRs, c.PDs, c.RegisteredBytes, c.ServerBytes})
-	}
-	for _, p := range m.Phases {
-		phases = append(phases, []string{p.Phase, itoa(p.N), p.P50, p.P95, p.P99})
-	}
-	for _, r := range m.RTT {
-		rtt = append(rtt, []string{itoa(r.Clients), itoa(r.N), r.P50, r.P95, r.P99, r.Max})
-	}
-	for i, s := range m.Method.Steps {
-		d := "fail"
-		if s.Passed {
-			d = "pass"
-		}
-		steps = append(steps, []string{itoa(i + 1), itoa(s.Clients), itoa(s.Trials), Pct(s.Rate), d, s.Note})
-	}
-	for _, kv := range m.Env {
-		env = append(env, []string{kv[0], kv[1]})
-	}
-	data := map[string]any{
-		"M":      m,
-		"Source": source,
-		"Env":    mdTable([]string{"What", "Value"}, env),
-		"Table":  mdTable([]string{"Clients", "Connected", "Success", "95% CI", "QPs", "CQs", "MRs", "Status"}, rows),
-		"Rates":  mdTable([]string{"Clients", "Trial", "Connected", "Connect s", "Connects/s", "Start-up s", "Host speed (hs/s)", "Per hs"}, rates),
-		"Cost":   mdTable([]string{"Clients", "QPs", "CQs", "MRs", "PDs", "Registered", "Server RSS"}, cost),
-		"Phases": mdTable([]string{"Phase", "n", "p50", "p95", "p99"}, phases),
-		"RTT":    mdTable([]string{"Clients", "n", "p50", "p95", "p99", "max"}, rtt),
-		"Steps":  mdTable([]string{"#", "Clients", "Trials", "Success", "Decision", "Note"}, steps),
 	}
 	var b bytes.Buffer
 	if err := t.Execute(&b, data); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// execHTML runs templates/name.html.tmpl (html/template, so run text is
+// escaped) on data.
+func execHTML(name string, data any) ([]byte, error) {
+	t, err := htmltemplate.New(name+".html.tmpl").Funcs(htmlFuncs).ParseFS(templates.FS, name+".html.tmpl")
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, data); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Table is a header and rows, rendered by mdTable for Markdown and by the
+// "table" template for HTML; the first column is a label.
+type Table struct {
+	ID     string
+	Header []string
+	Rows   [][]string
 }
 
 // mdTable renders a Markdown table, "" when there are no rows.
@@ -159,36 +139,13 @@ func mdTable(header []string, rows [][]string) string {
 	return b.String()
 }
 
-var bold = regexp.MustCompile(`\*\*(.+?)\*\*`)
-
-// HTML renders the model with templates/report.html.tmpl: one file, the
-// plots inline as SVG, nothing loaded from elsewhere.
-func HTML(m *Model) ([]byte, error) {
-	t, err := htmltemplate.New("report.html.tmpl").Funcs(htmlFuncs).ParseFS(templates.FS, "report.html.tmpl")
-	if err != nil {
-		return nil, err
-	}
-	plots := map[string]*Plot{}
-	for i := range m.Plots {
-		plots[m.Plots[i].Name] = &m.Plots[i]
-	}
-	source := ""
-	for _, r := range m.Rows {
-		if r.Source != "" {
-			source = r.Source
-		}
-	}
-	data := map[string]any{"M": m, "Plots": plots, "Source": source,
-		"Sentences": richText(m.Answer.Sentences), "Recs": richText(m.Recs)}
-	var b bytes.Buffer
-	if err := t.Execute(&b, data); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
-}
+var (
+	bold = regexp.MustCompile(`\*\*(.+?)\*\*`)
+	code = regexp.MustCompile("`([^`]+)`")
+)
 
 // richText escapes s and turns the Markdown **bold** and `code` the
-// model's sentences use into HTML.
+// models' sentences use into HTML.
 func richText(ss []string) []htmltemplate.HTML {
 	out := make([]htmltemplate.HTML, len(ss))
 	for i, s := range ss {
@@ -199,8 +156,6 @@ func richText(ss []string) []htmltemplate.HTML {
 	}
 	return out
 }
-
-var code = regexp.MustCompile("`([^`]+)`")
 
 var htmlFuncs = htmltemplate.FuncMap{
 	"pct": Pct,

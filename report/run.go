@@ -1,0 +1,96 @@
+package report
+
+import (
+	"github.com/rdmaprobe/rdmaprobe/probe"
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// Wilson95 is the interval reports use.
+func Wilson95(k, n int) (float64, float64) { return probe.Wilson(k, n, probe.Z95) }
+
+// WriteAll renders run into dir: report.md with its PNG plots beside it
+// and/or report.html with the plots inline as SVG. The output depends on
+// the run alone, so rendering a saved run again gives the same bytes. It
+// returns the files written.
+func WriteAll(run *result.Run, dir string, formats []string) ([]string, error) {
+	m := NewModel(run, Wilson95)
+	m.Plots = Figures(run, m)
+	return Write(dir, formats, m.Document())
+}
+
+// Document is the run's report as report.md and report.html.
+func (m *Model) Document() Document {
+	return Document{Stem: "report", Plots: m.Plots,
+		Markdown: func() ([]byte, error) { return Markdown(m) },
+		HTML:     func() ([]byte, error) { return HTML(m) }}
+}
+
+// Markdown renders the model with templates/report.md.tmpl; tables come
+// from tablewriter's Markdown renderer.
+func Markdown(m *Model) ([]byte, error) {
+	var rows, rates, cost, phases, rtt, steps, env [][]string
+	for _, r := range m.Rows {
+		st := r.Status
+		if r.NonMonotone {
+			st += " ↯"
+		}
+		rows = append(rows, []string{itoa(r.Clients), itoa(r.Connected) + "/" + itoa(r.Attempted), Pct(r.Rate),
+			Pct(r.CILow) + "–" + Pct(r.CIHigh), r.QPs, r.CQs, r.MRs, st})
+	}
+	for _, r := range m.Rates {
+		rates = append(rates, []string{itoa(r.Clients), r.Trial, itoa(r.Connected), r.ConnectSec, r.PerSec, r.StartupSec, r.HostHS, r.PerHS})
+	}
+	for _, c := range m.Costs {
+		cost = append(cost, []string{itoa(c.Clients), c.QPs, c.CQs, c.MRs, c.PDs, c.RegisteredBytes, c.ServerBytes})
+	}
+	for _, p := range m.Phases {
+		phases = append(phases, []string{p.Phase, itoa(p.N), p.P50, p.P95, p.P99})
+	}
+	for _, r := range m.RTT {
+		rtt = append(rtt, []string{itoa(r.Clients), itoa(r.N), r.P50, r.P95, r.P99, r.Max})
+	}
+	for i, s := range m.Method.Steps {
+		d := "fail"
+		if s.Passed {
+			d = "pass"
+		}
+		steps = append(steps, []string{itoa(i + 1), itoa(s.Clients), itoa(s.Trials), Pct(s.Rate), d, s.Note})
+	}
+	for _, kv := range m.Env {
+		env = append(env, []string{kv[0], kv[1]})
+	}
+	return execMarkdown("report", map[string]any{
+		"M":      m,
+		"Source": resourceSource(m),
+		"Env":    mdTable([]string{"What", "Value"}, env),
+		"Table":  mdTable([]string{"Clients", "Connected", "Success", "95% CI", "QPs", "CQs", "MRs", "Status"}, rows),
+		"Rates":  mdTable([]string{"Clients", "Trial", "Connected", "Connect s", "Connects/s", "Start-up s", "Host speed (hs/s)", "Per hs"}, rates),
+		"Cost":   mdTable([]string{"Clients", "QPs", "CQs", "MRs", "PDs", "Registered", "Server RSS"}, cost),
+		"Phases": mdTable([]string{"Phase", "n", "p50", "p95", "p99"}, phases),
+		"RTT":    mdTable([]string{"Clients", "n", "p50", "p95", "p99", "max"}, rtt),
+		"Steps":  mdTable([]string{"#", "Clients", "Trials", "Success", "Decision", "Note"}, steps),
+	})
+}
+
+// HTML renders the model with templates/report.html.tmpl: one file, the
+// plots inline as SVG, nothing loaded from elsewhere.
+func HTML(m *Model) ([]byte, error) {
+	plots := map[string]*Plot{}
+	for i := range m.Plots {
+		plots[m.Plots[i].Name] = &m.Plots[i]
+	}
+	return execHTML("report", map[string]any{"M": m, "Plots": plots, "Source": resourceSource(m),
+		"Sentences": richText(m.Answer.Sentences), "Recs": richText(m.Recs)})
+}
+
+// resourceSource names where the last sampled row's resource counts came
+// from, "" when none was sampled.
+func resourceSource(m *Model) string {
+	source := ""
+	for _, r := range m.Rows {
+		if r.Source != "" {
+			source = r.Source
+		}
+	}
+	return source
+}
