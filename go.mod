@@ -3,6 +3,7 @@ module github.com/rdmaprobe/rdmaprobe
 go 1.26.0
 
 require (
+	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/mattn/go-isatty v0.0.20
 	github.com/olekukonko/tablewriter v1.1.5
 	github.com/shirou/gopsutil/v3 v3.24.5
