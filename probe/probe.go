@@ -16,7 +16,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
@@ -38,6 +41,11 @@ const (
 	NoteBisect      = "bisect"
 	NoteRetest      = "re-test: non-monotonic"
 	NoteRamp        = "ramp"
+	// NoteWall tests the most clients the failing count's wall let
+	// connect at once; NoteWallAbove tests just above the capacity when
+	// that count already passed.
+	NoteWall      = "wall"
+	NoteWallAbove = "wall: just above"
 )
 
 // Event kinds passed to the observer.
@@ -45,6 +53,9 @@ const (
 	EventPoint = "point"
 	EventStep  = "step"
 	EventNote  = "note"
+	// EventDecision says, before a count is measured, why it was chosen
+	// (Note holds the reason, Step.Clients the count).
+	EventDecision = "decision"
 )
 
 // Measure runs one trial with n concurrent clients. trial counts from 1 per
@@ -79,6 +90,49 @@ type Config struct {
 	// ErrPointFailed; by default such a point counts as failed and the
 	// probe goes on.
 	StopOnPointError bool
+	// Resolution stops a search once the bracket between the capacity
+	// and the first failure is that narrow; zero means adjacent counts.
+	Resolution Resolution
+}
+
+// Resolution is a bracket width: Clients, or Percent of the capacity
+// found. The zero value is one client (an exact answer).
+type Resolution struct {
+	Clients int
+	Percent float64
+}
+
+// ParseResolution reads "50" (clients) or "2%" (of the capacity).
+func ParseResolution(s string) (Resolution, error) {
+	s = strings.TrimSpace(strings.ReplaceAll(s, "_", ""))
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || !(f > 0 && f < 100) {
+			return Resolution{}, fmt.Errorf("%q: want a percentage in (0, 100), like 2%%", s)
+		}
+		return Resolution{Percent: f}, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return Resolution{}, fmt.Errorf("%q: want a client count of at least 1, or a percentage like 2%%", s)
+	}
+	return Resolution{Clients: n}, nil
+}
+
+func (r Resolution) String() string {
+	if r.Percent > 0 {
+		return strconv.FormatFloat(r.Percent, 'f', -1, 64) + "%"
+	}
+	return count(max(1, r.Clients)) + " " + plural(max(1, r.Clients), "client", "clients")
+}
+
+// width is the bracket width, in clients, that is narrow enough at
+// capacity: never below 1 (adjacent counts).
+func (r Resolution) width(capacity int) int {
+	if r.Percent > 0 {
+		return max(1, int(math.Floor(r.Percent/100*float64(capacity))))
+	}
+	return max(1, r.Clients)
 }
 
 // ErrPointFailed is returned (wrapped) when StopOnPointError stops a probe.
@@ -111,16 +165,32 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxN <= 0 {
 		c.MaxN = DefaultMaxN
 	}
+	if c.Resolution.Clients < 0 || c.Resolution.Percent < 0 || c.Resolution.Percent >= 100 {
+		return c, fmt.Errorf("resolution %+v: want clients >= 1 or a percentage in (0, 100)", c.Resolution)
+	}
 	return c, nil
 }
 
 // Search finds the largest client count that reaches cfg.Threshold. It tests
-// Lo, then Hi (or doubles from Lo when Hi is 0), then bisects the first
-// bracket between a pass and a fail down to adjacent integers. When Hi
-// passes it also tests the midpoint of [Lo, Hi] before claiming that all of
-// the range passes, because one dip inside the range is exactly what a
-// non-monotonic server produces. It returns every point measured, also when
-// it stops early on ctx cancellation (error ctx.Err()) or a Measure error.
+// Lo, then Hi (or doubles from Lo when Hi is 0). When Hi passes it also
+// tests the midpoint of [Lo, Hi] before claiming that all of the range
+// passes, because one dip inside the range is exactly what a
+// non-monotonic server produces. Then it narrows the bracket between the
+// capacity and the first failure until the two are adjacent, or as
+// narrow as cfg.Resolution:
+//
+//   - when the first failure was a wall (every failed client refused by a
+//     resource: refused-at-capacity, or ENOMEM, EAGAIN, EMFILE, ENFILE,
+//     ENOSPC creating its resources) with k clients connected at once, it
+//     tests the largest count k can pass (k at a 100% threshold), then
+//     just above the capacity, in steps that double while they pass;
+//   - otherwise (timeouts, mixed failures, a point error, a search that
+//     was not monotonic, or a wall that moved twice) it bisects, because
+//     such failures say only that N was too many, not how many fit.
+//
+// Every step records why it was chosen. It returns every point measured,
+// also when it stops early on ctx cancellation (error ctx.Err()) or a
+// Measure error.
 func Search(ctx context.Context, cfg Config, m Measure, observe func(Event)) (result.Search, []result.Point, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -158,7 +228,7 @@ func Ramp(ctx context.Context, clients []int, cfg Config, m Measure, observe fun
 	}
 	p := newProber(ctx, cfg, m, observe)
 	for _, n := range clients {
-		if err = p.step(n, NoteRamp); err != nil {
+		if err = p.step(n, NoteRamp, "listed"); err != nil {
 			break
 		}
 	}
@@ -202,6 +272,13 @@ type prober struct {
 	tallies map[int]*tally
 	points  []result.Point
 	steps   []result.Step
+	// above is how many steps just above the capacity passed in a row;
+	// the next one goes 2^above above it.
+	above int
+	// misses counts wall-guided counts that failed anyway; distrust,
+	// once set, says why a wall's evidence is no longer followed.
+	misses   int
+	distrust string
 }
 
 func newProber(ctx context.Context, cfg Config, m Measure, observe func(Event)) *prober {
@@ -213,21 +290,27 @@ func newProber(ctx context.Context, cfg Config, m Measure, observe func(Event)) 
 
 func (p *prober) search() error {
 	c := p.cfg
-	if err := p.step(c.Lo, NoteLower); err != nil {
+	if err := p.step(c.Lo, NoteLower, "--lo"); err != nil {
 		return err
 	}
 	if !p.passed(c.Lo) {
-		p.notef("%d clients failed (%s): the capacity is below the lower bound; try a lower --lo.", c.Lo, pct(p.tallies[c.Lo].rate()))
+		hint := "try a lower --lo"
+		if ev := readEvidence(p.pointsAt(c.Lo)); ev.wall && ev.held > 0 {
+			hint = fmt.Sprintf("it held %s at once (%s): try --lo %d", count(ev.held), ev.cause, ev.held)
+		}
+		p.notef("%d clients failed (%s): the capacity is below the lower bound; %s.", c.Lo, pct(p.tallies[c.Lo].rate()), hint)
 		return nil
 	}
 	if c.Hi > 0 {
 		if c.Hi > c.Lo {
-			if err := p.step(c.Hi, NoteUpper); err != nil {
+			if err := p.step(c.Hi, NoteUpper, "--hi"); err != nil {
 				return err
 			}
 		}
 		if _, first := p.bracket(); first == 0 && c.Hi-c.Lo >= 2 {
-			if err := p.step(c.Lo+(c.Hi-c.Lo)/2, NoteCheck); err != nil {
+			mid := c.Lo + (c.Hi-c.Lo)/2
+			if err := p.step(mid, NoteCheck, fmt.Sprintf("%s passed: test the midpoint %s before claiming every count in [%s, %s] does",
+				count(c.Hi), count(mid), count(c.Lo), count(c.Hi))); err != nil {
 				return err
 			}
 		}
@@ -238,7 +321,11 @@ func (p *prober) search() error {
 			if first != 0 || top >= c.MaxN {
 				break
 			}
-			if err := p.step(min(2*top, c.MaxN), NoteExponential); err != nil {
+			n, why := 2*top, fmt.Sprintf("%s passed: double it", count(top))
+			if n > c.MaxN {
+				n, why = c.MaxN, fmt.Sprintf("%s passed: test the search limit %s", count(top), count(c.MaxN))
+			}
+			if err := p.step(n, NoteExponential, why); err != nil {
 				return err
 			}
 		}
@@ -247,21 +334,78 @@ func (p *prober) search() error {
 		}
 	}
 	for {
-		capacity, first := p.bracket()
-		// With no passing count below the first failure there is nothing
-		// to bisect: the search never goes below Lo.
-		if capacity == 0 || first == 0 || first-capacity <= 1 {
+		n, note, why := p.next()
+		if n == 0 {
 			return nil
 		}
-		if err := p.step(capacity+(first-capacity)/2, NoteBisect); err != nil {
+		if err := p.step(n, note, why); err != nil {
 			return err
 		}
+		p.follow(n, note)
+	}
+}
+
+// next chooses the count that narrows the bracket [capacity, first
+// failure] most surely, with the reason; 0 when the search is done (see
+// Search for the rules).
+func (p *prober) next() (n int, note, why string) {
+	capacity, first := p.bracket()
+	// With no passing count below the first failure there is nothing
+	// to narrow: the search never goes below Lo.
+	if capacity == 0 || first == 0 || first-capacity <= 1 {
+		return 0, "", ""
+	}
+	if w := p.cfg.Resolution.width(capacity); first-capacity <= w {
+		p.notef("Stopped at the resolution %s: %s passed and %s failed, %s apart.",
+			p.cfg.Resolution, count(capacity), count(first), count(first-capacity))
+		return 0, "", ""
+	}
+	ev := readEvidence(p.pointsAt(first))
+	distrust := ev.why
+	if ev.wall && p.distrust != "" {
+		distrust = p.distrust
+	}
+	if ev.wall && p.distrust == "" {
+		// The most clients that pass while only ev.held can be held:
+		// ev.held itself at a 100% threshold.
+		fit := int(math.Floor(float64(ev.held)/p.cfg.Threshold + 1e-9))
+		held := fmt.Sprintf("held %s at once at %s (%s)", count(ev.held), count(first), ev.cause)
+		if fit > capacity && fit < first {
+			return fit, NoteWall, fmt.Sprintf("%s: test %s", held, count(fit))
+		}
+		n := min(capacity+1<<p.above, first-1)
+		return n, NoteWallAbove, fmt.Sprintf("%s, and %s passed: test %s, just above it", held, count(capacity), count(n))
+	}
+	n = capacity + (first-capacity)/2
+	return n, NoteBisect, fmt.Sprintf("%s failed, but %s: bisect [%s, %s] at %s", count(first), distrust, count(capacity), count(first), count(n))
+}
+
+// follow keeps the account of wall-guided steps: steps just above the
+// capacity grow while they pass, and a wall that let fewer clients in at
+// the count it pointed to has moved; after two such misses the search
+// stops following walls and bisects.
+func (p *prober) follow(n int, note string) {
+	if p.passed(n) {
+		if note == NoteWallAbove {
+			p.above++
+		}
+		return
+	}
+	p.above = 0
+	if note != NoteWall {
+		return
+	}
+	p.misses++
+	if p.misses >= 2 && p.distrust == "" {
+		ev := readEvidence(p.pointsAt(n))
+		p.distrust = fmt.Sprintf("the wall moved: %s clients, where an earlier wall pointed, failed again with %s held", count(n), count(ev.held))
+		p.notef("Not following the wall any more: %s.", p.distrust)
 	}
 }
 
 // step measures n and then settles any inconsistency the new result causes.
-func (p *prober) step(n int, note string) error {
-	if err := p.run(n, note); err != nil {
+func (p *prober) step(n int, note, why string) error {
+	if err := p.run(n, note, why); err != nil {
 		return err
 	}
 	return p.reconcile()
@@ -271,12 +415,13 @@ func (p *prober) step(n int, note string) error {
 // Step carries the pooled state of n after it (Trials counts every trial so
 // far at n, Rate and Passed are pooled), so the last Step at an N is the
 // decision the search acted on.
-func (p *prober) run(n int, note string) error {
+func (p *prober) run(n int, note, why string) error {
 	t := p.tallies[n]
 	if t == nil {
 		t = &tally{}
 		p.tallies[n] = t
 	}
+	p.observe(Event{Kind: EventDecision, Step: &result.Step{Clients: n, Note: note, Reason: why}, Note: why})
 	for range p.cfg.Trials {
 		if err := p.ctx.Err(); err != nil {
 			return err
@@ -298,16 +443,29 @@ func (p *prober) run(n int, note string) error {
 			return fmt.Errorf("%w at %d clients (trial %d): %s", ErrPointFailed, n, trial, pt.Error)
 		}
 	}
-	s := result.Step{Clients: n, Trials: t.trials, Passed: t.passed(p.cfg.Threshold), Rate: t.rate(), Note: note}
+	s := result.Step{Clients: n, Trials: t.trials, Passed: t.passed(p.cfg.Threshold), Rate: t.rate(), Note: note, Reason: why}
 	p.steps = append(p.steps, s)
 	p.observe(Event{Kind: EventStep, Step: &s})
 	return nil
 }
 
+// pointsAt is the trials measured at n.
+func (p *prober) pointsAt(n int) []result.Point {
+	var out []result.Point
+	for _, pt := range p.points {
+		if pt.Clients == n {
+			out = append(out, pt)
+		}
+	}
+	return out
+}
+
 // reconcile re-tests every count that failed while a larger count passed,
 // together with the nearest larger count that passed, once each. Re-tests
 // can flip results and expose new pairs, hence the loop; it ends because
-// each count is reconciled at most once.
+// each count is reconciled at most once. A search that was not monotonic
+// stops following walls: a count that fails here and passes there says
+// that a failure's count of clients held is not a fixed wall.
 func (p *prober) reconcile() error {
 	for {
 		var pairs [][2]int
@@ -335,6 +493,9 @@ func (p *prober) reconcile() error {
 		for i, pr := range pairs {
 			desc[i] = fmt.Sprintf("%d failed (%s) while %d passed (%s)", pr[0], pct(p.tallies[pr[0]].rate()), pr[1], pct(p.tallies[pr[1]].rate()))
 		}
+		if p.distrust == "" {
+			p.distrust = "the search was not monotonic (" + desc[0] + ")"
+		}
 		if p.cfg.Retests == 0 {
 			p.notef("Not monotonic: %s; re-tests are disabled, so the capacity stated is the conservative one.", joinClauses(desc))
 			continue
@@ -342,7 +503,7 @@ func (p *prober) reconcile() error {
 		p.notef("Not monotonic: %s; re-testing %s %s, pooling the trials.", joinClauses(desc), joinInts(ns), times(p.cfg.Retests, len(ns)))
 		for _, n := range ns {
 			for range p.cfg.Retests {
-				if err := p.run(n, NoteRetest); err != nil {
+				if err := p.run(n, NoteRetest, "not monotonic: "+joinClauses(desc)+": re-test, pooling the trials"); err != nil {
 					return err
 				}
 			}
@@ -439,6 +600,9 @@ func (p *prober) finish(lo, hi int, err error) result.Search {
 	}
 	if s.Steps == nil {
 		s.Steps = []result.Step{}
+	}
+	if lo > 0 && (p.cfg.Resolution.Clients > 1 || p.cfg.Resolution.Percent > 0) {
+		s.ResolutionClients, s.ResolutionPercent = p.cfg.Resolution.Clients, p.cfg.Resolution.Percent
 	}
 	if err != nil {
 		s.Verdict = interrupted(p.points, capacity, first, err)

@@ -65,6 +65,11 @@ func Verdict(s result.Search, points []result.Point, lo, hi int, threshold float
 		gap := ""
 		if s.FirstFail > s.Capacity+1 {
 			gap = ", nothing tested in between"
+			if r := (Resolution{Clients: s.ResolutionClients, Percent: s.ResolutionPercent}); r != (Resolution{}) {
+				gap += fmt.Sprintf(": a bracket of %s %s (%s of the capacity), within the resolution of %s asked",
+					count(s.FirstFail-s.Capacity), plural(s.FirstFail-s.Capacity, "client", "clients"),
+					pct(float64(s.FirstFail-s.Capacity)/float64(s.Capacity)), r)
+			}
 		}
 		// A ramp only brackets the breaking point between two listed
 		// counts, so it states a capacity rather than a breaking point.

@@ -242,3 +242,42 @@ func TestMethodNamesCPUSplit(t *testing.T) {
 		t.Error("markdown method does not name the CPU split")
 	}
 }
+
+// A run that recorded why each step was chosen shows the reasons in the
+// steps table, the HTML and the terminal; an older run keeps its notes.
+func TestStepReasons(t *testing.T) {
+	r := load(t, "sim-search")
+	if len(r.Search.Steps) < 2 {
+		t.Fatalf("fixture has %d steps", len(r.Search.Steps))
+	}
+	var old bytes.Buffer
+	if err := Terminal(&old, r, Wilson95); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(old.String(), "Steps:") {
+		t.Error("a run without reasons lists its steps in the terminal")
+	}
+	const why = "held 15,821 at once at 16,000 (179 qp-create ENOMEM): test 15,821"
+	for i := range r.Search.Steps {
+		r.Search.Steps[i].Reason = "reason " + itoa(i)
+	}
+	r.Search.Steps[1].Reason = why
+	m := NewModel(r, Wilson95)
+	md, err := Markdown(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, err := HTML(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var term bytes.Buffer
+	if err := Terminal(&term, r, Wilson95); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"markdown": string(md), "html": string(html), "terminal": term.String()} {
+		if !strings.Contains(out, r.Search.Steps[1].Note+": "+why) {
+			t.Errorf("%s lacks the step's reason:\n%s", name, out)
+		}
+	}
+}

@@ -54,7 +54,7 @@ func Markdown(m *Model) ([]byte, error) {
 		if s.Passed {
 			d = "pass"
 		}
-		steps = append(steps, []string{itoa(i + 1), itoa(s.Clients), itoa(s.Trials), Pct(s.Rate), d, s.Note})
+		steps = append(steps, []string{itoa(i + 1), itoa(s.Clients), itoa(s.Trials), Pct(s.Rate), d, StepNote(s)})
 	}
 	for _, kv := range m.Env {
 		env = append(env, []string{kv[0], kv[1]})

@@ -124,7 +124,28 @@ func Terminal(w io.Writer, run *result.Run, ci func(k, n int) (float64, float64)
 		}
 		fmt.Fprintln(w, prefix+run.Search.Verdict)
 	}
+	// How the search got there, when the run recorded why (runs before
+	// reasons were recorded have only the notes, which the table says).
+	if run.Search != nil && len(run.Search.Steps) > 0 && run.Search.Steps[0].Reason != "" {
+		fmt.Fprintln(w, "Steps:")
+		for i, s := range run.Search.Steps {
+			verdict := "fail"
+			if s.Passed {
+				verdict = "pass"
+			}
+			fmt.Fprintf(w, "%3d. %7d %s  %s\n", i+1, s.Clients, verdict, StepNote(s))
+		}
+	}
 	return nil
+}
+
+// StepNote is a step's note with the reason it was chosen, when the run
+// recorded one.
+func StepNote(s result.Step) string {
+	if s.Reason == "" {
+		return s.Note
+	}
+	return s.Note + ": " + s.Reason
 }
 
 func failures(m map[string]int) string {

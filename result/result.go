@@ -294,6 +294,12 @@ type Search struct {
 	// NonMonotonic lists N that failed while a larger N passed.
 	NonMonotonic []int  `json:"non_monotonic,omitempty"`
 	Verdict      string `json:"verdict"` // one sentence
+	// ResolutionClients or ResolutionPercent (of Capacity) is how narrow
+	// the bracket [Capacity, FirstFail] had to be for the search to stop
+	// (--resolution); both 0 means adjacent counts, as in runs before
+	// they were recorded.
+	ResolutionClients int     `json:"resolution_clients,omitempty"`
+	ResolutionPercent float64 `json:"resolution_percent,omitempty"`
 }
 
 // Step is one decision of the search, in order.
@@ -303,6 +309,10 @@ type Step struct {
 	Passed  bool    `json:"passed"`
 	Rate    float64 `json:"rate"`
 	Note    string  `json:"note,omitempty"`
+	// Reason says why this count was chosen, from what the earlier
+	// points showed ("held 15,821 at once at 16,000 (…): test
+	// 15,821"); empty in runs before it was recorded.
+	Reason string `json:"reason,omitempty"`
 }
 
 // PSNCheck records whether the PSNs of a run's connections were unique.

@@ -1,0 +1,143 @@
+package probe
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// wallErrnos are the errnos with which a resource says no: memory or map
+// count (ENOMEM), a pool or ports (EAGAIN), file descriptors (EMFILE,
+// ENFILE), space (ENOSPC). A client that failed with one of them was
+// turned away by a limit, and the same limit turns away the same client
+// at any load; a timeout or a TLS failure says only that the server was
+// slow, which depends on everything else the point did.
+var wallErrnos = map[string]bool{"ENOMEM": true, "EAGAIN": true, "EMFILE": true, "ENFILE": true, "ENOSPC": true}
+
+// failureKey names a failed client's class and errno, and whether it is
+// a resource's refusal. rxe answers EINVAL when an object pool is full
+// (rxe_add_to_pool, 6.1), so EINVAL counts as a wall only when creating
+// the client's resources.
+func failureKey(class, errno string) (key string, wall bool) {
+	switch {
+	case class == result.OutcomeRefused:
+		return class, true
+	case class == result.OutcomeTimeout:
+		return class, false
+	case wallErrnos[errno], class == result.OutcomeQPCreate && errno == "EINVAL":
+		return class + " " + errno, true
+	case errno != "":
+		return class + " " + errno, false
+	}
+	return class, false
+}
+
+// evidence is what the points at one failing count say about why it
+// failed.
+type evidence struct {
+	// wall: every failed client of every trial was refused by a resource,
+	// and no point itself failed.
+	wall bool
+	// held is the fewest clients connected at once over the trials: the
+	// clients stay connected until the point ends, so the server held
+	// them together.
+	held int
+	// cause lists the failures by kind, most first ("8,179 qp-create
+	// ENOMEM"), with the limit the diagnosis named.
+	cause string
+	// why is, when not a wall, what makes the failures ambiguous.
+	why string
+}
+
+// readEvidence reads the failures of the trials at one count.
+func readEvidence(points []result.Point) evidence {
+	if len(points) == 0 {
+		return evidence{why: "no points"}
+	}
+	kinds := map[string]int{}
+	walls := map[string]bool{}
+	var limit string
+	e := evidence{held: -1}
+	for _, pt := range points {
+		if pt.Error != "" {
+			return evidence{why: "the point itself failed (" + pt.Error + ")"}
+		}
+		if e.held < 0 || pt.Connected < e.held {
+			e.held = pt.Connected
+		}
+		if d := pt.Diagnosis; d != nil && d.Limit != "" && d.Limit != "unknown" && limit == "" {
+			limit = d.Limit
+		}
+		if len(pt.Records) == 0 {
+			// A run kept without its records: only the classes are left,
+			// and of those only a refusal says which limit it was.
+			for class, n := range pt.Outcomes {
+				if class == result.OutcomeOK || n == 0 {
+					continue
+				}
+				k, _ := failureKey(class, "")
+				kinds[k] += n
+				walls[k] = class == result.OutcomeRefused
+			}
+			continue
+		}
+		for _, r := range pt.Records {
+			if r.Outcome == result.OutcomeOK {
+				continue
+			}
+			k, w := failureKey(r.Outcome, r.Errno)
+			kinds[k]++
+			walls[k] = w
+		}
+	}
+	if len(kinds) == 0 {
+		return evidence{why: "its failed clients left no outcome to read"}
+	}
+	keys := make([]string, 0, len(kinds))
+	for k := range kinds {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if kinds[keys[i]] != kinds[keys[j]] {
+			return kinds[keys[i]] > kinds[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	var all, ambiguous []string
+	for _, k := range keys {
+		s := count(kinds[k]) + " " + k
+		all = append(all, s)
+		if !walls[k] {
+			ambiguous = append(ambiguous, s)
+		}
+	}
+	e.cause = strings.Join(all, ", ")
+	if limit != "" {
+		e.cause += "; " + limit
+	}
+	switch {
+	case len(ambiguous) == len(all):
+		e.why = "its failures (" + e.cause + ") are not a resource's refusal"
+	case len(ambiguous) > 0:
+		e.why = "its failures are mixed (" + e.cause + ")"
+	default:
+		e.wall = true
+	}
+	return e
+}
+
+// count formats n with thousands separators: 15,821.
+func count(n int) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
+}
