@@ -7,7 +7,14 @@
 // Wire format (big endian):
 //
 //	u16 body length | u8 version | u8 type | u32 QPN | u32 PSN | u16 LID |
-//	u8 MTU | 16 B GID | u16 reason length | reason bytes
+//	u8 MTU | 16 B GID | u16 reason length | reason bytes |
+//	[u64 remote address | u32 rkey | u32 remote length]
+//
+// The bracketed block is present only in an Accept or Detached from a
+// server that lets its clients RDMA WRITE and READ a buffer of its own
+// (serve --remote): the client's region of that buffer. Without it the
+// frame is byte for byte what version 1 always was, so a server that
+// offers no buffer still speaks to clients built before the block.
 package exchange
 
 import (
@@ -26,6 +33,9 @@ const Version = 1
 const MaxBody = 1024
 
 const fixedLen = 1 + 1 + 4 + 4 + 2 + 1 + 16 + 2
+
+// remoteLen is the size of the optional remote-buffer block.
+const remoteLen = 8 + 4 + 4
 
 // Type of a message.
 type Type uint8
@@ -61,6 +71,18 @@ type Msg struct {
 	MTU    fabric.MTU
 	GID    fabric.GID
 	Reason string // Refuse only; "at capacity" or the server's error text
+	// Remote is the client's region of a server buffer open to RDMA WRITE
+	// and READ (Accept and Detached only; zero when the server offers
+	// none).
+	Remote Remote
+}
+
+// Remote names a region of registered memory a peer may RDMA WRITE and
+// READ: its address in the owner's address space, its rkey, its length.
+type Remote struct {
+	Addr uint64
+	RKey uint32
+	Len  uint32
 }
 
 // Errors returned by Decode.
@@ -91,7 +113,15 @@ func (m Msg) Validate() error {
 	default:
 		return fmt.Errorf("unknown message type %d", m.Type)
 	}
-	if len(m.Reason) > MaxBody-fixedLen {
+	if m.Remote != (Remote{}) {
+		if m.Type != Accept && m.Type != Detached {
+			return fmt.Errorf("a remote buffer in message type %d (only an accept carries one)", m.Type)
+		}
+		if m.Remote.Len == 0 {
+			return errors.New("remote buffer of 0 bytes")
+		}
+	}
+	if len(m.Reason) > MaxBody-fixedLen-remoteLen {
 		return ErrTooLarge
 	}
 	return nil
@@ -103,6 +133,9 @@ func Encode(m Msg) ([]byte, error) {
 		return nil, err
 	}
 	body := fixedLen + len(m.Reason)
+	if m.Remote != (Remote{}) {
+		body += remoteLen
+	}
 	b := make([]byte, 2+body)
 	binary.BigEndian.PutUint16(b, uint16(body))
 	p := b[2:]
@@ -115,6 +148,12 @@ func Encode(m Msg) ([]byte, error) {
 	copy(p[13:29], m.GID[:])
 	binary.BigEndian.PutUint16(p[29:], uint16(len(m.Reason)))
 	copy(p[31:], m.Reason)
+	if m.Remote != (Remote{}) {
+		r := p[31+len(m.Reason):]
+		binary.BigEndian.PutUint64(r, m.Remote.Addr)
+		binary.BigEndian.PutUint32(r[8:], m.Remote.RKey)
+		binary.BigEndian.PutUint32(r[12:], m.Remote.Len)
+	}
 	return b, nil
 }
 
@@ -138,10 +177,19 @@ func Decode(p []byte) (Msg, error) {
 	}
 	copy(m.GID[:], p[13:29])
 	n := int(binary.BigEndian.Uint16(p[29:]))
-	if fixedLen+n != len(p) {
+	switch len(p) - fixedLen - n {
+	case 0:
+	case remoteLen:
+		r := p[fixedLen+n:]
+		m.Remote = Remote{Addr: binary.BigEndian.Uint64(r), RKey: binary.BigEndian.Uint32(r[8:]),
+			Len: binary.BigEndian.Uint32(r[12:])}
+		if m.Remote == (Remote{}) {
+			return Msg{}, errors.New("empty remote buffer block")
+		}
+	default:
 		return Msg{}, fmt.Errorf("exchange reason length %d does not match frame (%d bytes)", n, len(p))
 	}
-	m.Reason = string(p[31:])
+	m.Reason = string(p[31 : 31+n])
 	if err := m.Validate(); err != nil {
 		return Msg{}, err
 	}

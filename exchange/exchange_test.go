@@ -25,6 +25,8 @@ func TestRoundTrip(t *testing.T) {
 		{Type: Detached, QPN: 1, PSN: 0xffffff, LID: 3, MTU: fabric.MTU4096, GID: gid("::ffff:127.0.0.1")},
 		{Type: Refuse, Reason: ReasonAtCapacity},
 		{Type: Refuse, Reason: "ibv_create_qp: ENOMEM (cannot allocate memory)"},
+		{Type: Accept, QPN: 9, PSN: 7, MTU: fabric.MTU1024, Remote: Remote{Addr: 0x7f00deadbeef, RKey: 0x1234, Len: 4096}},
+		{Type: Detached, QPN: 9, PSN: 7, MTU: fabric.MTU1024, Remote: Remote{Addr: 0, RKey: 0, Len: 64}},
 	}
 	for _, m := range msgs {
 		var buf bytes.Buffer
@@ -71,6 +73,16 @@ func TestRejects(t *testing.T) {
 		{"bad MTU", mutate(func(b []byte) []byte { b[14] = 6; return b }), "invalid MTU 6"},
 		{"reason length lies", mutate(func(b []byte) []byte { b[32] = 5; return b }), "does not match"},
 		{"short body", frame([]byte{Version, byte(Hello), 0}), "too short"},
+		{"remote block in a hello", frame(append(append([]byte(nil), good[2:]...), 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 8)), "only an accept"},
+		{"empty remote block", frame(func() []byte {
+			b, _ := Encode(Msg{Type: Accept, QPN: 5, PSN: 9, MTU: fabric.MTU1024})
+			return append(b[2:], make([]byte, 16)...)
+		}()), "empty remote buffer"},
+		{"remote block of 0 bytes", frame(func() []byte {
+			b, _ := Encode(Msg{Type: Accept, QPN: 5, PSN: 9, MTU: fabric.MTU1024})
+			return append(b[2:], 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0)
+		}()), "remote buffer of 0 bytes"},
+		{"trailing bytes", frame(append(append([]byte(nil), good[2:]...), 1, 2, 3)), "does not match"},
 		{"refuse without reason", frame(func() []byte {
 			b, _ := Encode(Msg{Type: Refuse, Reason: "x"})
 			b = b[2 : len(b)-1]
