@@ -2,6 +2,8 @@ package report
 
 import (
 	"context"
+	"encoding/json"
+	"image"
 	"image/png"
 	"os"
 	"os/exec"
@@ -14,7 +16,8 @@ import (
 
 // chromium runs Debian's headless Chromium on file with extra args and
 // returns stdout and stderr. Skips when it is missing (make setup and CI
-// install it).
+// install it). Every run gets its own empty profile and the window size
+// the layout probe and the screenshot share.
 func chromium(t *testing.T, file string, args ...string) (string, string) {
 	t.Helper()
 	bin, err := exec.LookPath("chromium")
@@ -25,7 +28,9 @@ func chromium(t *testing.T, file string, args ...string) (string, string) {
 	defer cancel()
 	home := t.TempDir()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"--headless", "--no-sandbox", "--disable-gpu",
-		"--no-first-run", "--user-data-dir=" + filepath.Join(home, "profile"),
+		"--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update",
+		"--disable-sync", "--user-data-dir=" + filepath.Join(home, "profile"),
+		"--hide-scrollbars", "--force-device-scale-factor=1", "--window-size=1000,3000",
 		"--enable-logging=stderr", "--v=0"}, append(args, "file://"+file)...)...)
 	cmd.Env = append(os.Environ(), "HOME="+home)
 	var out, errb strings.Builder
@@ -68,17 +73,7 @@ func TestHTMLRendersInChromium(t *testing.T) {
 		}
 	}
 
-	shot := filepath.Join(dir, "shot.png")
-	chromium(t, page, "--hide-scrollbars", "--window-size=900,2400", "--screenshot="+shot)
-	f, err := os.Open(shot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := screenshot(t, page)
 	b := img.Bounds()
 	inked := 0
 	for y := b.Min.Y; y < b.Max.Y; y += 2 {
@@ -94,4 +89,195 @@ func TestHTMLRendersInChromium(t *testing.T) {
 		t.Errorf("screenshot nearly blank: %d of %d sampled pixels inked", inked, total)
 	}
 	t.Logf("screenshot %dx%d, %.1f%% inked", b.Dx(), b.Dy(), 100*float64(inked)/float64(total))
+}
+
+func screenshot(t *testing.T, page string) image.Image {
+	t.Helper()
+	shot := filepath.Join(t.TempDir(), "shot.png")
+	chromium(t, page, "--screenshot="+shot)
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// layoutProbe is appended to a copy of a report. It writes where Chromium
+// laid out each status mark and each plot's texts and strokes into the
+// DOM that --dump-dom prints, in page pixels. The reports themselves
+// carry no script.
+const layoutProbe = `<script>
+(function () {
+  const box = r => ({x: r.left + scrollX, y: r.top + scrollY, w: r.width, h: r.height});
+  const out = {marks: [], figures: []};
+  document.querySelectorAll('[data-mark]').forEach(m =>
+    out.marks.push({kind: m.dataset.mark, box: box(m.getBoundingClientRect())}));
+  document.querySelectorAll('figure[data-plot]').forEach(f => {
+    const svg = f.querySelector('svg');
+    if (!svg) return;
+    const fig = {name: f.dataset.plot, svg: box(svg.getBoundingClientRect()), texts: [], points: []};
+    svg.querySelectorAll('text').forEach(t => fig.texts.push({text: t.textContent, box: box(t.getBoundingClientRect())}));
+    const whole = svg.viewBox.baseVal;
+    svg.querySelectorAll('path').forEach(p => {
+      const bb = p.getBBox();
+      if (bb.width >= whole.width && bb.height >= whole.height) return; // the background
+      const m = p.getScreenCTM(), n = p.getTotalLength();
+      for (let l = 0; l <= n; l += 1.5) {
+        const q = p.getPointAtLength(l).matrixTransform(m);
+        fig.points.push([q.x + scrollX, q.y + scrollY]);
+      }
+    });
+    out.figures.push(fig);
+  });
+  const pre = document.createElement('pre');
+  pre.id = 'layout-probe';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>`
+
+type rect struct{ X, Y, W, H float64 }
+
+func (r rect) contains(x, y, inset float64) bool {
+	return x > r.X+inset && x < r.X+r.W-inset && y > r.Y+inset && y < r.Y+r.H-inset
+}
+
+type layout struct {
+	Marks []struct {
+		Kind string
+		Box  rect
+	}
+	Figures []struct {
+		Name  string
+		SVG   rect
+		Texts []struct {
+			Text string
+			Box  rect
+		}
+		Points [][2]float64
+	}
+}
+
+// probeLayout renders run's HTML report with layoutProbe appended and
+// returns the layout, the rendered DOM and the report's path.
+func probeLayout(t *testing.T, fixture string) (layout, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := WriteAll(load(t, fixture), dir, []string{"html"}); err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(dir, "report.html")
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probed := filepath.Join(dir, "probed.html")
+	if err := os.WriteFile(probed, []byte(strings.Replace(string(html), "</body>", layoutProbe+"</body>", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom, _ := chromium(t, probed, "--dump-dom")
+	m := regexp.MustCompile(`(?s)<pre id="layout-probe">(.*?)</pre>`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatal("the layout probe did not run")
+	}
+	var l layout
+	if err := json.Unmarshal([]byte(unescapeHTML(m[1])), &l); err != nil {
+		t.Fatal(err)
+	}
+	return l, dom, probed
+}
+
+func unescapeHTML(s string) string {
+	return strings.NewReplacer("&quot;", `"`, "&lt;", "<", "&gt;", ">", "&amp;", "&").Replace(s)
+}
+
+// emoji matches the code points that need a colour-emoji font (the
+// status marks ✅ ⚠️ ❌ and ↯ among them), which servers rarely have.
+var emoji = regexp.MustCompile(`[\x{2600}-\x{27BF}\x{1F000}-\x{1FAFF}\x{FE0F}\x{21AF}]`)
+
+// Issue 21.4: the status marks are drawn without any font. The rendered
+// DOM holds no emoji, every status cell holds a mark, and the screenshot
+// shows each mark in its colour inside its box (an empty box, the
+// fallback of a missing glyph, is grey outline on white).
+func TestStatusMarksNeedNoFont(t *testing.T) {
+	l, dom, page := probeLayout(t, "predecessor")
+	if e := emoji.FindAllString(dom, -1); len(e) > 0 {
+		t.Errorf("rendered DOM holds %d emoji code points (first %q)", len(e), e[0])
+	}
+	kinds := map[string]int{}
+	for _, m := range l.Marks {
+		kinds[m.Kind]++
+	}
+	// predecessor: 3 passed counts, 3 degraded, 1 failed, 3 non-monotonic
+	// in the table, and the answer's warning of the non-monotonic counts.
+	for kind, n := range map[string]int{"pass": 3, "warning": 4, "fail": 1, "non-monotonic": 3} {
+		if kinds[kind] < n {
+			t.Errorf("%d %q marks on the page, want at least %d (all: %v)", kinds[kind], kind, n, kinds)
+		}
+	}
+	img := screenshot(t, page)
+	for _, m := range l.Marks {
+		b := m.Box
+		if b.W < 8 || b.H < 8 {
+			t.Errorf("%s mark is %.0fx%.0f px", m.Kind, b.W, b.H)
+			continue
+		}
+		coloured, all := 0, 0
+		for y := int(b.Y) + 1; y < int(b.Y+b.H); y++ {
+			for x := int(b.X) + 1; x < int(b.X+b.W); x++ {
+				r, g, bl, _ := img.At(x, y).RGBA()
+				hi, lo := max(r, g, bl)>>8, min(r, g, bl)>>8
+				if hi-lo > 80 {
+					coloured++
+				}
+				all++
+			}
+		}
+		if coloured*4 < all {
+			t.Errorf("%s mark at (%.0f,%.0f): %d of %d pixels in colour, want a quarter", m.Kind, b.X, b.Y, coloured, all)
+		}
+	}
+}
+
+// Issue 21.4: every text of every plot lies inside the plot as Chromium
+// lays it out (the last x tick label was cut: "600" read "60"), and no
+// legend entry sits on the data or grid.
+func TestPlotsFitInChromium(t *testing.T) {
+	legends := map[string][]string{
+		"connect":   {"p50", "p95", "p99"},
+		"resources": {"QPs", "CQs", "MRs"},
+		"cpu":       {"host CPU %", "server CPU % (per core)"},
+		"memory":    {"server RSS MiB", "host memory used MiB"},
+	}
+	for _, fixture := range []string{"sim-search", "predecessor"} {
+		l, _, _ := probeLayout(t, fixture)
+		if len(l.Figures) == 0 {
+			t.Fatalf("%s: no plots", fixture)
+		}
+		for _, f := range l.Figures {
+			for _, tx := range f.Texts {
+				b := tx.Box
+				if b.X < f.SVG.X-0.5 || b.Y < f.SVG.Y-0.5 || b.X+b.W > f.SVG.X+f.SVG.W+0.5 || b.Y+b.H > f.SVG.Y+f.SVG.H+0.5 {
+					t.Errorf("%s %s: text %q at x %.1f–%.1f, y %.1f–%.1f leaves the plot (x %.1f–%.1f, y %.1f–%.1f)", fixture, f.Name, tx.Text,
+						b.X, b.X+b.W, b.Y, b.Y+b.H, f.SVG.X, f.SVG.X+f.SVG.W, f.SVG.Y, f.SVG.Y+f.SVG.H)
+				}
+				for _, label := range legends[f.Name] {
+					if !strings.HasPrefix(tx.Text, label) {
+						continue
+					}
+					for _, p := range f.Points {
+						if b.contains(p[0], p[1], 0.5) {
+							t.Errorf("%s %s: legend entry %q is drawn over a line at (%.0f,%.0f)", fixture, f.Name, tx.Text, p[0], p[1])
+							break
+						}
+					}
+				}
+			}
+		}
+	}
 }

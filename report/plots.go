@@ -2,8 +2,8 @@ package report
 
 import (
 	"bytes"
-	"fmt"
 	"image/color"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -32,6 +32,25 @@ type Series struct {
 }
 
 const plotW, plotH = 16 * vg.Centimeter, 9 * vg.Centimeter
+
+// A browser shows the SVG's texts in its own font when gonum's Liberation
+// Serif is not installed (DejaVu Serif on Debian, about a quarter wider),
+// so gonum's own fit of a tick label at the canvas edge is not enough:
+// textMargin keeps that much free on every side, and the legend gets
+// legendSlack times the width gonum measures.
+const (
+	textMargin  = vg.Length(10)
+	legendSlack = 1.35
+	legendGap   = vg.Length(8)
+)
+
+// Series that lie on one another stay distinguishable by their dashes and
+// markers (resources in per-client mode: a CQ and an MR per client).
+var (
+	seriesDashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, {vg.Points(2), vg.Points(2)},
+		{vg.Points(8), vg.Points(3), vg.Points(2), vg.Points(3)}}
+	seriesGlyphs = []draw.GlyphDrawer{draw.CircleGlyph{}, draw.BoxGlyph{}, draw.PyramidGlyph{}, draw.RingGlyph{}}
+)
 
 // linePlot renders series against a shared x axis.
 func linePlot(name, title, xlabel, ylabel string, series []Series) Plot {
@@ -65,7 +84,8 @@ func linePlot(name, title, xlabel, ylabel string, series []Series) Plot {
 		}
 		c := plotutil.Color(i)
 		l.Color, pts.Color = c, c
-		pts.Shape = draw.CircleGlyph{}
+		l.Dashes = seriesDashes[i%len(seriesDashes)]
+		pts.Shape = seriesGlyphs[i%len(seriesGlyphs)]
 		p.Add(l, pts)
 		if s.Low != nil {
 			eb := errBars{XYs: xys}
@@ -79,10 +99,22 @@ func linePlot(name, title, xlabel, ylabel string, series []Series) Plot {
 			}
 		}
 		if len(series) > 1 {
-			p.Legend.Add(safeLabel(s.Label), l, pts)
+			p.Legend.Add(legendLabel(series, i), spaced{l}, spaced{pts})
 		}
 	}
 	return render(p, out)
+}
+
+// legendLabel names series[i], saying which earlier series it lies on
+// exactly ("MRs (= CQs)"): one line would otherwise hide the other.
+func legendLabel(series []Series, i int) string {
+	l := safeLabel(series[i].Label)
+	for _, e := range series[:i] {
+		if len(e.X) > 0 && slices.Equal(e.X, series[i].X) && slices.Equal(e.Y, series[i].Y) {
+			return l + " (= " + safeLabel(e.Label) + ")"
+		}
+	}
+	return l
 }
 
 // Bars is one series of a grouped bar chart: one value per group.
@@ -124,24 +156,32 @@ func barPlot(name, title, ylabel string, groups []string, series []Bars, ref flo
 		b.LineStyle.Width = 0
 		b.Offset = vg.Length(float64(i)-float64(len(series)-1)/2) * w
 		p.Add(b)
-		p.Legend.Add(safeLabel(s.Label), b)
+		p.Legend.Add(safeLabel(s.Label), spaced{b})
 	}
-	rows := len(series)
 	if ref > 0 {
 		l := plotter.NewFunction(func(float64) float64 { return ref })
 		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		l.Width = vg.Points(1)
 		p.Add(l)
-		p.Legend.Add(safeLabel(refLabel), l)
+		p.Legend.Add(safeLabel(refLabel), spaced{l})
 		p.Y.Max = max(p.Y.Max, ref)
-		rows++
 	}
-	// Half a group of margin on each side, and headroom above the
-	// tallest bar for the legend (about 14 pt a row of ~210 pt).
+	// Half a group of margin on each side, a little above the tallest bar;
+	// the legend is beside the bars (render).
 	p.X.Min, p.X.Max = -0.6, float64(len(groups))-0.4
 	p.Y.Min = 0
-	p.Y.Max /= 1 - min(0.6, float64(rows)*14/210+0.03)
+	p.Y.Max *= 1.05
 	return render(p, out)
+}
+
+// spaced draws a legend thumbnail a little narrower than its slot, so
+// the entry's text does not touch it (gonum leaves only a space's width).
+type spaced struct{ plot.Thumbnailer }
+
+func (s spaced) Thumbnail(c *draw.Canvas) {
+	n := *c
+	n.Max.X -= 4
+	s.Thumbnailer.Thumbnail(&n)
 }
 
 type errBars struct {
@@ -151,19 +191,38 @@ type errBars struct {
 
 func (e errBars) YError(i int) (float64, float64) { return e.errs.YError(i) }
 
+// render draws p as SVG and PNG: the axes inside textMargin, and the
+// legend, if any, to the right of the axes, below the title, where it
+// covers no data.
 func render(p *plot.Plot, out Plot) Plot {
-	p.BackgroundColor = color.White
+	legend := p.Legend
+	p.Legend = plot.NewLegend()
+	p.BackgroundColor = nil // the whole canvas is filled below
+	legend.Top, legend.Left = true, true
+	legend.TextStyle.Font.Size = vg.Points(10)
 	var svg, png bytes.Buffer
 	for _, f := range []struct {
 		format string
 		buf    *bytes.Buffer
 	}{{"svg", &svg}, {"png", &png}} {
-		w, err := p.WriterTo(plotW, plotH, f.format)
+		c, err := draw.NewFormattedCanvas(plotW, plotH, f.format)
 		if err != nil {
 			out.Empty = err.Error()
 			return out
 		}
-		if _, err := w.WriteTo(f.buf); err != nil {
+		dc := draw.New(c)
+		dc.SetColor(color.White)
+		dc.Fill(dc.Rectangle.Path())
+		var legendW vg.Length
+		if w := legend.Rectangle(dc).Size().X; w > 0 {
+			legendW = w*legendSlack + legendGap
+		}
+		p.Draw(draw.Crop(dc, textMargin, -textMargin-legendW, textMargin, -textMargin))
+		if legendW > 0 {
+			title := p.Title.TextStyle.Rectangle(p.Title.Text).Size().Y + p.Title.Padding
+			legend.Draw(draw.Crop(dc, plotW-textMargin-legendW+legendGap, -textMargin, textMargin, -textMargin-title))
+		}
+		if _, err := c.WriteTo(f.buf); err != nil {
 			out.Empty = err.Error()
 			return out
 		}
@@ -174,6 +233,9 @@ func render(p *plot.Plot, out Plot) Plot {
 	}
 	// Scale with the page: drop the fixed size, keep the viewBox.
 	s = strings.Replace(s, "<svg ", `<svg role="img" class="plot" `, 1)
+	// Where Liberation Serif is missing, its metric twin Times New Roman
+	// (Windows, macOS) keeps gonum's layout; any serif comes last.
+	s = strings.ReplaceAll(s, "font-family:Liberation Serif;", "font-family:'Liberation Serif','Times New Roman',Times,serif;")
 	out.SVG, out.PNG = []byte(s), png.Bytes()
 	return out
 }
@@ -196,5 +258,3 @@ func safeLabel(s string) string {
 }
 
 func pctAxis(x float64) float64 { return x * 100 }
-
-var _ = fmt.Sprint

@@ -144,12 +144,12 @@ var (
 	code = regexp.MustCompile("`([^`]+)`")
 )
 
-// richText escapes s and turns the Markdown **bold** and `code` the
-// models' sentences use into HTML.
+// richText escapes s, draws its status marks (markHTML) and turns the
+// Markdown **bold** and `code` the models' sentences use into HTML.
 func richText(ss []string) []htmltemplate.HTML {
 	out := make([]htmltemplate.HTML, len(ss))
 	for i, s := range ss {
-		e := htmltemplate.HTMLEscapeString(s)
+		e := string(markHTML(s))
 		e = bold.ReplaceAllString(e, "<strong>$1</strong>")
 		e = code.ReplaceAllString(e, "<code>$1</code>")
 		out[i] = htmltemplate.HTML(e)
@@ -160,6 +160,8 @@ func richText(ss []string) []htmltemplate.HTML {
 var htmlFuncs = htmltemplate.FuncMap{
 	"pct": Pct,
 	"inc": func(i int) int { return i + 1 },
+	// mark draws the status marks (✅ ⚠️ ❌ ↯) in run text as inline SVG.
+	"mark": markHTML,
 	// svg inlines a plot rendered by gonum from numbers and fixed labels
 	// (safeLabel), never from run text.
 	"svg": func(b []byte) htmltemplate.HTML { return htmltemplate.HTML(b) },
