@@ -8,6 +8,11 @@
 // lacks verbs. EnsureBinary builds (and caches) a tagged binary when the
 // headers are present.
 //
+// The Go files are one per verbs object, as in fabric/sim. All the C is in
+// shim.h and shim.c: small helpers for what cgo cannot call directly
+// (macros, structs built in C) or should not allocate in Go. A cgo file
+// only includes shim.h, so the C never grows inside a Go file.
+//
 // Waiting for completions costs neither a spinning core nor an OS thread per
 // waiter: each open device has one completion channel whose fd sits in Go's
 // netpoller, and one goroutine turns its events into wake-ups of the CQ
