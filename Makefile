@@ -43,6 +43,7 @@ build:
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	$(GO) mod tidy -diff
 	$(GO) vet ./...
 	$(GO) vet -tags verbs ./...
 
