@@ -13,6 +13,7 @@ pkgs=(
   iproute2             # `rdma` command (resource counts, reference)
   ibverbs-utils        # ibv_devinfo, ibv_rc_pingpong (reference check)
   perftest             # ib_write_lat (reference check)
+  rdmacm-utils         # rping, ucmatose: third-party rdma_cm servers probed in the suite
   gcc                  # cgo
   chromium             # renders the HTML report in the test suite (headless)
   ca-certificates

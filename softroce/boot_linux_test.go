@@ -285,6 +285,11 @@ func bootTestGuest(t *testing.T) *Guest {
 
 func bootTestGuestCtx(t *testing.T, ctx context.Context) *Guest {
 	t.Helper()
+	return bootGuest(t, ctx, false, DefaultExtraBinaries)
+}
+
+func bootGuest(t *testing.T, ctx context.Context, netdev bool, extra []string) *Guest {
+	t.Helper()
 	if ok, why := Available(); !ok {
 		t.Skipf("vm backend unavailable: %s", why)
 	}
@@ -297,7 +302,7 @@ func bootTestGuestCtx(t *testing.T, ctx context.Context) *Guest {
 	if d := os.Getenv("SOFTROCE_TEST_CACHE"); d != "" {
 		cache = d
 	}
-	img, err := BuildImage(ctx, ImageConfig{Binary: exe, ExtraBinaries: DefaultExtraBinaries, CacheDir: cache})
+	img, err := BuildImage(ctx, ImageConfig{Binary: exe, ExtraBinaries: extra, CacheDir: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +316,7 @@ func bootTestGuestCtx(t *testing.T, ctx context.Context) *Guest {
 	if a := os.Getenv("SOFTROCE_TEST_KARGS"); a != "" {
 		kargs = strings.Fields(a)
 	}
-	g, err := Boot(ctx, BootConfig{Image: img, LogPath: logPath, KernelArgs: kargs})
+	g, err := Boot(ctx, BootConfig{Image: img, LogPath: logPath, KernelArgs: kargs, Netdev: netdev})
 	if err != nil {
 		b, _ := os.ReadFile(logPath)
 		t.Fatalf("boot: %v\nconsole:\n%s", err, b)

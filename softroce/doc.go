@@ -7,5 +7,9 @@
 // virtio-serial port with JSON lines (Guest.Call). The guest side is the
 // app binary itself running as PID 1: it calls GuestMain when IsGuest
 // reports true, which sets up rxe0 on lo and serves built-in ops (info,
-// exec, exec-pair, sysctl, poweroff) plus the app's own through a Handler.
+// exec, exec-pair, sysctl, put-files, poweroff) plus the app's own through
+// a Handler. A boot may also ask for rxe1 on a dummy netdev, where GID
+// index 0 and rdma_cm work (netdev.go), for servers rdmaprobe did not
+// write; programs and directories they need travel in the image
+// (ImageConfig) or, when they exist only after boot, through PutFiles.
 package softroce

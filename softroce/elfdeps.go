@@ -143,6 +143,25 @@ func (r *libResolver) closureFrom(bins []string, open func(string) string) ([]st
 			return nil, err
 		}
 	}
+	// glibc dlopens libgcc_s.so.1 to unwind a thread in pthread_exit and
+	// pthread_cancel ("libgcc_s.so.1 must be installed for pthread_exit to
+	// work", then abort): no DT_NEEDED names it, yet a threaded C server
+	// such as rping dies without it.
+	for _, l := range out {
+		if filepath.Base(l) != "libc.so.6" {
+			continue
+		}
+		gcc, err := r.find("libgcc_s.so.1", nil)
+		if err != nil || seen[gcc] {
+			break // a host without it cannot ship it; the program says so
+		}
+		seen[gcc] = true
+		out = append(out, gcc)
+		if err := walk(gcc); err != nil {
+			return nil, err
+		}
+		break
+	}
 	return out, nil
 }
 

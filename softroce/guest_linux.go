@@ -48,7 +48,7 @@ func GuestMain(h Handler) {
 		err = step("limits", raiseLimits)
 	}
 	if err == nil {
-		err = step("modules", loadModules)
+		err = step("modules", func() error { return loadModules(guestModuleList) })
 	}
 	var port *os.File
 	if err == nil {
@@ -61,6 +61,9 @@ func GuestMain(h Handler) {
 	out := &lineWriter{w: port}
 	if err == nil {
 		err = step("rxe", setupRxe)
+	}
+	if err == nil && os.Getenv(netdevEnv) == "1" {
+		err = step("netdev", setupNetdev)
 	}
 	if err != nil {
 		logf("rdmaprobe guest: fatal: %v", err)
@@ -140,8 +143,8 @@ func raiseLimits() error {
 	return nil
 }
 
-func loadModules() error {
-	b, err := os.ReadFile(guestModuleList)
+func loadModules(list string) error {
+	b, err := os.ReadFile(list)
 	if err != nil {
 		return err
 	}
@@ -218,6 +221,45 @@ func setupRxe() error {
 		st, _ := os.ReadFile(base + "/state")
 		gid, _ := os.ReadFile(base + "/gids/" + strconv.Itoa(rxeGIDIndex))
 		return strings.Contains(string(st), "ACTIVE") && strings.TrimSpace(string(gid)) == rxeGID, nil
+	})
+}
+
+// setupNetdev creates NetdevName with NetdevAddr and binds NetdevRxe to
+// it (see netdev.go), then waits until the port is ACTIVE with both the
+// IPv6 link-local GID (index 0) and the IPv4-mapped one (index 1).
+func setupNetdev() error {
+	if err := loadModules(netdevModList); err != nil {
+		return err
+	}
+	// Loading the dummy driver creates dummy0 itself (numdummies=1).
+	link, err := netlink.LinkByName(NetdevName)
+	if err != nil {
+		link = &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: NetdevName}}
+		if err := netlink.LinkAdd(link); err != nil {
+			return fmt.Errorf("ip link add %s type dummy: %w", NetdevName, err)
+		}
+	}
+	addr, err := netlink.ParseAddr(fmt.Sprintf("%s/%d", NetdevAddr, netdevPrefix))
+	if err != nil {
+		return err
+	}
+	if err := netlink.AddrAdd(link, addr); err != nil {
+		return fmt.Errorf("ip addr add %s dev %s: %w", addr, NetdevName, err)
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return fmt.Errorf("ip link set %s up: %w", NetdevName, err)
+	}
+	if err := netlink.RdmaLinkAdd(NetdevRxe, "rxe", NetdevName); err != nil {
+		return fmt.Errorf("rdma link add %s type rxe netdev %s: %w", NetdevRxe, NetdevName, err)
+	}
+	base := "/sys/class/infiniband/" + NetdevRxe + "/ports/1"
+	mapped := ipv4MappedGID(NetdevAddr)
+	return waitFor(NetdevRxe+" ACTIVE with GIDs fe80:: and "+mapped, 10*time.Second, func() (bool, error) {
+		st, _ := os.ReadFile(base + "/state")
+		g0, _ := os.ReadFile(base + "/gids/0")
+		g1, _ := os.ReadFile(base + "/gids/1")
+		return strings.Contains(string(st), "ACTIVE") && strings.HasPrefix(string(g0), "fe80:") &&
+			strings.TrimSpace(string(g1)) == mapped, nil
 	})
 }
 
@@ -316,6 +358,12 @@ func dispatch(ctx context.Context, req request, h Handler, progress func(any), s
 			return nil, fmt.Errorf("exec-pair: %w", err)
 		}
 		return runExecPair(ctx, pr)
+	case OpPutFiles:
+		files, err := decodeFiles(req.Payload)
+		if err != nil {
+			return nil, err
+		}
+		return len(files), applyFiles("/", files)
 	case OpSysctl:
 		var set map[string]string
 		if err := json.Unmarshal(req.Payload, &set); err != nil {
@@ -496,25 +544,19 @@ func guestInfo(ctx context.Context, setup map[string]int64) (Info, error) {
 			info.UptimeS, _ = strconv.ParseFloat(f[0], 64)
 		}
 	}
-	base := "/sys/class/infiniband/" + rxeDevice + "/ports/1/"
-	if b, err := os.ReadFile(base + "state"); err == nil {
-		info.PortState = strings.TrimSpace(string(b))
-	}
-	if b, err := os.ReadFile(base + "link_layer"); err == nil {
+	info.PortState, info.GIDs = portInfo(rxeDevice)
+	if b, err := os.ReadFile("/sys/class/infiniband/" + rxeDevice + "/ports/1/link_layer"); err == nil {
 		info.LinkLayer = strings.TrimSpace(string(b))
-	}
-	gids, _ := filepath.Glob(base + "gids/*")
-	for _, g := range gids {
-		b, err := os.ReadFile(g)
-		v := strings.TrimSpace(string(b))
-		if err == nil && v != "0000:0000:0000:0000:0000:0000:0000:0000" {
-			info.GIDs[filepath.Base(g)] = v
-		}
 	}
 	for _, k := range []string{"vm/max_map_count", "fs/nr_open", "fs/file-max", "kernel/pid_max", "kernel/threads-max"} {
 		if b, err := os.ReadFile("/proc/sys/" + k); err == nil {
 			info.Limits[strings.ReplaceAll(k, "/", ".")] = strings.TrimSpace(string(b))
 		}
+	}
+	if _, err := os.Stat("/sys/class/infiniband/" + NetdevRxe); err == nil {
+		n := &NetdevInfo{Device: NetdevRxe, Netdev: NetdevName, Addr: NetdevAddr}
+		n.PortState, n.GIDs = portInfo(NetdevRxe)
+		info.Netdev = n
 	}
 	var rl unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil {
@@ -532,6 +574,24 @@ func guestInfo(ctx context.Context, setup map[string]int64) (Info, error) {
 		info.Caps = ParseDevinfoCaps(r.Stdout)
 	}
 	return info, nil
+}
+
+// portInfo reads port 1's state and its non-empty GIDs from sysfs.
+func portInfo(dev string) (state string, gids map[string]string) {
+	base := "/sys/class/infiniband/" + dev + "/ports/1/"
+	if b, err := os.ReadFile(base + "state"); err == nil {
+		state = strings.TrimSpace(string(b))
+	}
+	gids = map[string]string{}
+	names, _ := filepath.Glob(base + "gids/*")
+	for _, g := range names {
+		b, err := os.ReadFile(g)
+		v := strings.TrimSpace(string(b))
+		if err == nil && v != "0000:0000:0000:0000:0000:0000:0000:0000" {
+			gids[filepath.Base(g)] = v
+		}
+	}
+	return state, gids
 }
 
 func rlimitString(v uint64) string {

@@ -50,6 +50,9 @@ type BootConfig struct {
 	KernelArgs []string
 	// CPUModel is QEMU's -cpu; default DefaultCPUModel.
 	CPUModel string
+	// Netdev also sets up NetdevRxe on a dummy netdev in the guest, for
+	// servers that need GID index 0 or rdma_cm (see netdev.go).
+	Netdev bool
 }
 
 // Guest is a running softroce VM.
@@ -132,6 +135,9 @@ func Boot(ctx context.Context, cfg BootConfig) (*Guest, error) {
 		"no_timer_check", "tsc=reliable", "i8042.noaux", "i8042.nokbd", "i8042.nopnp",
 		guestEnv + "=1",
 	}, cfg.KernelArgs...), " ")
+	if cfg.Netdev {
+		append_ += " " + netdevEnv + "=1"
+	}
 	cpuModel := cfg.CPUModel
 	if cpuModel == "" {
 		cpuModel = DefaultCPUModel

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -28,8 +29,13 @@ type ImageConfig struct {
 	// rdma_rxe.ko.
 	KernelRelease string
 	// ExtraBinaries are host programs (paths or names found in $PATH) that
-	// are copied to the same path in the guest with their shared libraries.
+	// are copied to the same path in the guest with their shared libraries
+	// (a script brings its #! interpreter).
 	ExtraBinaries []string
+	// ExtraDirs are host directories copied whole to the same path in the
+	// guest (a target's certificates, configs, its own binaries); the
+	// programs in them bring their shared libraries too.
+	ExtraDirs []string
 	// CacheDir holds built images keyed by the hash of their inputs;
 	// empty means $XDG_CACHE_HOME/rdmaprobe or ~/.cache/rdmaprobe.
 	CacheDir string
@@ -52,7 +58,7 @@ type Image struct {
 
 // imageFormat changes whenever the layout written below changes, so old
 // cache entries are not reused by a newer builder.
-const imageFormat = "rdmaprobe-initramfs-v1"
+const imageFormat = "rdmaprobe-initramfs-v2"
 
 // guestModuleList is where the guest finds its module load order.
 const guestModuleList = "/etc/rdmaprobe/modules"
@@ -285,6 +291,94 @@ func (p *plan) hostPathDepth(g string, depth int) error {
 	return nil
 }
 
+// program adds the file at guest (= host) path g and returns the ELF files
+// whose libraries the guest needs: g itself if it is a dynamic ELF
+// program or library, the interpreter of a #! script, nothing for data.
+func (p *plan) program(g string, depth int) ([]string, error) {
+	if depth > 4 {
+		return nil, fmt.Errorf("%s: #! interpreters nest too deep", g)
+	}
+	if err := p.hostPath(g); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join(p.root, g))
+	if err != nil {
+		return nil, err
+	}
+	head := make([]byte, 256)
+	n, _ := io.ReadFull(f, head)
+	f.Close()
+	head = head[:n]
+	switch {
+	case bytes.HasPrefix(head, []byte("\x7fELF")):
+		// Object files and foreign ELF files travel as data: only what the
+		// guest's loader would map needs libraries.
+		ef, err := elf.Open(filepath.Join(p.root, g))
+		if err != nil {
+			return nil, fmt.Errorf("read ELF %s: %w", g, err)
+		}
+		defer ef.Close()
+		if ef.Class != elf.ELFCLASS64 || ef.Machine != elf.EM_X86_64 || (ef.Type != elf.ET_EXEC && ef.Type != elf.ET_DYN) {
+			return nil, nil
+		}
+		return []string{path.Clean(g)}, nil
+	case bytes.HasPrefix(head, []byte("#!")):
+		line, _, _ := bytes.Cut(head[2:], []byte("\n"))
+		fields := strings.Fields(string(line))
+		if len(fields) == 0 || !path.IsAbs(fields[0]) {
+			return nil, fmt.Errorf("%s: #! line names no absolute interpreter", g)
+		}
+		return p.program(fields[0], depth+1)
+	}
+	return nil, nil
+}
+
+// tree adds every file under host directory d at the same path.
+func (p *plan) tree(d string) ([]string, error) {
+	abs, err := filepath.Abs(d)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := os.Stat(filepath.Join(p.root, abs))
+	if err != nil {
+		return nil, fmt.Errorf("extra directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("extra directory %s is not a directory", d)
+	}
+	var elfs []string
+	err = filepath.WalkDir(filepath.Join(p.root, abs), func(hp string, de os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(p.root, hp)
+		g := "/" + filepath.ToSlash(rel)
+		switch {
+		case de.IsDir():
+			return p.hostPath(g)
+		case de.Type()&os.ModeSymlink != 0:
+			// Kept as a link; whatever it points to outside the tree
+			// is the operator's to name.
+			target, err := os.Readlink(hp)
+			if err != nil {
+				return err
+			}
+			p.dir(path.Dir(g))
+			p.entries[g] = &planEntry{mode: cpioSymlink | 0o777, data: []byte(target)}
+			return nil
+		case de.Type().IsRegular():
+			e, err := p.program(g, 0)
+			elfs = append(elfs, e...)
+			return err
+		}
+		return nil // sockets, fifos, devices: not files to ship
+	})
+	if err != nil {
+		return nil, fmt.Errorf("extra directory %s: %w", d, err)
+	}
+	return elfs, nil
+}
+
 // hash covers every byte that ends up in the image, so the cache key is
 // the content, not file names or timestamps.
 func (p *plan) hash() (string, error) {
@@ -377,10 +471,18 @@ func planImage(cfg ImageConfig, rel string) (*plan, []string, error) {
 			}
 			hp = lp
 		}
-		if err := p.hostPath(hp); err != nil {
+		e, err := p.program(hp, 0)
+		if err != nil {
 			return nil, nil, err
 		}
-		elfs = append(elfs, hp)
+		elfs = append(elfs, e...)
+	}
+	for _, d := range cfg.ExtraDirs {
+		e, err := p.tree(d)
+		if err != nil {
+			return nil, nil, err
+		}
+		elfs = append(elfs, e...)
 	}
 
 	// libibverbs dlopens its provider, so no DT_NEEDED leads to it.
@@ -418,11 +520,19 @@ func planImage(cfg ImageConfig, rel string) (*plan, []string, error) {
 		}
 	}
 
-	mods, err := planModules(p, rel)
+	mods, err := planModules(p, rel, guestModules)
 	if err != nil {
 		return nil, nil, err
 	}
 	p.inline(guestModuleList, cpioReg|0o644, []byte(strings.Join(mods, "\n")+"\n"))
+	// The netdev device's modules are in every image (a few hundred KiB)
+	// and loaded only when a boot asks for it; the list repeats modules
+	// already loaded, which the guest skips.
+	nmods, err := planModules(p, rel, netdevModules)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.inline(netdevModList, cpioReg|0o644, []byte(strings.Join(nmods, "\n")+"\n"))
 	p.inline("/etc/passwd", cpioReg|0o644, []byte("root:x:0:0:root:/root:/bin/sh\n"))
 	p.inline("/etc/group", cpioReg|0o644, []byte("root:x:0:\n"))
 	p.inline("/etc/hosts", cpioReg|0o644, []byte("127.0.0.1\tlocalhost\n::1\tlocalhost\n"))
@@ -436,7 +546,7 @@ func binaryLibs(lr *libResolver, bin string) ([]string, error) {
 	return lr.closureFrom([]string{bin}, func(p string) string { return p })
 }
 
-func planModules(p *plan, rel string) ([]string, error) {
+func planModules(p *plan, rel string, roots []string) ([]string, error) {
 	modDir := path.Join("/lib/modules", rel)
 	host := filepath.Join(p.root, modDir)
 	f, err := os.Open(filepath.Join(host, "modules.dep"))
@@ -453,7 +563,7 @@ func planModules(p *plan, rel string) ([]string, error) {
 		builtin, _ = parseBuiltin(bf)
 		bf.Close()
 	}
-	order, err := deps.loadOrder(guestModules, builtin)
+	order, err := deps.loadOrder(roots, builtin)
 	if err != nil {
 		return nil, err
 	}

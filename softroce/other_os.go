@@ -26,6 +26,8 @@ type BootConfig struct {
 	ReadyTimeout time.Duration
 	QEMU         string
 	KernelArgs   []string
+	CPUModel     string
+	Netdev       bool
 }
 
 // Guest is a running softroce VM.

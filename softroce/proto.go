@@ -202,5 +202,7 @@ type Info struct {
 	Caps          map[string]int64  `json:"caps,omitempty"`
 	Limits        map[string]string `json:"limits,omitempty"`
 	UptimeS       float64           `json:"uptime_s"`
-	SetupMS       map[string]int64  `json:"setup_ms,omitempty"`
+	// Netdev is the netdev device, when the boot asked for it.
+	Netdev  *NetdevInfo      `json:"netdev,omitempty"`
+	SetupMS map[string]int64 `json:"setup_ms,omitempty"`
 }

@@ -1,0 +1,148 @@
+package softroce
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// OpPutFiles writes files into the running guest: what exists only after
+// boot, such as a server binary built on the host for one client count.
+const OpPutFiles = "put-files"
+
+// File is one file, directory or symlink to create in the guest, at the
+// same absolute path it has on the host.
+type File struct {
+	Path string      `json:"path"`
+	Mode fs.FileMode `json:"mode"`
+	Data []byte      `json:"data,omitempty"` // file content, or a symlink's target
+}
+
+// HostFiles lists what the guest needs to run or read the host paths
+// given: each path as the host has it (symlinked directories stay
+// symlinks), a directory with everything under it, and the shared
+// libraries and #! interpreters of the programs among them.
+func HostFiles(paths []string) ([]File, error) {
+	p := newPlan(hostRoot)
+	var elfs []string
+	for _, hp := range paths {
+		abs, err := filepath.Abs(hp)
+		if err != nil {
+			return nil, err
+		}
+		fi, err := os.Stat(filepath.Join(hostRoot, abs))
+		if err != nil {
+			return nil, fmt.Errorf("file for the guest: %w", err)
+		}
+		var e []string
+		if fi.IsDir() {
+			e, err = p.tree(abs)
+		} else {
+			e, err = p.program(abs, 0)
+		}
+		if err != nil {
+			return nil, err
+		}
+		elfs = append(elfs, e...)
+	}
+	libs, err := newLibResolver(hostRoot).closure(elfs)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range libs {
+		if err := p.hostPath(l); err != nil {
+			return nil, err
+		}
+	}
+	var out []File
+	for _, g := range sortedKeys(p.entries) {
+		e := p.entries[g]
+		f := File{Path: g, Data: e.data}
+		switch e.mode &^ 0o7777 {
+		case cpioDir:
+			f.Mode = fs.ModeDir | fs.FileMode(e.mode&0o7777)
+		case cpioSymlink:
+			f.Mode = fs.ModeSymlink | 0o777
+		case cpioReg:
+			f.Mode = fs.FileMode(e.mode & 0o7777)
+			b, err := os.ReadFile(e.src)
+			if err != nil {
+				return nil, err
+			}
+			f.Data = b
+		default:
+			continue
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// PutFiles writes files into the guest (see OpPutFiles).
+func (g *Guest) PutFiles(ctx context.Context, files []File) error {
+	_, err := g.Call(ctx, OpPutFiles, files, nil)
+	return err
+}
+
+// applyFiles creates files under root in order (parents come first in
+// HostFiles' sorted list). What already exists as a directory, or as a
+// symlink (the image's /lib → usr/lib), is kept; a regular file is
+// replaced whole through a rename, so a program running from the old one
+// keeps its copy.
+func applyFiles(root string, files []File) error {
+	for _, f := range files {
+		if !path.IsAbs(f.Path) || strings.Contains(f.Path, "/../") || strings.HasSuffix(f.Path, "/..") {
+			return fmt.Errorf("put %q: not a clean absolute path", f.Path)
+		}
+		dst := filepath.Join(root, f.Path)
+		switch {
+		case f.Mode.IsDir():
+			if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
+				continue
+			}
+			if err := os.MkdirAll(dst, f.Mode.Perm()); err != nil {
+				return fmt.Errorf("put %s: %w", f.Path, err)
+			}
+		case f.Mode&fs.ModeSymlink != 0:
+			if cur, err := os.Readlink(dst); err == nil && cur == string(f.Data) {
+				continue
+			}
+			os.Remove(dst)
+			if err := os.Symlink(string(f.Data), dst); err != nil {
+				return fmt.Errorf("put %s: %w", f.Path, err)
+			}
+		case f.Mode.IsRegular():
+			tmp := dst + ".rdmaprobe-put"
+			if err := os.WriteFile(tmp, f.Data, f.Mode.Perm()); err != nil {
+				return fmt.Errorf("put %s: %w", f.Path, err)
+			}
+			// WriteFile's mode is filtered by the umask; the guest must
+			// see the host's bits (an executable stays executable).
+			os.Chmod(tmp, f.Mode.Perm())
+			if err := os.Rename(tmp, dst); err != nil {
+				os.Remove(tmp)
+				return fmt.Errorf("put %s: %w", f.Path, err)
+			}
+		default:
+			return fmt.Errorf("put %s: unsupported mode %v", f.Path, f.Mode)
+		}
+	}
+	return nil
+}
+
+func decodeFiles(payload json.RawMessage) ([]File, error) {
+	var files []File
+	if err := json.Unmarshal(payload, &files); err != nil {
+		return nil, fmt.Errorf("%s: %w", OpPutFiles, err)
+	}
+	if len(files) == 0 {
+		return nil, errors.New(OpPutFiles + ": no files")
+	}
+	return files, nil
+}
