@@ -15,11 +15,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/certs"
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/exchange"
 	"github.com/rdmaprobe/rdmaprobe/fabric"
-	"github.com/rdmaprobe/rdmaprobe/probe"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/server"
 )
@@ -196,12 +196,12 @@ func (m *Measurement) summarise() {
 	if m.Name == RawVerbsName {
 		m.PerSideMS = m.CostMS / 2
 	}
-	m.LatencyMS = probe.Percentiles(m.lat)
+	m.LatencyMS = analysis.Percentiles(m.lat)
 	m.PhasesMS = nil
 	if len(m.phases) > 0 {
 		m.PhasesMS = map[string]result.Percentiles{}
 		for k, v := range m.phases {
-			m.PhasesMS[k] = probe.Percentiles(v)
+			m.PhasesMS[k] = analysis.Percentiles(v)
 		}
 	}
 }

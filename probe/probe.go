@@ -1,8 +1,9 @@
-// Package probe decides which client counts to measure and what the
-// measurements mean: ramp lists, a bisection for the breaking point, pooled
-// trials, Wilson intervals and the one-sentence verdict. It does no I/O; the
-// runner supplies a Measure function and progress flows out through an
-// observer callback.
+// Package probe decides which client counts to measure: ramp lists and a
+// bisection for the breaking point. What a measurement means (a point's
+// and a count's pass, the intervals, the one-sentence verdict) is package
+// analysis's, so the search decides by the rule the report shows. It does
+// no I/O; the runner supplies a Measure function and progress flows out
+// through an observer callback.
 //
 // Real servers are not monotonic: the predecessor measured 100, 100, 100, 92,
 // 85, 94 and 98% at 100..500 clients. A plain bisection would silently trust
@@ -21,12 +22,13 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
 // Defaults applied by Search and Ramp to zero Config fields.
 const (
-	DefaultThreshold = 1.0
+	DefaultThreshold = analysis.DefaultThreshold
 	DefaultTrials    = 1
 	DefaultRetests   = 2
 	DefaultMaxN      = 1_000_000
@@ -39,7 +41,7 @@ const (
 	NoteCheck       = "check: monotonic"
 	NoteExponential = "exponential"
 	NoteBisect      = "bisect"
-	NoteRetest      = "re-test: non-monotonic"
+	NoteRetest      = analysis.NoteRetest
 	NoteRamp        = "ramp"
 	// NoteWall tests the most clients the failing count's wall let
 	// connect at once; NoteWallAbove tests just above the capacity when
@@ -119,12 +121,7 @@ func ParseResolution(s string) (Resolution, error) {
 	return Resolution{Clients: n}, nil
 }
 
-func (r Resolution) String() string {
-	if r.Percent > 0 {
-		return strconv.FormatFloat(r.Percent, 'f', -1, 64) + "%"
-	}
-	return count(max(1, r.Clients)) + " " + plural(max(1, r.Clients), "client", "clients")
-}
+func (r Resolution) String() string { return analysis.DescribeResolution(r.Clients, r.Percent) }
 
 // width is the bracket width, in clients, that is narrow enough at
 // capacity: never below 1 (adjacent counts).
@@ -261,7 +258,7 @@ func (t *tally) rate() float64 {
 }
 
 func (t *tally) passed(threshold float64) bool {
-	return !t.errored && passes(t.connected, t.attempted, threshold)
+	return !t.errored && analysis.Passes(t.connected, t.attempted, threshold)
 }
 
 type prober struct {
@@ -435,7 +432,7 @@ func (p *prober) run(n int, note, why string) error {
 			return fmt.Errorf("measure %d clients (trial %d): %w", n, trial, err)
 		}
 		pt.Clients, pt.Trial = n, trial
-		Summarise(&pt, p.cfg.Threshold)
+		analysis.Judge(&pt, p.cfg.Threshold)
 		p.points = append(p.points, pt)
 		t.add(pt)
 		p.observe(Event{Kind: EventPoint, Point: &pt})
@@ -605,15 +602,15 @@ func (p *prober) finish(lo, hi int, err error) result.Search {
 		s.ResolutionClients, s.ResolutionPercent = p.cfg.Resolution.Clients, p.cfg.Resolution.Percent
 	}
 	if err != nil {
-		s.Verdict = interrupted(p.points, capacity, first, err)
+		s.Verdict = analysis.Interrupted(p.points, capacity, first, err)
 		return s
 	}
 	s.AboveHi = len(p.points) > 0 && first == 0
-	s.Verdict = Verdict(s, p.points, lo, hi, p.cfg.Threshold)
+	s.Verdict = analysis.Verdict(s, p.points, lo, hi, p.cfg.Threshold)
 	if len(s.NonMonotonic) == 0 {
-		if a, b, ok := rateInversion(pool(p.points), p.cfg.Threshold); ok {
+		if a, b, ok := analysis.RateInversion(analysis.Pool(p.points, p.cfg.Threshold)); ok {
 			p.notef("Success rate is not monotonic in N: %d clients reached %s but %d reached %s, and their 95%% intervals do not overlap.",
-				a.n, pct(a.rate()), b.n, pct(b.rate()))
+				a.Clients, pct(a.Rate), b.Clients, pct(b.Rate))
 		}
 	}
 	return s

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -226,7 +227,7 @@ func checkSteps(t *testing.T, s result.Search, points []result.Point, cfg Config
 			t.Errorf("point at %d numbered trial %d, want %d", p.Clients, p.Trial, trials[p.Clients])
 		}
 		q := p
-		Summarise(&q, thr)
+		analysis.Judge(&q, thr)
 		if !reflect.DeepEqual(q, p) {
 			t.Errorf("point at %d not summarised: %+v", p.Clients, p)
 		}
@@ -238,8 +239,8 @@ func checkSteps(t *testing.T, s result.Search, points []result.Point, cfg Config
 		last[st.Clients] = st
 	}
 	for n, st := range last {
-		if st.Trials != trials[n] || st.Passed != passes(con[n], att[n], thr) {
-			t.Errorf("last step at %d: %+v; want %d trials pooled, passed %v", n, st, trials[n], passes(con[n], att[n], thr))
+		if st.Trials != trials[n] || st.Passed != analysis.Passes(con[n], att[n], thr) {
+			t.Errorf("last step at %d: %+v; want %d trials pooled, passed %v", n, st, trials[n], analysis.Passes(con[n], att[n], thr))
 		}
 	}
 }
@@ -513,23 +514,5 @@ func TestConfigErrors(t *testing.T) {
 	}
 	if _, _, err := Ramp(context.Background(), []int{10, 0}, Config{}, m, nil); err == nil {
 		t.Error("Ramp with a zero count accepted")
-	}
-}
-
-func TestVerdictFromStepsOnly(t *testing.T) {
-	// A run saved without points still gets a sentence from its steps.
-	s := result.Search{
-		Steps: []result.Step{
-			{Clients: 300, Trials: 1, Passed: true, Rate: 1, Note: NoteLower},
-			{Clients: 600, Trials: 1, Passed: false, Rate: 0.75, Note: NoteUpper},
-		},
-		Capacity: 300, FirstFail: 600,
-	}
-	want := "Breaking point: 300 clients connect at 100%; 600 is the first failure (75%), nothing tested in between."
-	if got := Verdict(s, nil, 300, 600, 1); got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
-	if got := Verdict(result.Search{}, nil, 0, 0, 1); got != "No client count was measured." {
-		t.Errorf("empty: %q", got)
 	}
 }

@@ -56,7 +56,7 @@ func NewComparison(runs []*result.Run) *Comparison {
 	byCount := map[int][]string{}
 	var succ, conn []Series
 	for i, r := range runs {
-		m := NewModel(r, Wilson95)
+		m := NewModel(r)
 		a := m.Answer
 		full, fail := "none", "none"
 		if a.Full > 0 {

@@ -6,10 +6,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
-// Model is everything a report shows, computed from the run alone.
+// Model is everything a report shows, formatted from the run and what
+// package analysis finds in it.
 type Model struct {
 	Title     string
 	Simulated bool
@@ -38,10 +40,11 @@ type Model struct {
 	Notes   []string // sampler errors and other caveats
 }
 
-// Answer is the executive summary.
+// Answer is the executive summary: analysis.Findings' capacities, with
+// the rows they name.
 type Answer struct {
 	// Full is the highest count at which every client connected (0 if
-	// none); FullCI its pooled interval.
+	// none), FullRow its row.
 	Full       int
 	FullRow    *Row
 	Practical  int // highest count of the run's ≥95% prefix
@@ -57,12 +60,11 @@ type Answer struct {
 
 // Row is one client count of the success-rate table.
 type Row struct {
-	PointRow
-	Status      string
-	QPs, CQs    string
-	MRs         string
-	Source      string // where the resource counts came from
-	NonMonotone bool
+	analysis.Count
+	Status   string
+	QPs, CQs string
+	MRs      string
+	Source   string // where the resource counts came from
 }
 
 // CostRow is the per-client cost at one count.
@@ -116,9 +118,8 @@ type Method struct {
 	PSN      string
 }
 
-// NewModel computes the report model of run. ci gives the pooled 95%
-// interval (probe.Wilson).
-func NewModel(run *result.Run, ci func(k, n int) (float64, float64)) *Model {
+// NewModel formats the report model of run from analysis.Analyse.
+func NewModel(run *result.Run) *Model {
 	m := &Model{Simulated: run.Backend.Simulated, Backend: run.Backend.Description}
 	if m.Backend == "" {
 		m.Backend = run.Backend.Name
@@ -127,22 +128,18 @@ func NewModel(run *result.Run, ci func(k, n int) (float64, float64)) *Model {
 	if m.Simulated && !strings.Contains(strings.ToLower(m.Backend), "simulated") {
 		m.Title += " (simulated)"
 	}
-	thr := run.Config.Threshold
-	if thr == 0 {
-		thr = 1
-	}
-	for _, pr := range Rows(run.Points, thr, ci) {
-		r := Row{PointRow: pr, Status: Status(pr)}
-		r.QPs, r.CQs, r.MRs, r.Source = resources(run.Points, pr.Clients)
+	f := analysis.Analyse(run)
+	for _, c := range f.Counts {
+		r := Row{Count: c, Status: Status(c)}
+		r.QPs, r.CQs, r.MRs, r.Source = resources(run.Points, c.Clients)
 		m.Rows = append(m.Rows, r)
 	}
-	m.answer(run)
+	m.answer(run, f)
 	m.rates(run)
 	m.env(run)
-	m.costs(run)
+	m.costs(f)
 	m.phases(run)
-	m.limit(run)
-	m.recommend(run)
+	m.Limit, m.LimitAt, m.Recs = f.Limit, f.LimitAt, f.Recommendations
 	m.method(run)
 	for _, p := range run.Points {
 		for _, e := range p.SamplerErrors {
@@ -152,34 +149,15 @@ func NewModel(run *result.Run, ci func(k, n int) (float64, float64)) *Model {
 	return m
 }
 
-func (m *Model) answer(run *result.Run) {
+func (m *Model) answer(run *result.Run, f analysis.Findings) {
 	a := &m.Answer
-	prefix95 := true
+	a.Full, a.FirstFail, a.Practical, a.Highest95, a.NonMonotonic = f.Full, f.FirstShort, f.Practical, f.Highest95, f.NonMonotonic
 	for i := range m.Rows {
-		r := &m.Rows[i]
-		if r.Attempted == 0 {
-			continue
-		}
-		if r.Connected == r.Attempted && (a.FirstFail == 0) {
-			a.Full, a.FullRow = r.Clients, r
-		}
-		if r.Connected < r.Attempted && a.FirstFail == 0 {
-			a.FirstFail, a.FirstFailR = r.Clients, r
-		}
-		if r.Rate >= 0.95 {
-			a.Highest95 = r.Clients
-			if prefix95 {
-				a.Practical = r.Clients
-			}
-		} else {
-			prefix95 = false
-		}
-		for j := i + 1; j < len(m.Rows); j++ {
-			if m.Rows[j].Rate > r.Rate && m.Rows[j].Attempted > 0 {
-				r.NonMonotone = true
-				a.NonMonotonic = append(a.NonMonotonic, r.Clients)
-				break
-			}
+		switch r := &m.Rows[i]; r.Clients {
+		case f.Full:
+			a.FullRow = r
+		case f.FirstShort:
+			a.FirstFailR = r
 		}
 	}
 	if run.Search != nil {
@@ -275,18 +253,15 @@ func (m *Model) env(run *result.Run) {
 	}
 }
 
-func (m *Model) costs(run *result.Run) {
-	seen := map[int]bool{}
-	for _, p := range run.Points {
-		c := p.Cost
-		if c == nil || seen[p.Clients] {
-			continue
+func (m *Model) costs(f analysis.Findings) {
+	for _, c := range f.Costs {
+		maps := "–"
+		if c.HasMaps {
+			maps = f2(c.Maps)
 		}
-		seen[p.Clients] = true
-		m.Costs = append(m.Costs, CostRow{Clients: p.Clients, QPs: f2(c.QPs), CQs: f2(c.CQs), MRs: f2(c.MRs), PDs: f2(c.PDs),
-			RegisteredBytes: bytesIEC(c.RegisteredMem), ServerBytes: bytesIEC(c.ServerRSS), Maps: mapsPerClient(p)})
+		m.Costs = append(m.Costs, CostRow{Clients: c.Clients, QPs: f2(c.QPs), CQs: f2(c.CQs), MRs: f2(c.MRs), PDs: f2(c.PDs),
+			RegisteredBytes: bytesIEC(c.RegisteredMem), ServerBytes: bytesIEC(c.ServerRSS), Maps: maps})
 	}
-	sort.Slice(m.Costs, func(i, j int) bool { return m.Costs[i].Clients < m.Costs[j].Clients })
 }
 
 func (m *Model) phases(run *result.Run) {
@@ -319,46 +294,6 @@ func (m *Model) phases(run *result.Run) {
 		m.RTT = append(m.RTT, RTTRow{Clients: p.Clients, N: p.RTT.N, P50: f1(p.RTT.P50), P95: f1(p.RTT.P95), P99: f1(p.RTT.P99), Max: f1(p.RTT.Max)})
 	}
 	sort.Slice(m.RTT, func(i, j int) bool { return m.RTT[i].Clients < m.RTT[j].Clients })
-}
-
-func (m *Model) limit(run *result.Run) {
-	m.Limit = run.Diagnosis
-	if m.Limit == nil {
-		for _, p := range run.Points {
-			if p.Diagnosis != nil && (m.Limit == nil || p.Clients == m.Answer.FirstFail) {
-				m.Limit, m.LimitAt = p.Diagnosis, p.Clients
-			}
-		}
-		return
-	}
-	m.LimitAt = m.Answer.FirstFail
-}
-
-func (m *Model) recommend(run *result.Run) {
-	a := m.Answer
-	if a.Full > 0 {
-		cons := a.Full * 8 / 10
-		m.Recs = append(m.Recs, fmt.Sprintf("Conservative: MAX_CLIENTS = %d (80%% of %d, the highest count at which every client connected).", cons, a.Full))
-		prac := a.Full
-		if a.Practical > prac {
-			prac = a.Practical
-		}
-		m.Recs = append(m.Recs, fmt.Sprintf("Practical: MAX_CLIENTS = %d (the highest count such that it and every smaller tested count reached ≥95%%).", prac))
-	} else {
-		m.Recs = append(m.Recs, "No count reached 100%: test smaller counts before choosing MAX_CLIENTS.")
-	}
-	if a.FirstFail == 0 && len(m.Rows) > 0 {
-		m.Recs = append(m.Recs, fmt.Sprintf("Every tested count passed: search higher (e.g. `--lo %d` without `--hi`) to find the limit.", m.Rows[len(m.Rows)-1].Clients))
-	}
-	if m.Limit != nil && m.Limit.Suggestion != "" {
-		m.Recs = append(m.Recs, "To go further: "+m.Limit.Suggestion+".")
-	}
-	if len(a.NonMonotonic) > 0 {
-		m.Recs = append(m.Recs, fmt.Sprintf("Re-test %s with more trials (`--trials 3`): their results contradict the larger counts.", joinInts(a.NonMonotonic)))
-	}
-	if m.Simulated {
-		m.Recs = append(m.Recs, "These figures are simulated: confirm them on Soft-RoCE (`--backend vm`) or a real device.")
-	}
 }
 
 func (m *Model) method(run *result.Run) {
@@ -481,20 +416,4 @@ func bytesIEC(b float64) string {
 		return fmt.Sprintf("%.0f B", b)
 	}
 	return fmt.Sprintf("%.1f %s", b, units[i])
-}
-
-// mapsPerClient is the growth of the server's memory mappings over the
-// point, per connected client.
-func mapsPerClient(p result.Point) string {
-	if p.Peak == nil || p.Connected == 0 {
-		return "–"
-	}
-	for _, s := range p.Samples {
-		for _, ps := range s.Procs {
-			if ps.Role == "server" && ps.Maps > 0 {
-				return f2(float64(p.Peak.ServerMaps-ps.Maps) / float64(p.Connected))
-			}
-		}
-	}
-	return "–"
 }

@@ -10,7 +10,7 @@ import (
 // legend says which one it lies on.
 func TestCoincidingSeriesStayVisible(t *testing.T) {
 	run := load(t, "sim-search")
-	m := NewModel(run, Wilson95)
+	m := NewModel(run)
 	var svg string
 	for _, p := range Figures(run, m) {
 		if p.Name == "resources" {

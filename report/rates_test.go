@@ -23,7 +23,7 @@ func TestRates(t *testing.T) {
 		timedPoint(300, 2, 300, 6, 0.3, 60, 60),   // 50/s at 60 hs/s: a host at half speed
 		timedPoint(1000, 1, 1000, 10, 0.4, 0, 0),  // no calibration
 	}}
-	m := NewModel(run, Wilson95)
+	m := NewModel(run)
 	want := []RateRow{
 		{Clients: 300, Trial: "1", Connected: 300, ConnectSec: "3", PerSec: "100", StartupSec: "0.5", HostHS: "120", PerHS: "0.83"},
 		{Clients: 300, Trial: "2", Connected: 300, ConnectSec: "6", PerSec: "50", StartupSec: "0.3", HostHS: "60", PerHS: "0.83"},
@@ -75,7 +75,7 @@ func TestRatesSteadyHost(t *testing.T) {
 	}}
 	run.Points[1].Calibration.AfterHS = 0
 	run.Points[1].Calibration.Error = "calibration handshake: remote error"
-	m := NewModel(run, Wilson95)
+	m := NewModel(run)
 	if len(m.Notes) != 1 || m.Notes[0] != "100 clients, trial 2: calibration failed: calibration handshake: remote error" {
 		t.Errorf("notes %q, want the failed calibration reading", m.Notes)
 	}

@@ -49,7 +49,7 @@ func load(t *testing.T, name string) *result.Run {
 // 100, 100, 92, 85, 94, 98 %): 300 is the 100% capacity, and 400, 450
 // and 475 are flagged because success rose with load after them.
 func TestPredecessorTable(t *testing.T) {
-	m := NewModel(load(t, "predecessor"), Wilson95)
+	m := NewModel(load(t, "predecessor"))
 	a := m.Answer
 	if a.Full != 300 || a.FirstFail != 400 || a.Practical != 300 || a.Highest95 != 500 {
 		t.Errorf("answer: 100%% up to %d, first failure %d, practical %d, highest ≥95%% %d", a.Full, a.FirstFail, a.Practical, a.Highest95)
@@ -88,7 +88,7 @@ func TestPredecessorTable(t *testing.T) {
 func TestGolden(t *testing.T) {
 	for _, name := range []string{"predecessor", "sim-search"} {
 		t.Run(name, func(t *testing.T) {
-			m := NewModel(load(t, name), Wilson95)
+			m := NewModel(load(t, name))
 			m.Plots = Figures(load(t, name), m)
 			md, err := Markdown(m)
 			if err != nil {
@@ -105,7 +105,7 @@ func TestGolden(t *testing.T) {
 }
 
 func TestSimulatedTitle(t *testing.T) {
-	m := NewModel(load(t, "sim-search"), Wilson95)
+	m := NewModel(load(t, "sim-search"))
 	if !strings.Contains(m.Title, "simulated") || !strings.HasPrefix(m.Answer.Sentences[0], "(simulated)") {
 		t.Errorf("title %q, answer %q", m.Title, m.Answer.Sentences)
 	}
@@ -143,7 +143,7 @@ func TestHTMLEscapes(t *testing.T) {
 	run := load(t, "predecessor")
 	run.Backend.Description = `<script>alert("x")</script>`
 	run.Command = []string{"rdmaprobe", `--x=<img src=y onerror=alert(1)>`}
-	m := NewModel(run, Wilson95)
+	m := NewModel(run)
 	m.Plots = Figures(run, m)
 	html, err := HTML(m)
 	if err != nil {
@@ -197,40 +197,15 @@ func TestPct(t *testing.T) {
 	}
 }
 
-func TestMapsPerClient(t *testing.T) {
-	sample := func(role string, maps int) result.Sample {
-		return result.Sample{Procs: []result.ProcSample{{Role: role, Maps: maps}}}
-	}
-	for _, tc := range []struct {
-		name string
-		p    result.Point
-		want string
-	}{
-		{"no peak", result.Point{Connected: 10}, "–"},
-		{"none connected", result.Point{Peak: &result.Peak{ServerMaps: 500}}, "–"},
-		{"no server sample", result.Point{Connected: 100, Peak: &result.Peak{ServerMaps: 500},
-			Samples: []result.Sample{sample("clients-0", 90)}}, "–"},
-		// srq on rxe: one mapping per client over the first sample.
-		{"srq", result.Point{Connected: 100, Peak: &result.Peak{ServerMaps: 212},
-			Samples: []result.Sample{sample("clients-0", 90), sample("server", 110)}}, "1.02"},
-		{"per-client", result.Point{Connected: 2000, Peak: &result.Peak{ServerMaps: 8134},
-			Samples: []result.Sample{sample("server", 94)}}, "4.02"},
-	} {
-		if got := mapsPerClient(tc.p); got != tc.want {
-			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
-		}
-	}
-}
-
 // The method names how server and generators shared the CPUs, when the
 // run recorded it.
 func TestMethodNamesCPUSplit(t *testing.T) {
 	r := load(t, "sim-search")
-	if m := NewModel(r, Wilson95); m.Method.CPU != "" {
+	if m := NewModel(r); m.Method.CPU != "" {
 		t.Errorf("run without gomaxprocs: method CPU %q", m.Method.CPU)
 	}
 	r.Config.GoMaxProcs = "split"
-	m := NewModel(r, Wilson95)
+	m := NewModel(r)
 	if !strings.Contains(m.Method.CPU, "split the CPUs") {
 		t.Errorf("method CPU %q", m.Method.CPU)
 	}
@@ -251,7 +226,7 @@ func TestStepReasons(t *testing.T) {
 		t.Fatalf("fixture has %d steps", len(r.Search.Steps))
 	}
 	var old bytes.Buffer
-	if err := Terminal(&old, r, Wilson95); err != nil {
+	if err := Terminal(&old, r, nil); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(old.String(), "Steps:") {
@@ -262,7 +237,7 @@ func TestStepReasons(t *testing.T) {
 		r.Search.Steps[i].Reason = "reason " + itoa(i)
 	}
 	r.Search.Steps[1].Reason = why
-	m := NewModel(r, Wilson95)
+	m := NewModel(r)
 	md, err := Markdown(m)
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +247,7 @@ func TestStepReasons(t *testing.T) {
 		t.Fatal(err)
 	}
 	var term bytes.Buffer
-	if err := Terminal(&term, r, Wilson95); err != nil {
+	if err := Terminal(&term, r, nil); err != nil {
 		t.Fatal(err)
 	}
 	for name, out := range map[string]string{"markdown": string(md), "html": string(html), "terminal": term.String()} {

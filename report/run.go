@@ -1,19 +1,15 @@
 package report
 
 import (
-	"github.com/rdmaprobe/rdmaprobe/probe"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
-
-// Wilson95 is the interval reports use.
-func Wilson95(k, n int) (float64, float64) { return probe.Wilson(k, n, probe.Z95) }
 
 // WriteAll renders run into dir: report.md with its PNG plots beside it
 // and/or report.html with the plots inline as SVG. The output depends on
 // the run alone, so rendering a saved run again gives the same bytes. It
 // returns the files written.
 func WriteAll(run *result.Run, dir string, formats []string) ([]string, error) {
-	m := NewModel(run, Wilson95)
+	m := NewModel(run)
 	m.Plots = Figures(run, m)
 	return Write(dir, formats, m.Document())
 }
@@ -31,7 +27,7 @@ func Markdown(m *Model) ([]byte, error) {
 	var rows, rates, cost, phases, rtt, steps, env [][]string
 	for _, r := range m.Rows {
 		st := r.Status
-		if r.NonMonotone {
+		if r.NonMonotonic {
 			st += " ↯"
 		}
 		rows = append(rows, []string{itoa(r.Clients), itoa(r.Connected) + "/" + itoa(r.Attempted), Pct(r.Rate),

@@ -11,56 +11,9 @@ import (
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
+	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
-
-// PointRow pools the trials at one client count.
-type PointRow struct {
-	Clients, Trials, Attempted, Connected int
-	Rate, CILow, CIHigh                   float64
-	ConnectP50, ConnectP99                float64
-	Passed                                bool
-	Failures                              map[string]int
-}
-
-// Rows pools a run's points by client count, in increasing order. The
-// interval is recomputed on the pooled counts by ci.
-func Rows(points []result.Point, threshold float64, ci func(k, n int) (float64, float64)) []PointRow {
-	by := map[int]*PointRow{}
-	for _, p := range points {
-		r := by[p.Clients]
-		if r == nil {
-			r = &PointRow{Clients: p.Clients, Failures: map[string]int{}}
-			by[p.Clients] = r
-		}
-		r.Trials++
-		r.Attempted += p.Attempted
-		r.Connected += p.Connected
-		// Percentiles do not pool exactly; show the worst trial's.
-		if p.Connect.P50 > r.ConnectP50 {
-			r.ConnectP50 = p.Connect.P50
-		}
-		if p.Connect.P99 > r.ConnectP99 {
-			r.ConnectP99 = p.Connect.P99
-		}
-		for o, n := range p.Outcomes {
-			if o != result.OutcomeOK {
-				r.Failures[o] += n
-			}
-		}
-	}
-	var out []PointRow
-	for _, r := range by {
-		if r.Attempted > 0 {
-			r.Rate = float64(r.Connected) / float64(r.Attempted)
-		}
-		r.CILow, r.CIHigh = ci(r.Connected, r.Attempted)
-		r.Passed = r.Attempted > 0 && r.Rate >= threshold
-		out = append(out, *r)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Clients < out[j].Clients })
-	return out
-}
 
 // Pct formats a 0..1 rate as a percentage with at most one decimal.
 func Pct(x float64) string {
@@ -82,7 +35,7 @@ func Pct(x float64) string {
 
 // Status is the symbol of a row: ✅ at the threshold, ⚠️ at ≥ 90% of
 // it... simplified: ✅ passed, ⚠️ ≥ 90%, ❌ below.
-func Status(r PointRow) string {
+func Status(r analysis.Count) string {
 	switch {
 	case r.Passed:
 		return "✅ pass"
@@ -94,8 +47,12 @@ func Status(r PointRow) string {
 }
 
 // Terminal writes the success-rate table and the verdict.
-func Terminal(w io.Writer, run *result.Run, ci func(k, n int) (float64, float64)) error {
-	rows := Rows(run.Points, run.Config.Threshold, ci)
+//
+// The last parameter is unused: intervals come from analysis.Pool. It stays
+// until app/probe.go, which passes probe.Wilson, is rewritten (issue 17's
+// session package); then it goes, with probe.Wilson and probe.Z95.
+func Terminal(w io.Writer, run *result.Run, _ func(k, n int) (float64, float64)) error {
+	rows := analysis.Pool(run.Points, run.Config.Threshold)
 	t := tablewriter.NewTable(w,
 		tablewriter.WithRenderer(renderer.NewBlueprint()),
 		tablewriter.WithHeaderAutoFormat(tw.Off),

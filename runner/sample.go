@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
@@ -90,10 +91,10 @@ func (s *sampler) finish(pt *result.Point, maxClients int) {
 	}
 	before := s.before
 	pt.Limits = &before
-	pt.Cost = collectors.Cost(*pt)
+	pt.Cost = analysis.Cost(*pt)
 	if !pt.Passed || pt.Error != "" {
 		after := s.after
 		pt.LimitsAfter = &after
-		pt.Diagnosis = collectors.Diagnose(*pt, s.before, s.after, maxClients)
+		pt.Diagnosis = analysis.Diagnose(*pt, s.before, s.after, maxClients)
 	}
 }

@@ -3,7 +3,7 @@ package runner
 import (
 	"sort"
 
-	"github.com/rdmaprobe/rdmaprobe/probe"
+	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -39,11 +39,11 @@ func Summarise(pt *result.Point, threshold float64) {
 	pt.Errors = topErrors(errs, maxErrorTexts)
 	pt.Phases = map[string]result.Percentiles{}
 	for name, s := range phases {
-		pt.Phases[name] = probe.Percentiles(s)
+		pt.Phases[name] = analysis.Percentiles(s)
 	}
-	pt.Connect = probe.Percentiles(connect)
-	pt.RTT = probe.Percentiles(rtt)
-	probe.Summarise(pt, threshold)
+	pt.Connect = analysis.Percentiles(connect)
+	pt.RTT = analysis.Percentiles(rtt)
+	analysis.Judge(pt, threshold)
 }
 
 func topErrors(m map[string]int, k int) map[string]int {

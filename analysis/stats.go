@@ -1,4 +1,4 @@
-package probe
+package analysis
 
 import (
 	"math"
@@ -7,7 +7,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
-// Z95 is the two-sided 95% normal quantile used for every interval the probe
+// Z95 is the two-sided 95% normal quantile used for every interval a run
 // reports.
 const Z95 = 1.959963984540054
 
@@ -44,29 +44,34 @@ func Wilson(successes, n int, z float64) (lo, hi float64) {
 	return math.Max(0, lo), math.Min(1, hi)
 }
 
-// passes reports whether connected out of attempted reaches threshold. The
+// DefaultThreshold is the success rate a count must reach when a run
+// records none: every client.
+const DefaultThreshold = 1.0
+
+// Passes reports whether connected out of attempted reaches threshold. The
 // comparison is done on counts with a small tolerance so that, for example,
 // 19/20 passes a 0.95 threshold despite 0.95*20 not being exact in binary.
-func passes(connected, attempted int, threshold float64) bool {
+// It is the one pass rule: of a point, of pooled trials, of a search step.
+func Passes(connected, attempted int, threshold float64) bool {
 	if attempted <= 0 {
 		return false
 	}
 	return float64(connected) >= threshold*float64(attempted)-1e-9
 }
 
-// Summarise fills p's SuccessRate, CILow, CIHigh and Passed from Attempted
+// Judge fills p's SuccessRate, CILow, CIHigh and Passed from Attempted
 // and Connected. A point that carries an Error never passes: a server or
 // generator that died is a failure of that client count, whatever the counts
 // collected before it died say. A point with nothing attempted never passes
 // either.
-func Summarise(p *result.Point, threshold float64) {
+func Judge(p *result.Point, threshold float64) {
 	if p.Attempted > 0 {
 		p.SuccessRate = float64(p.Connected) / float64(p.Attempted)
 	} else {
 		p.SuccessRate = 0
 	}
 	p.CILow, p.CIHigh = Wilson(p.Connected, p.Attempted, Z95)
-	p.Passed = p.Error == "" && passes(p.Connected, p.Attempted, threshold)
+	p.Passed = p.Error == "" && Passes(p.Connected, p.Attempted, threshold)
 }
 
 // Percentiles summarises samples. Quantiles use linear interpolation between

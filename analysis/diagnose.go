@@ -1,4 +1,4 @@
-package collectors
+package analysis
 
 import (
 	"fmt"
@@ -78,8 +78,10 @@ var mapGuardRE = regexp.MustCompile(`holds (\d+) of vm\.max_map_count (\d+) mapp
 
 // Diagnose names the limit that most likely stopped a failed point,
 // combining the dominant failure and its errno with the samples (pt.Peak)
-// and the limits before and after the point. maxClients is the server's
-// cap for the point.
+// and the limits before and after the point (zero Limits when they were
+// not read: the limits they hold are then not blamed). maxClients is the
+// server's cap for the point. It returns nil for a point where no client
+// failed and nothing went wrong.
 func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *result.Diagnosis {
 	f := dominant(pt)
 	peak := pt.Peak
@@ -202,7 +204,11 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 	switch {
 	case f.class == result.OutcomeTimeout:
 		d.Limit = "timeout"
-		d.Summary = fmt.Sprintf("%s clients hit their deadline; peak host CPU %.0f%%", num(f.count), peak.HostCPU)
+		d.Summary = fmt.Sprintf("%s clients hit their deadline", num(f.count))
+		if pt.Peak != nil {
+			// Without samples the peak is unknown, not 0%.
+			d.Summary += fmt.Sprintf("; peak host CPU %.0f%%", peak.HostCPU)
+		}
 		d.Suggestion = "raise --timeout, pace launches with --rate, or give the server more CPU"
 	case pt.Error != "":
 		d.Limit = "point-error"
@@ -320,4 +326,13 @@ func num(n int) string {
 		return "-" + s
 	}
 	return s
+}
+
+// roundTo rounds a non-negative x to digits decimals.
+func roundTo(x float64, digits int) float64 {
+	f := 1.0
+	for range digits {
+		f *= 10
+	}
+	return float64(int64(x*f+0.5)) / f
 }

@@ -1,4 +1,4 @@
-package probe
+package analysis
 
 import (
 	"math"
@@ -35,7 +35,7 @@ func TestWilson(t *testing.T) {
 	}
 }
 
-func TestSummarise(t *testing.T) {
+func TestJudge(t *testing.T) {
 	tests := []struct {
 		name      string
 		p         result.Point
@@ -52,7 +52,7 @@ func TestSummarise(t *testing.T) {
 	}
 	for _, tt := range tests {
 		p := tt.p
-		Summarise(&p, tt.threshold)
+		Judge(&p, tt.threshold)
 		lo, hi := Wilson(p.Connected, p.Attempted, Z95)
 		if math.Abs(p.SuccessRate-tt.rate) > 1e-12 || p.Passed != tt.passed || p.CILow != lo || p.CIHigh != hi {
 			t.Errorf("%s: got rate %v passed %v CI [%v, %v], want rate %v passed %v CI [%v, %v]",

@@ -1,32 +1,39 @@
-package probe
+package analysis
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
+// NoteRetest is the result.Step.Note of a count the probe measured again
+// because it contradicted a larger count; the verdict then says the
+// failure held "also on re-test".
+const NoteRetest = "re-test: non-monotonic"
+
 // Verdict states in one sentence what s concluded, with the pooled rates and
 // 95% Wilson intervals recomputed from points, so that a saved run can be
 // re-rendered from its JSON alone. lo and hi are the search bounds (hi 0 for
 // an exponential search); pass lo = hi = 0 for a ramp.
 func Verdict(s result.Search, points []result.Point, lo, hi int, threshold float64) string {
-	ps := pool(points)
+	if threshold <= 0 {
+		threshold = DefaultThreshold
+	}
+	ps := Pool(points, threshold)
 	by := map[int]pooled{}
-	for _, q := range ps {
-		by[q.n] = q
+	for _, c := range ps {
+		by[c.Clients] = pooled{Count: c}
 	}
 	// The sentence should survive a run saved without its points.
 	retested := map[int]bool{}
 	for _, st := range s.Steps {
 		if q, ok := by[st.Clients]; !ok || q.fromStep {
-			by[st.Clients] = pooled{n: st.Clients, stepRate: st.Rate, stepPassed: st.Passed, fromStep: true}
+			by[st.Clients] = pooled{Count: Count{Clients: st.Clients}, stepRate: st.Rate, stepPassed: st.Passed, fromStep: true}
 		}
 		if st.Note == NoteRetest {
 			retested[st.Clients] = true
@@ -35,10 +42,7 @@ func Verdict(s result.Search, points []result.Point, lo, hi int, threshold float
 	if len(by) == 0 {
 		return "No client count was measured."
 	}
-	if threshold <= 0 {
-		threshold = DefaultThreshold
-	}
-	thr := pct(threshold)
+	thr := Pct(threshold)
 	at := ""
 	if threshold < 1 {
 		at = " at the " + thr + " threshold"
@@ -65,10 +69,10 @@ func Verdict(s result.Search, points []result.Point, lo, hi int, threshold float
 		gap := ""
 		if s.FirstFail > s.Capacity+1 {
 			gap = ", nothing tested in between"
-			if r := (Resolution{Clients: s.ResolutionClients, Percent: s.ResolutionPercent}); r != (Resolution{}) {
+			if s.ResolutionClients != 0 || s.ResolutionPercent != 0 {
 				gap += fmt.Sprintf(": a bracket of %s %s (%s of the capacity), within the resolution of %s asked",
-					count(s.FirstFail-s.Capacity), plural(s.FirstFail-s.Capacity, "client", "clients"),
-					pct(float64(s.FirstFail-s.Capacity)/float64(s.Capacity)), r)
+					num(s.FirstFail-s.Capacity), plural(s.FirstFail-s.Capacity, "client", "clients"),
+					Pct(float64(s.FirstFail-s.Capacity)/float64(s.Capacity)), DescribeResolution(s.ResolutionClients, s.ResolutionPercent))
 			}
 		}
 		// A ramp only brackets the breaking point between two listed
@@ -78,7 +82,7 @@ func Verdict(s result.Search, points []result.Point, lo, hi int, threshold float
 			label = "Capacity"
 		}
 		parts = append(parts, fmt.Sprintf("%s%s: %d clients connect at %s", label, at, s.Capacity, by[s.Capacity].describe()),
-			fmt.Sprintf("%d is the first failure (%s)%s", s.FirstFail, pct(by[s.FirstFail].rate()), gap))
+			fmt.Sprintf("%d is the first failure (%s)%s", s.FirstFail, Pct(by[s.FirstFail].rate()), gap))
 	default:
 		return "No conclusion: nothing passed and nothing failed."
 	}
@@ -87,7 +91,7 @@ func Verdict(s result.Search, points []result.Point, lo, hi int, threshold float
 		// that the failures below it are not the whole story.
 		top := 0
 		for n, q := range by {
-			if n > top && q.ok(threshold) {
+			if n > top && q.ok() {
 				top = n
 			}
 		}
@@ -98,17 +102,18 @@ func Verdict(s result.Search, points []result.Point, lo, hi int, threshold float
 			}
 		}
 		parts = append(parts, fmt.Sprintf("not monotonic: %d passed (%s) although %s %s, so the capacity stated is the conservative one",
-			top, pct(by[top].rate()), joinInts(s.NonMonotonic), verb))
-	} else if a, b, ok := rateInversion(ps, threshold); ok {
+			top, Pct(by[top].rate()), JoinCounts(s.NonMonotonic), verb))
+	} else if a, b, ok := RateInversion(ps); ok {
 		parts = append(parts, fmt.Sprintf("the success rate is not monotonic in N: %d clients reached %s but %d reached %s (95%% intervals disjoint)",
-			a.n, pct(a.rate()), b.n, pct(b.rate())))
+			a.Clients, Pct(a.Rate), b.Clients, Pct(b.Rate)))
 	}
 	return strings.Join(parts, "; ") + "."
 }
 
-// interrupted is the verdict of a probe that stopped before concluding; it
-// claims only what the points measured so far show.
-func interrupted(points []result.Point, capacity, first int, err error) string {
+// Interrupted is the verdict of a probe that stopped before concluding; it
+// claims only what the points measured so far show: capacity and first are
+// the probe's bracket so far, err why it stopped.
+func Interrupted(points []result.Point, capacity, first int, err error) string {
 	why := "stopped by an error"
 	switch {
 	case errors.Is(err, context.Canceled):
@@ -117,25 +122,25 @@ func interrupted(points []result.Point, capacity, first int, err error) string {
 		why = "timed out"
 	}
 	rate := map[int]float64{}
-	for _, q := range pool(points) {
-		rate[q.n] = q.rate()
+	for _, c := range Pool(points, DefaultThreshold) {
+		rate[c.Clients] = c.Rate
 	}
 	head := fmt.Sprintf("Interrupted (%s) after %d %s", why, len(points), plural(len(points), "point", "points"))
 	switch {
 	case capacity > 0 && first > 0:
-		return fmt.Sprintf("%s: so far %d passed and %d failed (%s); no breaking point stated.", head, capacity, first, pct(rate[first]))
+		return fmt.Sprintf("%s: so far %d passed and %d failed (%s); no breaking point stated.", head, capacity, first, Pct(rate[first]))
 	case capacity > 0:
 		return fmt.Sprintf("%s: so far every tested count up to %d passed; no breaking point stated.", head, capacity)
 	case first > 0:
-		return fmt.Sprintf("%s: %d failed (%s); no breaking point stated.", head, first, pct(rate[first]))
+		return fmt.Sprintf("%s: %d failed (%s); no breaking point stated.", head, first, Pct(rate[first]))
 	}
 	return head + "; nothing to conclude."
 }
 
-// pooled is one client count with its trials pooled.
+// pooled is one client count as the verdict knows it: from its points, or
+// from its search step when the run was saved without them.
 type pooled struct {
-	n int
-	tally
+	Count
 	// stepRate and stepPassed stand in when only a Step, not the points,
 	// is known.
 	stepRate   float64
@@ -143,70 +148,50 @@ type pooled struct {
 	fromStep   bool
 }
 
-func (q pooled) ok(threshold float64) bool {
+func (q pooled) ok() bool {
 	if q.fromStep {
 		return q.stepPassed
 	}
-	return q.passed(threshold)
+	return q.Passed
 }
 
 func (q pooled) rate() float64 {
 	if q.fromStep {
 		return q.stepRate
 	}
-	return q.tally.rate()
+	return q.Rate
 }
 
 // describe is "100% (95% CI 99.2–100%)", with the trial count when pooled.
 func (q pooled) describe() string {
 	if q.fromStep {
-		return pct(q.stepRate)
+		return Pct(q.stepRate)
 	}
-	lo, hi := Wilson(q.connected, q.attempted, Z95)
 	tr := ""
-	if q.trials > 1 {
-		tr = fmt.Sprintf(", %d trials", q.trials)
+	if q.Trials > 1 {
+		tr = fmt.Sprintf(", %d trials", q.Trials)
 	}
-	return fmt.Sprintf("%s (95%% CI %s–%s%%%s)", pct(q.rate()), pctNum(lo, down), pctNum(hi, up), tr)
+	return fmt.Sprintf("%s (95%% CI %s–%s%%%s)", Pct(q.rate()), pctNum(q.CILow, down), pctNum(q.CIHigh, up), tr)
 }
 
-func pool(points []result.Point) []pooled {
-	by := map[int]*pooled{}
-	for _, pt := range points {
-		q := by[pt.Clients]
-		if q == nil {
-			q = &pooled{n: pt.Clients}
-			by[pt.Clients] = q
-		}
-		q.add(pt)
-	}
-	out := make([]pooled, 0, len(by))
-	for _, q := range by {
-		out = append(out, *q)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].n < out[j].n })
-	return out
-}
-
-// rateInversion finds a failing count whose success rate is credibly below
+// RateInversion finds a failing count whose success rate is credibly below
 // a larger count's: the upper end of its 95% interval is under the lower end
 // of the other's. Pass/fail alone misses this at a 100% threshold, where 85%
 // at 450 and 98% at 500 are both just "failed". Only failing counts are
 // considered because differences above the threshold change nothing the
-// operator acts on. The widest gap is reported.
-func rateInversion(ps []pooled, threshold float64) (a, b pooled, ok bool) {
+// operator acts on. The widest gap is reported. cs is in increasing order
+// of clients, as Pool returns it.
+func RateInversion(cs []Count) (a, b Count, ok bool) {
 	best := 0.0
-	for i, x := range ps {
-		if x.attempted == 0 || x.passed(threshold) {
+	for i, x := range cs {
+		if x.Attempted == 0 || x.Passed {
 			continue
 		}
-		_, xHi := Wilson(x.connected, x.attempted, Z95)
-		for _, y := range ps[i+1:] {
-			if y.attempted == 0 {
+		for _, y := range cs[i+1:] {
+			if y.Attempted == 0 {
 				continue
 			}
-			yLo, _ := Wilson(y.connected, y.attempted, Z95)
-			if gap := yLo - xHi; gap > best {
+			if gap := y.CILow - x.CIHigh; gap > best {
 				best, a, b, ok = gap, x, y, true
 			}
 		}
@@ -214,10 +199,11 @@ func rateInversion(ps []pooled, threshold float64) (a, b pooled, ok bool) {
 	return a, b, ok
 }
 
-// pct formats a rate in 0..1 as a percentage with one decimal where needed,
+// Pct formats a rate in 0..1 as a percentage with one decimal where needed,
 // and more only when one decimal would round a non-perfect rate to 100% (or
-// a non-zero one to 0%): at 25,000 clients 99.996% is not 100%.
-func pct(r float64) string {
+// a non-zero one to 0%): at 25,000 clients 99.996% is not 100%. The probe's
+// notes use it so that they read like the verdict.
+func Pct(r float64) string {
 	return pctNum(r, nearest) + "%"
 }
 
@@ -262,8 +248,20 @@ func pctNum(r float64, how rounding) string {
 	}
 }
 
-// joinInts lists counts in prose; long lists are abbreviated to their ends.
-func joinInts(ns []int) string {
+// DescribeResolution names a search's resolution (probe.Resolution,
+// result.Search's ResolutionClients and ResolutionPercent): "2%" of the
+// capacity, else "50 clients"; zero clients is one, adjacent counts.
+func DescribeResolution(clients int, percent float64) string {
+	if percent > 0 {
+		return strconv.FormatFloat(percent, 'f', -1, 64) + "%"
+	}
+	n := max(1, clients)
+	return num(n) + " " + plural(n, "client", "clients")
+}
+
+// JoinCounts lists client counts in prose; long lists are abbreviated to
+// their ends.
+func JoinCounts(ns []int) string {
 	s := make([]string, len(ns))
 	for i, n := range ns {
 		s[i] = strconv.Itoa(n)
@@ -277,22 +275,6 @@ func joinInts(ns []int) string {
 		return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 	}
 	return fmt.Sprintf("%s, %s, …, %s (%d counts)", s[0], s[1], s[len(s)-1], len(s))
-}
-
-func joinClauses(c []string) string { return strings.Join(c, "; ") }
-
-func times(k, counts int) string {
-	s := fmt.Sprintf("%d more times", k)
-	switch k {
-	case 1:
-		s = "once more"
-	case 2:
-		s = "twice more"
-	}
-	if counts > 1 {
-		s += " each"
-	}
-	return s
 }
 
 func plural(n int, one, many string) string {

@@ -1,4 +1,4 @@
-package collectors
+package analysis
 
 import (
 	"strings"
@@ -19,7 +19,11 @@ func failedPoint(clients, connected int, class, errno, text string) result.Point
 
 func withMaps(pt result.Point, role string, maps int) result.Point {
 	pt.Samples = []result.Sample{{Procs: []result.ProcSample{{Role: role, Maps: maps}}}}
-	pt.Peak = Peaks(pt.Samples)
+	// What the sampler's peak of these samples holds (collectors.Peaks).
+	pt.Peak = &result.Peak{}
+	if role == "server" {
+		pt.Peak.ServerMaps = maps
+	}
 	return pt
 }
 

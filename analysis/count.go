@@ -1,0 +1,86 @@
+package analysis
+
+import (
+	"sort"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// Count is the trials at one client count, pooled: the unit every verdict,
+// capacity and table row speaks of.
+type Count struct {
+	Clients   int
+	Trials    int
+	Attempted int
+	Connected int
+	// Errored is set when a trial itself failed (Point.Error, a server or
+	// load generator that died): the count then fails whatever its
+	// clients did.
+	Errored bool
+	// Rate is Connected/Attempted (0 with nothing attempted); CILow and
+	// CIHigh are its 95% Wilson interval, on the pooled clients.
+	Rate, CILow, CIHigh float64
+	// Passed: the pooled rate reached the threshold (Passes) and no trial
+	// errored.
+	Passed bool
+	// ConnectP50 and ConnectP99 are the worst trial's: percentiles do not
+	// pool exactly.
+	ConnectP50, ConnectP99 float64
+	// Failures counts clients by failed outcome class.
+	Failures map[string]int
+	// NonMonotonic: a larger tested count reached a higher success rate.
+	// Success should not rise with load, so such a count was disturbed by
+	// something other than capacity.
+	NonMonotonic bool
+}
+
+// Pool pools points by client count, in increasing order of clients,
+// judging each count against threshold (DefaultThreshold when 0).
+func Pool(points []result.Point, threshold float64) []Count {
+	if threshold <= 0 {
+		threshold = DefaultThreshold
+	}
+	by := map[int]*Count{}
+	for _, p := range points {
+		c := by[p.Clients]
+		if c == nil {
+			c = &Count{Clients: p.Clients, Failures: map[string]int{}}
+			by[p.Clients] = c
+		}
+		c.Trials++
+		c.Attempted += p.Attempted
+		c.Connected += p.Connected
+		if p.Error != "" {
+			c.Errored = true
+		}
+		c.ConnectP50 = max(c.ConnectP50, p.Connect.P50)
+		c.ConnectP99 = max(c.ConnectP99, p.Connect.P99)
+		for o, n := range p.Outcomes {
+			if o != result.OutcomeOK {
+				c.Failures[o] += n
+			}
+		}
+	}
+	out := make([]Count, 0, len(by))
+	for _, c := range by {
+		if c.Attempted > 0 {
+			c.Rate = float64(c.Connected) / float64(c.Attempted)
+		}
+		c.CILow, c.CIHigh = Wilson(c.Connected, c.Attempted, Z95)
+		c.Passed = !c.Errored && Passes(c.Connected, c.Attempted, threshold)
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Clients < out[j].Clients })
+	for i := range out {
+		if out[i].Attempted == 0 {
+			continue
+		}
+		for _, larger := range out[i+1:] {
+			if larger.Attempted > 0 && larger.Rate > out[i].Rate {
+				out[i].NonMonotonic = true
+				break
+			}
+		}
+	}
+	return out
+}
