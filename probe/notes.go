@@ -29,10 +29,3 @@ func times(k, counts int) string {
 	}
 	return s
 }
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
