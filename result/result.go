@@ -229,6 +229,10 @@ type Point struct {
 	// that stopped a failed point.
 	Cost      *Cost      `json:"cost,omitempty"`
 	Diagnosis *Diagnosis `json:"diagnosis,omitempty"`
+
+	// Traffic is the traffic phase run once every client was connected
+	// (absent when the phase was off).
+	Traffic *Traffic `json:"traffic,omitempty"`
 }
 
 // Percentiles summarises a sample.
