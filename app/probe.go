@@ -44,7 +44,7 @@ func probeFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "per-client deadline"},
 		&cli.IntFlag{Name: "rounds", Value: 3, Usage: "verified round trips per client"},
 		&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "payload bytes per message"},
-		&cli.StringFlag{Name: "results", Value: "results", Usage: "directory that receives <UTC time>-<backend>/run.json"},
+		&cli.StringFlag{Name: "results", Value: "results", Usage: "directory that receives <UTC time>-<backend>/run.json (run.json.gz above 1 MB)"},
 		&cli.StringFlag{Name: "backlog", Usage: "server listen queue length (default: somaxconn)"},
 		&cli.StringFlag{Name: "profile", Usage: "write CPU profiles (pprof) of the server and load generators of every point into `DIR` (sim and verbs backends)"},
 		&cli.BoolFlag{Name: "stop-on-error", Usage: "stop at the first point that itself fails (server died, load generator crashed or hung) instead of counting it as failed and going on"},
@@ -155,7 +155,6 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dir, result.FileName)
 	run := &result.Run{
 		SchemaVersion: result.SchemaVersion, Tool: "rdmaprobe", ToolVersion: Version,
 		Command: os.Args, Mode: mode, StartedAt: time.Now().UTC(),
@@ -176,7 +175,10 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 		caps := simCaps(c)
 		run.Config.SimCaps = &caps
 	}
-	if err := result.Save(path, run); err != nil {
+	// path is the file the last save wrote: run.json, or run.json.gz
+	// once the run is larger than result.GzipAbove.
+	path, err := result.SaveRun(dir, run)
+	if err != nil {
 		return err
 	}
 
@@ -237,8 +239,10 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 		mu.Lock()
 		run.Points = append(run.Points, pt)
 		run.PSN = result.CheckPSNs(run.Points)
-		if e := result.Save(path, run); e != nil && saveErr == nil {
+		if p, e := result.SaveRun(dir, run); e != nil && saveErr == nil {
 			saveErr = e
+		} else if e == nil {
+			path = p
 		}
 		mu.Unlock()
 		fmt.Fprintln(s.Out, pointLine(pt, be.Backend.Simulated))
@@ -263,7 +267,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 			run.Error = "interrupted"
 		}
 	}
-	if err := result.Save(path, run); err != nil {
+	if path, err = result.SaveRun(dir, run); err != nil {
 		return err
 	}
 	if saveErr != nil {

@@ -36,16 +36,75 @@ func NewRunDir(root, backend string, t time.Time) (string, error) {
 	}
 }
 
+// GzipAbove is the size of a run's JSON above which SaveRun compresses
+// it (run.json.gz). Per-client records make a run about 500 bytes per
+// client attempted: 5 MB for 10,000 clients, 48 MB for 100,000, which
+// gzip makes 6-8 times smaller. Up to 1 MB (about 2,000 clients, the
+// size of `make run`'s search) a run stays plain JSON, to read with jq
+// or an editor; Load reads either.
+const GzipAbove = 1_000_000
+
+// SaveRun saves run in dir as FileName, or as FileName+".gz" when its
+// JSON is larger than GzipAbove, and returns the path it wrote. Each
+// save is atomic (see Save). A run that grows past GzipAbove between
+// saves moves to the .gz file, and the plain file it supersedes is
+// removed only once the new one is in place, so the directory always
+// holds a complete run.
+func SaveRun(dir string, run *Run) (string, error) {
+	b, err := encode(run)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, FileName)
+	stale := path + ".gz"
+	if len(b) > GzipAbove {
+		if b, err = gzipBytes(b); err != nil {
+			return "", fmt.Errorf("save %s: gzip: %w", stale, err)
+		}
+		path, stale = stale, path
+	}
+	if err := WriteFileAtomic(path, b, 0o644); err != nil {
+		return "", err
+	}
+	if err := os.Remove(stale); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return path, fmt.Errorf("remove %s, superseded by %s: %w", stale, path, err)
+	}
+	return path, nil
+}
+
 // Save writes run to path atomically: a temporary file in the same
 // directory, synced, then renamed over path. A reader never sees a torn
 // file, and an interrupted run keeps the last complete version.
 func Save(path string, run *Run) error {
+	b, err := encode(run)
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(path, b, 0o644)
+}
+
+func encode(run *Run) ([]byte, error) {
 	b, err := json.MarshalIndent(run, "", " ")
 	if err != nil {
-		return fmt.Errorf("encode run: %w", err)
+		return nil, fmt.Errorf("encode run: %w", err)
 	}
-	b = append(b, '\n')
-	return WriteFileAtomic(path, b, 0o644)
+	return append(b, '\n'), nil
+}
+
+// gzipBytes compresses b with no name or time in the header, so the same
+// run compresses to the same bytes. The default level, because a run is
+// saved after every point: on this project's 2-core host it compresses
+// a 48 MB run 7.6 times in 2.8 s, where the best level gains 6% for 18 s.
+func gzipBytes(b []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // WriteFileAtomic writes data to path through a temporary file and rename.
@@ -84,8 +143,8 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 // unreadable, truncated or corrupt JSON, not an rdmaprobe run, another
 // kind of rdmaprobe file (a bench run), or a schema newer than this build.
 //
-// A gzip-compressed file (run.json.gz, as the largest saved runs are kept
-// in the repository) is decompressed first.
+// A gzip-compressed file (run.json.gz, as SaveRun writes a large run)
+// is decompressed first.
 func Load(path string) (*Run, error) {
 	b, err := ReadFile(path)
 	if err != nil {

@@ -3,6 +3,7 @@ package result
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -200,5 +201,77 @@ func TestReadKind(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: error %v, want one line naming the file and %q", name, err, tc.want)
 		}
+	}
+}
+
+// large returns a run whose JSON is larger than GzipAbove, as a run of a
+// few thousand clients is.
+func large() *Run {
+	run := sample()
+	recs := make([]ClientRecord, 8000)
+	for i := range recs {
+		recs[i] = ClientRecord{ID: i, Outcome: OutcomeOK,
+			PhasesUS: map[string]int64{PhaseTLS: int64(500 + i%97)}, RTTsUS: []float64{12.5, float64(i % 31)}}
+	}
+	run.Points[0].Records = recs
+	return run
+}
+
+// A run above GzipAbove is saved as run.json.gz, which loads back as the
+// same run; a small one stays plain run.json. A run that grows past the
+// size between saves leaves only the .gz behind.
+func TestSaveRunGzipsLargeRuns(t *testing.T) {
+	dir := t.TempDir()
+	small := sample()
+	p, err := SaveRun(dir, small)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p != filepath.Join(dir, FileName) {
+		t.Errorf("small run saved as %s, want %s", p, FileName)
+	}
+	if b, _ := os.ReadFile(p); len(b) == 0 || b[0] != '{' {
+		t.Errorf("small run is not plain JSON: %.20q", b)
+	}
+
+	want := large()
+	p, err = SaveRun(dir, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p != filepath.Join(dir, FileName+".gz") {
+		t.Fatalf("large run saved as %s, want %s.gz", p, FileName)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := json.MarshalIndent(want, "", " ")
+	if len(plain) <= GzipAbove || len(b) >= len(plain)/4 {
+		t.Errorf("%d bytes of JSON (threshold %d) saved as %d bytes", len(plain), GzipAbove, len(b))
+	}
+	got, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Error("the gzipped run loads back differently")
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 || ents[0].Name() != FileName+".gz" {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("directory holds %v, want only %s.gz", names, FileName)
+	}
+
+	// The same run saves to the same bytes (no time or name in the gzip
+	// header), so re-saving a committed run does not churn the repository.
+	if _, err := SaveRun(dir, want); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(p); !bytes.Equal(again, b) {
+		t.Error("saving the same run twice wrote different bytes")
 	}
 }
