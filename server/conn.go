@@ -1,0 +1,192 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/rdmaprobe/rdmaprobe/exchange"
+	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// conn is one admitted client's verbs resources. The client's send
+// buffer is sendMR[sendOff:sendOff+MsgSize], its receive buffer likewise,
+// in MRs of its own (per-client, shared-cq) or in the server's pool
+// (pool). In srq mode it has neither: messages land in SRQ buffers and
+// are echoed from there (echo.go).
+type conn struct {
+	s                *Server
+	sendCQ, recvCQ   fabric.CQ
+	sendMR, recvMR   fabric.MR
+	sendOff, recvOff int
+	own              []fabric.MR // registered for this client alone
+	slot             int         // pool slot, -1 if none
+	qp               fabric.QP
+	sub              *subscription
+
+	// pool and srq modes (echo.go): mu serialises the routers' echo with
+	// release.
+	mu       sync.Mutex
+	released bool
+	inflight [QPMaxSendWR]uint64 // wrIDs of echoes being sent; 0 = free (pool: [0] only)
+	pending  [maxPending]pendingEcho
+	npending int    // pool: 1 while a verified message waits in the receive slot
+	sends    uint64 // pool: wrID of the last echo
+
+	raw     net.Conn // the client's socket, once adopted
+	unwatch func()
+}
+
+func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
+	s := c.s
+	mapped, err := s.maps.check()
+	if err != nil {
+		return exchange.Msg{}, result.OutcomeQPCreate, err
+	}
+	defer mapped()
+	if s.shared != nil {
+		c.sub, err = s.shared.subscribe()
+		if err != nil {
+			return exchange.Msg{}, result.OutcomeQPCreate, err
+		}
+		c.sendCQ, c.recvCQ = c.sub.group.send, c.sub.group.recv
+	} else {
+		if c.sendCQ, err = s.dev.CreateCQ(QPMaxSendWR); err != nil {
+			return exchange.Msg{}, result.OutcomeQPCreate, err
+		}
+		if c.recvCQ, err = s.dev.CreateCQ(QPMaxRecvWR); err != nil {
+			return exchange.Msg{}, result.OutcomeQPCreate, err
+		}
+	}
+	switch s.cfg.Mode {
+	case ModeSRQ:
+		// Messages land in SRQ buffers and echoes go out of them.
+	case ModePool:
+		if c.slot, err = s.pool.get(); err != nil {
+			return exchange.Msg{}, result.OutcomeQPCreate, err
+		}
+		c.sendMR, c.sendOff = s.pool.mr, s.pool.sendOff(c.slot)
+		c.recvMR, c.recvOff = s.pool.mr, s.pool.recvOff(c.slot)
+	default:
+		if c.sendMR, err = s.pd.RegMR(s.cfg.MsgSize, fabric.AccessLocalWrite); err != nil {
+			return exchange.Msg{}, result.OutcomeQPCreate, err
+		}
+		c.own = append(c.own, c.sendMR)
+		if c.recvMR, err = s.pd.RegMR(s.cfg.MsgSize, fabric.AccessLocalWrite); err != nil {
+			return exchange.Msg{}, result.OutcomeQPCreate, err
+		}
+		c.own = append(c.own, c.recvMR)
+	}
+	attr := fabric.QPInitAttr{
+		SendCQ: c.sendCQ, RecvCQ: c.recvCQ,
+		MaxSendWR: QPMaxSendWR, MaxRecvWR: QPMaxRecvWR, MaxSendSGE: 1, MaxRecvSGE: 1,
+	}
+	if c.sub != nil && c.sub.group.srq != nil {
+		attr.SRQ, attr.MaxRecvWR, attr.MaxRecvSGE = c.sub.group.srq, 0, 0
+	}
+	c.qp, err = s.pd.CreateQP(attr)
+	mapped() // its mappings exist now, or never will
+	if err != nil {
+		return exchange.Msg{}, result.OutcomeQPCreate, err
+	}
+	if c.sub != nil {
+		c.sub.bind(c.qp.QPN(), c)
+	}
+	if err := c.qp.ToInit(fabric.InitAttr{Port: s.port.Port, Access: fabric.AccessLocalWrite}); err != nil {
+		return exchange.Msg{}, result.OutcomeInit, err
+	}
+	// The receive is posted before RTR so the client's first SEND always
+	// finds a buffer (in srq mode the SRQ is stocked already).
+	if attr.SRQ == nil {
+		if err := c.qp.PostRecv(0, c.recvMR, c.recvOff, s.cfg.MsgSize); err != nil {
+			return exchange.Msg{}, result.OutcomeInit, err
+		}
+	}
+	psn, err := s.newPSN()
+	if err != nil {
+		return exchange.Msg{}, result.OutcomeExchange, fmt.Errorf("generate PSN: %w", err)
+	}
+	mtu := h.MTU
+	if s.port.ActiveMTU < mtu {
+		mtu = s.port.ActiveMTU
+	}
+	if err := c.qp.ToRTR(RTR(s.port, h, mtu)); err != nil {
+		return exchange.Msg{}, result.OutcomeRTR, err
+	}
+	if err := c.qp.ToRTS(RTS(psn)); err != nil {
+		return exchange.Msg{}, result.OutcomeRTS, err
+	}
+	typ := exchange.Accept
+	if s.cfg.Detach {
+		typ = exchange.Detached
+	}
+	return exchange.Msg{Type: typ, QPN: c.qp.QPN(), PSN: psn,
+		LID: s.port.LID, MTU: s.port.ActiveMTU, GID: s.port.GID}, "", nil
+}
+
+// newPSN draws a 24-bit PSN from crypto/rand, unique among the PSNs this
+// server has issued.
+func (s *Server) newPSN() (uint32, error) {
+	var b [4]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, err
+		}
+		psn := binary.BigEndian.Uint32(b[:]) & 0xffffff
+		s.mu.Lock()
+		_, dup := s.psns[psn]
+		if !dup {
+			s.psns[psn] = struct{}{}
+		}
+		s.mu.Unlock()
+		if !dup {
+			return psn, nil
+		}
+	}
+}
+
+// RTR returns the INIT→RTR attributes towards the peer described by m.
+func RTR(local fabric.PortInfo, m exchange.Msg, mtu fabric.MTU) fabric.RTRAttr {
+	return fabric.RTRAttr{
+		PathMTU: mtu, DestQPN: m.QPN, RQPSN: m.PSN,
+		MaxDestRdAtomic: 1, MinRNRTimer: QPMinRNR,
+		DLID: m.LID, DGID: m.GID, GIDIndex: local.GIDIndex, HopLimit: QPHopLimit,
+		Port: local.Port,
+	}
+}
+
+// RTS returns the RTR→RTS attributes with our own send PSN.
+func RTS(psn uint32) fabric.RTSAttr {
+	return fabric.RTSAttr{SQPSN: psn, Timeout: QPTimeout, RetryCnt: QPRetryCnt,
+		RNRRetry: QPRNRRetry, MaxRdAtomic: 1}
+}
+
+// destroy releases the client's resources in the order verbs requires:
+// QP before the CQs and MRs it uses (release returns its SRQ buffers
+// after). Only release calls it; it reports whether there was a QP.
+func (c *conn) destroy() (released bool) {
+	if c.qp != nil {
+		c.qp.Destroy()
+		released = true
+	}
+	if c.sub != nil {
+		c.sub.unsubscribe()
+	}
+	for _, mr := range c.own {
+		mr.Dereg()
+	}
+	if c.slot >= 0 {
+		c.s.pool.put(c.slot)
+	}
+	if c.sub == nil {
+		for _, cq := range []fabric.CQ{c.sendCQ, c.recvCQ} {
+			if cq != nil {
+				cq.Destroy()
+			}
+		}
+	}
+	return released
+}

@@ -1,0 +1,102 @@
+// Package server is the secure verbs server under test: a TLS 1.3 listener
+// that, per admitted client, creates an RC QP, exchanges {QPN, PSN, GID,
+// LID, MTU}, moves the QP RESET→INIT→RTR→RTS by hand and echoes checksummed
+// payloads over SEND/RECV until the client leaves. Client N+1 is refused
+// with an explicit "at capacity" reply.
+//
+// # Resource modes
+//
+// The mode decides what each client costs the server. Besides the counts
+// of verbs objects, on rxe every CQ ring and every QP's send and receive
+// ring is a memory mapping of the server process, and vm.max_map_count
+// (65,530 by default) bounds those: per-client mode meets it near 16k
+// clients. Per client (N = --max-clients, M = --msg-size, G = clients per
+// group = min(⌊max_cqe/2⌋, N), D = receive buffers per SRQ = min(G,
+// Config.SRQDepth or DefaultSRQDepth = 1024, max_srq_wr)):
+//
+//	mode        per client                   fixed, shared by the clients                rxe mappings per client
+//	per-client  1 QP + 2 CQ + 2 MR (M bytes)  —                                           4: 2 CQ rings, SQ, RQ
+//	shared-cq   1 QP + 2 MR (M bytes)         2 CQ per group of G                         2: SQ, RQ
+//	pool        1 QP                          2 CQ per group; 1 MR of 2·N·M               2: SQ, RQ
+//	srq         1 QP without RQ               2 CQ + 1 SRQ per group; 1 MR of ⌈N/G⌉·D·M   1: SQ
+//
+// All modes also hold 1 PD; a group's rings add 2 mappings (3 with its
+// SRQ) for up to G clients. Groups are created as clients arrive and kept
+// until the server stops; the pool is registered at start, so
+// registrations do not grow with clients: in pool mode a send and a
+// receive slot per client (2·N·M pinned whether or not the clients come:
+// 2000 clients of 4 KiB, 16 MiB), in srq mode D buffers per group (one
+// group up to 16,383 clients on rxe: 1024 × 4 KiB = 4 MiB).
+//
+// # How a connected client is served
+//
+// per-client and shared-cq (the predecessor's layout, kept as it was): a
+// goroutine per client runs the echo loop (await a receive, verify, copy
+// to the send buffer, repost, send, await the send) until the client
+// leaves; its stack, grown by the TLS handshake, is most of what such a
+// client costs in server memory besides its buffers.
+//
+// pool and srq: no goroutine per client. The handler returns once the
+// client is connected, and the group's CQ routers run the echo; the
+// client's departure (the hangup watcher) releases it, and Serve's
+// shutdown stops the watcher and releases the clients still connected.
+// A client's mutex serialises its completions with its release. A payload
+// that fails verification, or a failed echo, ends the client (a "message"
+// failure), as in the other modes.
+//
+// # Detached clients
+//
+// By default a client's TLS connection lives as long as the client, and
+// its end (EOF, reset, or any byte) is the departure: one socket, so one
+// open file, per connected client. With Config.Detach (serve --detach)
+// the server answers the hello with exchange.Detached and closes the
+// connection once that is written; the client closes its end too, and
+// when it leaves it sends a goodbye over its QP (a checksummed header
+// whose sequence is payload.Bye), waits for the RC acknowledgement, then
+// destroys the QP. The server releases the client on the goodbye, in
+// every mode, and counts no failure. What it gives up: a client that
+// dies without a goodbye keeps its QP and slot until the server stops
+// (or an echo to it fails), since an RC responder learns nothing of a
+// peer that went silent.
+//
+// A goodbye the server's device acknowledged is in a CQ, and counts as
+// a goodbye even when the server stops before handling it: Serve stops
+// the shared-CQ routers first, which handle what their CQs hold, and a
+// handler ended by the stop looks for a goodbye already received.
+//
+// pool: the receive router verifies the message in the client's receive
+// slot and, if the client's send slot is free, copies it there, reposts
+// the receive and sends; otherwise the message stays in the receive slot
+// until the send router sees the previous echo complete (an echo's send
+// completion may be routed after the next message's receive), and the
+// client's next message waits (RNR) meanwhile.
+//
+// srq: the group's receive router takes each receive completion,
+// finds the client by WC.QPN and the SRQ buffer by WC.WRID, verifies the
+// payload there and sends the echo out of that same buffer (no copy);
+// the send router returns the buffer to the SRQ when the echo's send
+// completes. Release destroys the QP, then returns the buffers of the
+// client's echoes in flight to the SRQ; every buffer posting carries a
+// generation in its wrID, so a completion that surfaces after release
+// took its buffer back is recognised as stale.
+//
+// The SRQ buffers are sized to what can be in flight, not to N: a client
+// has one message outstanding during its round trips and none once
+// connected, and a load generator has --inflight attempts in progress. A
+// message that finds its SRQ empty is answered RNR by the responder, and
+// the client's QP retries until a buffer is posted (rnr_retry 7 =
+// forever): it waits, it does not fail. A client holds at most
+// QPMaxSendWR + 2 buffers (echoes in flight and verified messages waiting
+// for a send slot, since an echo's send completion may be routed after
+// the next message's receive); one that sends more without taking its
+// echoes is dropped. An authenticated client that posts no receive for
+// its echoes holds QPMaxSendWR buffers until it leaves. A buffer the
+// device took for a message that never completed, because the client
+// left mid-message and its QP was destroyed, may yield no completion at
+// all (the verbs promise none after destroy): it is not reposted before
+// the server stops.
+//
+// What each mode costs when measured (verbs objects, mappings and memory
+// per client) and what detaching saves are in the README, with the
+// commands that produced the figures.
+package server
