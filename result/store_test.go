@@ -275,3 +275,17 @@ func TestSaveRunGzipsLargeRuns(t *testing.T) {
 		t.Error("saving the same run twice wrote different bytes")
 	}
 }
+
+// The runs committed under results/ (plain and gzipped) stay loadable
+// by this build: the README's figures cite them.
+func TestCommittedRunsLoad(t *testing.T) {
+	runs, _ := filepath.Glob(filepath.Join("..", "results", "*", FileName+"*"))
+	if len(runs) == 0 {
+		t.Fatal("no runs under ../results")
+	}
+	for _, p := range runs {
+		if r, err := Load(p); err != nil || len(r.Points) == 0 {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
