@@ -166,7 +166,12 @@ type SRQ interface {
 // MR is a registered memory region.
 type MR interface {
 	Buf() []byte
+	// Addr is the address a peer names to RDMA WRITE or READ Buf()[0]
+	// (with RKey): the buffer's virtual address for verbs, a number of
+	// the simulated device's own for sim.
+	Addr() uint64
 	LKey() uint32
+	// RKey is 0 unless the MR was registered with remote access.
 	RKey() uint32
 	Dereg() error
 }
@@ -262,6 +267,16 @@ type QP interface {
 	// PostRecv posts one receive into mr.Buf()[off:off+length]. A QP
 	// created with an SRQ has no receive queue: EINVAL.
 	PostRecv(wrID uint64, mr MR, off, length int) error
+	// PostWrite posts one signaled IBV_WR_RDMA_WRITE of
+	// mr.Buf()[off:off+length] to the peer's memory at raddr (rkey). It
+	// completes (WCRDMAWrite) once the peer acknowledged it: the data is
+	// in the peer's memory. The peer's QP must allow AccessRemoteWrite.
+	PostWrite(wrID uint64, mr MR, off, length int, raddr uint64, rkey uint32) error
+	// PostRead posts one signaled IBV_WR_RDMA_READ of length bytes of
+	// the peer's memory at raddr (rkey) into mr.Buf()[off:off+length]
+	// (registered with AccessLocalWrite). It completes (WCRDMARead) with
+	// the data in place. The peer's QP must allow AccessRemoteRead.
+	PostRead(wrID uint64, mr MR, off, length int, raddr uint64, rkey uint32) error
 	Destroy() error
 }
 
@@ -271,7 +286,24 @@ type Opcode int
 const (
 	WCSend Opcode = iota
 	WCRecv
+	WCRDMAWrite
+	WCRDMARead
 )
+
+// String names the opcode as the fabric's errors do.
+func (o Opcode) String() string {
+	switch o {
+	case WCSend:
+		return "send"
+	case WCRecv:
+		return "recv"
+	case WCRDMAWrite:
+		return "write"
+	case WCRDMARead:
+		return "read"
+	}
+	return fmt.Sprintf("opcode %d", int(o))
+}
 
 // WCStatus mirrors enum ibv_wc_status (only the values we produce or test).
 type WCStatus int
@@ -291,6 +323,40 @@ const (
 	WCRespTimeoutErr WCStatus = 20
 	WCGeneralErr     WCStatus = 21
 )
+
+// Name returns the enum ibv_wc_status name without its IBV_WC_ prefix
+// ("RETRY_EXC_ERR"): the key completion errors are counted under.
+func (s WCStatus) Name() string {
+	switch s {
+	case WCSuccess:
+		return "SUCCESS"
+	case WCLocLenErr:
+		return "LOC_LEN_ERR"
+	case WCLocQPOpErr:
+		return "LOC_QP_OP_ERR"
+	case WCLocProtErr:
+		return "LOC_PROT_ERR"
+	case WCWRFlushErr:
+		return "WR_FLUSH_ERR"
+	case WCRemInvReqErr:
+		return "REM_INV_REQ_ERR"
+	case WCRemAccessErr:
+		return "REM_ACCESS_ERR"
+	case WCRemOpErr:
+		return "REM_OP_ERR"
+	case WCRetryExcErr:
+		return "RETRY_EXC_ERR"
+	case WCRNRRetryExcErr:
+		return "RNR_RETRY_EXC_ERR"
+	case WCFatalErr:
+		return "FATAL_ERR"
+	case WCRespTimeoutErr:
+		return "RESP_TIMEOUT_ERR"
+	case WCGeneralErr:
+		return "GENERAL_ERR"
+	}
+	return fmt.Sprintf("STATUS_%d", int(s))
+}
 
 // String returns the name used by ibv_wc_status_str.
 func (s WCStatus) String() string {

@@ -24,7 +24,11 @@ type device struct {
 	in     map[*link]struct{}
 	pds    map[*pd]struct{}
 	cqs    map[*cq]struct{}
-	wg     sync.WaitGroup // acceptor, readers, writers
+	wg     sync.WaitGroup // acceptor, readers, writers, delay line
+
+	// delay is the transmit queue of Options.ServiceDelay, nil without.
+	delay   *delayLine
+	delayMu sync.Mutex
 }
 
 var _ fabric.Device = (*device)(nil)
@@ -226,16 +230,19 @@ func (x *pd) RegMR(size int, access fabric.Access) (fabric.MR, error) {
 	if p.nextMR >= 1<<24 {
 		p.nextMR = 1
 	}
-	m := &mr{pd: x}
-	x.mrs[m] = struct{}{}
-	p.mu.Unlock()
-
-	// rxe: lkey = index << 8 | 8-bit key; rkey = lkey only with remote access.
+	// rxe: lkey = index << 8 | 8-bit key; rkey = lkey only with remote
+	// access. The region's address is the sim's own: the index shifted
+	// past any region's length, so a peer names it with its rkey.
+	m := &mr{pd: x, access: access, addr: uint64(idx) << 40, buf: make([]byte, size)}
 	m.lkey = idx<<8 | (idx*0x9d)&0xff
 	if access&(fabric.AccessRemoteRead|fabric.AccessRemoteWrite) != 0 {
 		m.rkey = m.lkey
+		p.remoteMu.Lock()
+		p.remote[m.rkey] = m
+		p.remoteMu.Unlock()
 	}
-	m.buf = make([]byte, size)
+	x.mrs[m] = struct{}{}
+	p.mu.Unlock()
 	return m, nil
 }
 
@@ -244,11 +251,14 @@ func (x *pd) RegMR(size int, access fabric.Access) (fabric.MR, error) {
 type mr struct {
 	pd         *pd
 	buf        []byte
+	addr       uint64
+	access     fabric.Access
 	lkey, rkey uint32
 	dead       bool // guarded by Provider.mu
 }
 
 func (m *mr) Buf() []byte  { return m.buf }
+func (m *mr) Addr() uint64 { return m.addr }
 func (m *mr) LKey() uint32 { return m.lkey }
 func (m *mr) RKey() uint32 { return m.rkey }
 
@@ -262,6 +272,11 @@ func (m *mr) Dereg() error {
 	m.dead = true
 	p.nMR--
 	delete(m.pd.mrs, m)
+	if m.rkey != 0 {
+		p.remoteMu.Lock()
+		delete(p.remote, m.rkey)
+		p.remoteMu.Unlock()
+	}
 	return nil
 }
 

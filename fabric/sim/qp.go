@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"syscall"
@@ -49,10 +50,26 @@ func rtoFor(timeout, retryCnt int) time.Duration {
 	return min(max(4096*time.Nanosecond<<timeout, minRTO), limit)
 }
 
+// sendWR is an outstanding request: a SEND, RDMA WRITE or READ.
 type sendWR struct {
 	wrID uint64
-	data []byte // the MR bytes, read again for each (re)transmission
+	op   byte   // opSend, opWrite, opRead
+	data []byte // SEND/WRITE: the MR bytes, read again for each (re)transmission; READ: where the data goes
 	psn  uint32
+	// raddr and rkey name the peer's memory (WRITE, READ).
+	raddr uint64
+	rkey  uint32
+}
+
+// opcode is the completion opcode of the request's kind.
+func (e *sendWR) opcode() fabric.Opcode {
+	switch e.op {
+	case opWrite:
+		return fabric.WCRDMAWrite
+	case opRead:
+		return fabric.WCRDMARead
+	}
+	return fabric.WCSend
 }
 
 type recvWR struct {
@@ -60,11 +77,13 @@ type recvWR struct {
 	buf  []byte
 }
 
-// heldMsg is an accepted SEND that found no receive posted.
+// heldMsg is an accepted SEND that found no receive posted, or a WRITE
+// or READ that arrived behind one (requests are executed in PSN order).
 type heldMsg struct {
+	op   byte
 	psn  uint32
-	data []byte
-	from *link // where its ACK goes once delivered
+	data []byte // the frame's body
+	from *link  // where its ACK goes once delivered
 }
 
 // qp is an RC QP. No goroutine per QP: sends run in the poster's
@@ -84,6 +103,7 @@ type qp struct {
 	mu        sync.Mutex
 	state     fabric.QPState
 	destroyed bool
+	access    fabric.Access // remote access allowed at INIT
 
 	// Responder side, set at RTR.
 	destQPN uint32
@@ -175,6 +195,7 @@ func (x *pd) CreateQP(a fabric.QPInitAttr) (fabric.QP, error) {
 		sq.refs++
 	}
 	p.nQP++
+	p.qpCount.Add(1)
 	p.qps[q.qpn] = q
 	x.qps[q] = struct{}{}
 	scq.refs++
@@ -215,6 +236,7 @@ func (q *qp) ToInit(a fabric.InitAttr) error {
 	if a.PKeyIndex != 0 {
 		return verr(verb, syscall.EINVAL, fmt.Sprintf("pkey index %d (table has 1 entry)", a.PKeyIndex))
 	}
+	q.access = a.Access
 	q.state = fabric.QPSInit
 	return nil
 }
@@ -312,7 +334,11 @@ func sgeOf(verb string, x *pd, m fabric.MR, off, length int) ([]byte, error) {
 }
 
 func (q *qp) PostSend(wrID uint64, m fabric.MR, off, length int) error {
-	const verb = "ibv_post_send"
+	return q.post("ibv_post_send", sendWR{wrID: wrID, op: opSend}, m, off, length)
+}
+
+// post posts request e on the buffer m[off:off+length].
+func (q *qp) post(verb string, e sendWR, m fabric.MR, off, length int) error {
 	if length > maxFrame {
 		return verr(verb, syscall.EINVAL, fmt.Sprintf("%d bytes exceed the port's max_msg_sz %d", length, maxFrame))
 	}
@@ -320,6 +346,7 @@ func (q *qp) PostSend(wrID uint64, m fabric.MR, off, length int) error {
 	if err != nil {
 		return err
 	}
+	e.data = data
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	switch {
@@ -327,20 +354,20 @@ func (q *qp) PostSend(wrID uint64, m fabric.MR, off, length int) error {
 		return verr(verb, syscall.EINVAL, "QP destroyed")
 	case q.state == fabric.QPSErr:
 		// Work posted to a QP in ERR completes at once, flushed.
-		q.scq.push(fabric.WC{WRID: wrID, Status: fabric.WCWRFlushErr, Opcode: fabric.WCSend, QPN: q.qpn})
+		q.scq.push(fabric.WC{WRID: e.wrID, Status: fabric.WCWRFlushErr, Opcode: e.opcode(), QPN: q.qpn})
 		return nil
 	case q.state != fabric.QPSRTS:
 		return verr(verb, syscall.EINVAL, fmt.Sprintf("QP is in %s; sends need RTS", q.state))
 	case q.sq.n >= q.maxSend:
 		return verr(verb, syscall.ENOMEM, fmt.Sprintf("send queue full (%d outstanding)", q.sq.n))
 	}
-	psn := q.npsn
-	q.npsn = psnAdd(psn, 1)
-	q.sq.push(sendWR{wrID: wrID, data: data, psn: psn})
+	e.psn = q.npsn
+	q.npsn = psnAdd(e.psn, 1)
+	q.sq.push(e)
 	if q.sq.n == 1 {
 		q.heard = time.Now()
 	}
-	q.xmitLocked(opSend, psn, data)
+	q.xmitLocked(&e)
 	if q.deadline.IsZero() {
 		q.armTimerLocked()
 	}
@@ -393,6 +420,11 @@ func (q *qp) nextRecvLocked() (recvWR, bool) {
 // are available.
 func (q *qp) drainHeldLocked() {
 	for q.held.n > 0 && !q.destroyed && q.state != fabric.QPSErr {
+		if op := q.held.at(0).op; op != opSend {
+			h := q.held.pop()
+			q.executeLocked(h.from, op, h.psn, h.data)
+			continue
+		}
 		r, ok := q.nextRecvLocked()
 		if !ok {
 			return
@@ -422,7 +454,7 @@ func (q *qp) Destroy() error {
 	q.rq.reset()
 	for i := 0; i < q.held.n; i++ {
 		m := q.held.at(i)
-		q.dev.dropped(m.from, header{op: opSend, srcLID: q.dlid, srcQPN: q.destQPN, dstQPN: q.qpn, psn: m.psn})
+		q.dev.dropped(m.from, header{op: m.op, srcLID: q.dlid, srcQPN: q.destQPN, dstQPN: q.qpn, psn: m.psn})
 	}
 	q.held.reset()
 	q.link = nil
@@ -433,6 +465,7 @@ func (q *qp) Destroy() error {
 	defer p.mu.Unlock()
 	delete(p.qps, q.qpn)
 	p.nQP--
+	p.qpCount.Add(-1)
 	delete(q.pd.qps, q)
 	q.scq.refs--
 	q.rcq.refs--
@@ -442,10 +475,10 @@ func (q *qp) Destroy() error {
 	return nil
 }
 
-// xmitLocked puts one frame for the peer on the wire. A frame that cannot
-// be sent (no connection yet, connection lost) is simply lost: the
+// xmitLocked puts request e on the wire for the peer. A frame that
+// cannot be sent (no connection yet, connection lost) is simply lost: the
 // retransmission timer recovers or gives up, as on a lossy link.
-func (q *qp) xmitLocked(op byte, psn uint32, data []byte) {
+func (q *qp) xmitLocked(e *sendWR) {
 	l := q.link
 	if l == nil || l.dead.Load() {
 		l = q.dev.linkTo(q.dlid)
@@ -455,7 +488,20 @@ func (q *qp) xmitLocked(op byte, psn uint32, data []byte) {
 		q.lost = true
 		return
 	}
-	l.send(header{op: op, srcLID: q.dev.port.LID, srcQPN: q.qpn, dstQPN: q.destQPN, psn: psn}, data)
+	h := header{op: e.op, srcLID: q.dev.port.LID, srcQPN: q.qpn, dstQPN: q.destQPN, psn: e.psn}
+	switch e.op {
+	case opWrite:
+		var ext [12]byte
+		putRemote(ext[:], e.raddr, e.rkey)
+		q.dev.send(l, h, ext[:], e.data)
+	case opRead:
+		var ext [16]byte
+		putRemote(ext[:], e.raddr, e.rkey)
+		binary.BigEndian.PutUint32(ext[12:], uint32(len(e.data)))
+		q.dev.send(l, h, ext[:], nil)
+	default:
+		q.dev.send(l, h, nil, e.data)
+	}
 }
 
 func (q *qp) armTimerLocked() {
@@ -505,17 +551,16 @@ func (q *qp) retryLocked() {
 		return
 	}
 	for i := 0; i < q.sq.n; i++ {
-		e := q.sq.at(i)
-		q.xmitLocked(opSend, e.psn, e.data)
+		q.xmitLocked(q.sq.at(i))
 	}
 	q.armTimerLocked()
 }
 
-// completeLocked retires the n oldest sends successfully.
+// completeLocked retires the n oldest requests successfully.
 func (q *qp) completeLocked(n int) {
 	for ; n > 0; n-- {
 		e := q.sq.pop()
-		q.scq.push(fabric.WC{WRID: e.wrID, Status: fabric.WCSuccess, Opcode: fabric.WCSend, ByteLen: len(e.data), QPN: q.qpn})
+		q.scq.push(fabric.WC{WRID: e.wrID, Status: fabric.WCSuccess, Opcode: e.opcode(), ByteLen: len(e.data), QPN: q.qpn})
 	}
 }
 
@@ -530,7 +575,7 @@ func (q *qp) errorLocked(status fabric.WCStatus) {
 		if status != fabric.WCSuccess {
 			st, status = status, fabric.WCSuccess
 		}
-		q.scq.push(fabric.WC{WRID: e.wrID, Status: st, Opcode: fabric.WCSend, QPN: q.qpn})
+		q.scq.push(fabric.WC{WRID: e.wrID, Status: st, Opcode: e.opcode(), QPN: q.qpn})
 	}
 	for q.rq.n > 0 {
 		r := q.rq.pop()
@@ -557,11 +602,12 @@ func (q *qp) deliverLocked(r recvWR, psn uint32, data []byte, from *link) {
 }
 
 func (q *qp) replyLocked(l *link, op byte, psn uint32) {
-	l.send(header{op: op, srcLID: q.dev.port.LID, srcQPN: q.qpn, dstQPN: q.destQPN, psn: psn}, nil)
+	q.dev.send(l, header{op: op, srcLID: q.dev.port.LID, srcQPN: q.qpn, dstQPN: q.destQPN, psn: psn}, nil, nil)
 }
 
-// onSend is the responder: a SEND from the wire for this QP.
-func (q *qp) onSend(from *link, h header, payload []byte) {
+// onRequest is the responder: a SEND, WRITE or READ from the wire for
+// this QP.
+func (q *qp) onRequest(from *link, h header, payload []byte) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.destroyed || (q.state != fabric.QPSRTR && q.state != fabric.QPSRTS) {
@@ -575,6 +621,15 @@ func (q *qp) onSend(from *link, h header, payload []byte) {
 	switch d := psnSub(h.psn, q.epsn); {
 	case d == 0:
 		q.epsn = psnAdd(q.epsn, 1)
+		if h.op != opSend {
+			if q.held.n == 0 {
+				q.executeLocked(from, h.op, h.psn, payload)
+				return
+			}
+			// Behind a held SEND: executed in order once it is delivered.
+			q.held.push(heldMsg{op: h.op, psn: h.psn, data: bytes.Clone(payload), from: from})
+			return
+		}
 		if q.held.n == 0 {
 			if r, ok := q.nextRecvLocked(); ok {
 				q.deliverLocked(r, h.psn, payload, from)
@@ -584,16 +639,24 @@ func (q *qp) onSend(from *link, h header, payload []byte) {
 		// No receive posted (on the QP or its SRQ): keep it and tell the
 		// requester (RNR NAK) so it waits instead of counting transport
 		// retries. An SRQ wakes the QP when a receive is posted there.
-		q.held.push(heldMsg{psn: h.psn, data: bytes.Clone(payload), from: from})
+		q.held.push(heldMsg{op: opSend, psn: h.psn, data: bytes.Clone(payload), from: from})
 		q.replyLocked(from, opRNR, h.psn)
 	case d >= psnHalf:
 		// Duplicate (a retransmission of something accepted): answer
 		// again without placing it twice.
 		for i := 0; i < q.held.n; i++ {
 			if q.held.at(i).psn == h.psn {
-				q.replyLocked(from, opRNR, h.psn)
+				if h.op == opSend {
+					q.replyLocked(from, opRNR, h.psn)
+				}
 				return
 			}
+		}
+		if h.op == opRead {
+			// Its response was lost: a READ is answered again (it
+			// changes nothing, so executing it twice is harmless).
+			q.executeLocked(from, opRead, h.psn, payload)
+			return
 		}
 		q.replyLocked(from, opAck, q.lastIn)
 	default:
@@ -602,8 +665,9 @@ func (q *qp) onSend(from *link, h header, payload []byte) {
 	}
 }
 
-// onResponse is the requester: an ACK or NAK for this QP's sends.
-func (q *qp) onResponse(h header) {
+// onResponse is the requester: an ACK, NAK or READ response for this
+// QP's requests.
+func (q *qp) onResponse(h header, payload []byte) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.destroyed || q.state != fabric.QPSRTS || q.sq.n == 0 {
@@ -627,6 +691,14 @@ func (q *qp) onResponse(h header) {
 			return
 		}
 		q.heard = time.Now()
+		// An ACK cannot complete a READ, which needs its data: one
+		// covered by it lost its response, and the timer resends it.
+		for i := 0; i <= k; i++ {
+			if q.sq.at(i).op == opRead {
+				k, q.lost = i-1, true
+				break
+			}
+		}
 		q.completeLocked(k + 1)
 		q.retries = 0
 		if q.sq.n > 0 {
@@ -649,11 +721,35 @@ func (q *qp) onResponse(h header) {
 		}
 	case opNakSeq:
 		q.retryLocked()
-	case opNakInvReq:
+	case opReadResp:
+		if !inWindow || q.sq.at(k).op != opRead {
+			q.lost = true
+			return
+		}
+		e := q.sq.at(k)
+		if len(payload) != len(e.data) {
+			q.completeLocked(k)
+			q.errorLocked(fabric.WCLocLenErr)
+			return
+		}
+		copy(e.data, payload)
+		q.heard = time.Now()
+		q.completeLocked(k + 1)
+		q.retries = 0
+		if q.sq.n > 0 {
+			q.armTimerLocked()
+		} else {
+			q.stopTimerLocked()
+		}
+	case opNakInvReq, opNakAccess:
 		if !inWindow {
 			return
 		}
 		q.completeLocked(k)
-		q.errorLocked(fabric.WCRemInvReqErr)
+		st := fabric.WCRemInvReqErr
+		if h.op == opNakAccess {
+			st = fabric.WCRemAccessErr
+		}
+		q.errorLocked(st)
 	}
 }

@@ -30,6 +30,14 @@
 //     is posted to the SRQ. Such a QP has no receive queue (PostRecv is
 //     EINVAL, as librxe answers), and the SRQ is busy (EBUSY) while QPs
 //     use it.
+//   - RDMA WRITE and READ (rdma.go) against regions registered with
+//     remote access: the responder checks its QP's access flags, the
+//     rkey, the PD and the bounds and answers a violation with a remote
+//     access error (IBV_WC_REM_ACCESS_ERR, both QPs to ERR); requests
+//     execute in PSN order, behind a SEND waiting for a receive.
+//   - A service delay on purpose (Options.ServiceDelay, delay.go): a
+//     device that transmits one frame per delay once it has enough QPs,
+//     for tests that plant the client count where latency crosses a bound.
 //
 // Nothing here is an RDMA measurement: Provider.Simulated reports true.
 package sim
@@ -39,7 +47,9 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/fabric"
 )
@@ -50,6 +60,12 @@ type Options struct {
 	Caps fabric.Caps
 	// DeviceName is what Devices lists and Open accepts ("sim0" if empty).
 	DeviceName string
+	// ServiceDelay, when positive, makes the device transmit one frame
+	// per ServiceDelay while at least ServiceDelayFrom QPs exist on it
+	// (see delay.go): a responder that is slow on purpose, so a test can
+	// plant the N at which latency crosses a bound.
+	ServiceDelay     time.Duration
+	ServiceDelayFrom int
 }
 
 // DefaultCaps returns the attributes ibv_query_device reports for rxe on
@@ -101,17 +117,26 @@ const (
 type Provider struct {
 	name string
 	caps fabric.Caps
+	opts Options
+
+	// qpCount mirrors nQP for readers that hold a QP's lock.
+	qpCount atomic.Int64
 
 	// mu guards the pools: counts, the QPN table and the key counter.
-	mu      sync.RWMutex
-	nPD     int
-	nCQ     int
-	nMR     int
-	nQP     int
-	nSRQ    int
-	qps     map[uint32]*qp
-	nextQPN uint32
-	nextMR  uint32
+	mu   sync.RWMutex
+	nPD  int
+	nCQ  int
+	nMR  int
+	nQP  int
+	nSRQ int
+	qps  map[uint32]*qp
+	// remote holds the MRs with remote access by rkey, for responders
+	// (which hold a QP's lock: remoteMu is taken after qp.mu and after
+	// mu, never before).
+	remoteMu sync.RWMutex
+	remote   map[uint32]*mr
+	nextQPN  uint32
+	nextMR   uint32
 }
 
 var _ fabric.Provider = (*Provider)(nil)
@@ -143,7 +168,7 @@ func New(opts Options) *Provider {
 	if name == "" {
 		name = "sim0"
 	}
-	return &Provider{name: name, caps: c, qps: make(map[uint32]*qp), nextQPN: firstQPN, nextMR: 1}
+	return &Provider{name: name, caps: c, opts: opts, qps: make(map[uint32]*qp), remote: make(map[uint32]*mr), nextQPN: firstQPN, nextMR: 1}
 }
 
 // Name is the backend name recorded in results.
@@ -180,6 +205,9 @@ func (p *Provider) Open(ctx context.Context, cfg fabric.DeviceConfig) (fabric.De
 		return nil, fmt.Errorf("sim: start wire: %w", err)
 	}
 	d := newDevice(p, ln, gidx)
+	if p.opts.ServiceDelay > 0 {
+		d.delay = &delayLine{every: p.opts.ServiceDelay, from: p.opts.ServiceDelayFrom, q: make(chan delayed, delayQueue)}
+	}
 	d.start()
 	return d, nil
 }

@@ -28,7 +28,21 @@ const (
 	// responder has not read yet (see retryWindow in qp.go). It changes
 	// no timing: the requester still waits for its timer.
 	opDropped byte = 6
+	// RDMA WRITE and READ requests: the payload starts with the remote
+	// address (8 bytes) and rkey (4); a WRITE's data follows, a READ's
+	// length (4) does.
+	opWrite byte = 7
+	opRead  byte = 8
+	// opReadResp carries a READ's data back; it acknowledges the READ and
+	// every request before it.
+	opReadResp byte = 9
+	// opNakAccess is the remote access error NAK: bad rkey, address out
+	// of the region, or access the region or QP does not allow.
+	opNakAccess byte = 10
 )
+
+// isRequest reports whether op flows from requester to responder.
+func isRequest(op byte) bool { return op == opSend || op == opWrite || op == opRead }
 
 // Frame layout, big-endian: op(1) pad(1) srcLID(2) srcQPN(4) dstQPN(4)
 // psn(4) len(4), then len payload bytes.
@@ -97,8 +111,9 @@ func newLink(d *device, outbound bool, lid uint16, c net.Conn) *link {
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
-func (l *link) send(h header, payload []byte) {
-	h.n = uint32(len(payload))
+// send queues one frame: the header, then ext and payload as its body.
+func (l *link) send(h header, ext, payload []byte) {
+	h.n = uint32(len(ext) + len(payload))
 	var hb [hdrLen]byte
 	h.put(hb[:])
 	l.mu.Lock()
@@ -107,6 +122,7 @@ func (l *link) send(h header, payload []byte) {
 		return
 	}
 	l.buf = append(l.buf, hb[:]...)
+	l.buf = append(l.buf, ext...)
 	l.buf = append(l.buf, payload...)
 	l.mu.Unlock()
 	select {
@@ -231,23 +247,23 @@ func (l *link) readLoop(c net.Conn) {
 func (d *device) dispatch(l *link, h header, p []byte) {
 	q := d.lookup(h.dstQPN)
 	if q == nil {
-		if h.op == opSend && !l.outbound {
+		if isRequest(h.op) && !l.outbound {
 			d.dropped(l, h) // unknown QPN: dropped; the requester times out
 		}
 		return
 	}
 	switch {
-	case h.op == opSend && !l.outbound:
-		q.onSend(l, h, p)
-	case h.op != opSend && l.outbound:
-		q.onResponse(h)
+	case isRequest(h.op) && !l.outbound:
+		q.onRequest(l, h, p)
+	case !isRequest(h.op) && l.outbound:
+		q.onResponse(h, p)
 	}
 }
 
 // dropped tells the requester of h that its request was dropped.
 func (d *device) dropped(l *link, h header) {
 	if l != nil {
-		l.send(header{op: opDropped, srcLID: d.port.LID, srcQPN: h.dstQPN, dstQPN: h.srcQPN, psn: h.psn}, nil)
+		d.send(l, header{op: opDropped, srcLID: d.port.LID, srcQPN: h.dstQPN, dstQPN: h.srcQPN, psn: h.psn}, nil, nil)
 	}
 }
 
@@ -265,6 +281,10 @@ func (d *device) lookup(qpn uint32) *qp {
 func (d *device) start() {
 	d.wg.Add(1)
 	go d.acceptLoop()
+	if d.delay != nil {
+		d.wg.Add(1)
+		go d.runDelay()
+	}
 }
 
 func (d *device) acceptLoop() {
