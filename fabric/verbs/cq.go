@@ -109,11 +109,16 @@ func (c *cq) Poll(wc []fabric.WC) (int, error) {
 		return 0, verr("ibv_poll_cq", syscall.EIO, fmt.Sprintf("returned %d", n))
 	}
 	for i, w := range unsafe.Slice(c.buf, n) {
-		op := fabric.WCSend
 		// For an error completion the opcode is not defined by the spec;
 		// rxe reports the work request's kind, which is the best we have.
-		if w.opcode&C.IBV_WC_RECV != 0 {
+		op := fabric.WCSend
+		switch {
+		case w.opcode&C.IBV_WC_RECV != 0:
 			op = fabric.WCRecv
+		case w.opcode == C.IBV_WC_RDMA_WRITE:
+			op = fabric.WCRDMAWrite
+		case w.opcode == C.IBV_WC_RDMA_READ:
+			op = fabric.WCRDMARead
 		}
 		wc[i] = fabric.WC{
 			WRID:    uint64(w.wr_id),

@@ -34,6 +34,7 @@ var _ fabric.MR = (*mr)(nil)
 
 func (m *mr) Buf() []byte  { return m.buf }
 func (m *mr) LKey() uint32 { return m.lkey }
+func (m *mr) Addr() uint64 { return uint64(m.addr) }
 func (m *mr) RKey() uint32 { return m.rkey }
 
 func (x *pd) RegMR(size int, access fabric.Access) (fabric.MR, error) {

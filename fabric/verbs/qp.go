@@ -194,6 +194,39 @@ func (q *qp) post(verb string, wrID uint64, m fabric.MR, off, length int, recv b
 	return q.postRaw(verb, wrID, m, off, length, recv)
 }
 
+func (q *qp) PostWrite(wrID uint64, m fabric.MR, off, length int, raddr uint64, rkey uint32) error {
+	return q.postRDMA(false, wrID, m, off, length, raddr, rkey)
+}
+
+func (q *qp) PostRead(wrID uint64, m fabric.MR, off, length int, raddr uint64, rkey uint32) error {
+	return q.postRDMA(true, wrID, m, off, length, raddr, rkey)
+}
+
+// postRDMA posts an RDMA WRITE or READ; the remote address and rkey are
+// the peer's to check (a bad one completes with IBV_WC_REM_ACCESS_ERR).
+func (q *qp) postRDMA(read bool, wrID uint64, m fabric.MR, off, length int, raddr uint64, rkey uint32) error {
+	const verb = "ibv_post_send"
+	x, err := sgeMR(verb, m, off, length)
+	if err != nil {
+		return err
+	}
+	q.life.RLock()
+	defer q.life.RUnlock()
+	if q.dead {
+		return verr(verb, syscall.EINVAL, "QP destroyed")
+	}
+	isRead := C.int(0)
+	if read {
+		isRead = 1
+	}
+	r := C.rp_post_rdma(q.qp, isRead, C.uint64_t(wrID), C.uint64_t(x.addr+uintptr(off)), C.uint32_t(length),
+		C.uint32_t(x.lkey), C.uint64_t(raddr), C.uint32_t(rkey))
+	if r != 0 {
+		return verr(verb, syscall.Errno(r), "")
+	}
+	return nil
+}
+
 // postRaw posts without the fabric's own SRQ check, so tests can see what
 // the provider itself answers.
 func (q *qp) postRaw(verb string, wrID uint64, m fabric.MR, off, length int, recv bool) error {

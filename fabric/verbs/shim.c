@@ -217,6 +217,23 @@ int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len,
 	return rp_ret(ibv_post_send(qp, &wr, &bad));
 }
 
+// rp_post_rdma posts a signaled RDMA WRITE (read = 0) or READ of one
+// local buffer to or from the peer's memory at raddr.
+int rp_post_rdma(struct ibv_qp *qp, int read, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey,
+		uint64_t raddr, uint32_t rkey) {
+	struct ibv_sge sge = { .addr = addr, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr, *bad = NULL;
+	memset(&wr, 0, sizeof wr);
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return rp_ret(ibv_post_send(qp, &wr, &bad));
+}
+
 int rp_post_recv(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey) {
 	struct ibv_sge sge = { .addr = addr, .length = len, .lkey = lkey };
 	struct ibv_recv_wr wr, *bad = NULL;

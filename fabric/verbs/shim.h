@@ -55,6 +55,8 @@ int rp_to_rts(struct ibv_qp *qp, uint32_t sq_psn, int timeout, int retry_cnt,
 int rp_qp_state(struct ibv_qp *qp);
 int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey);
 int rp_post_recv(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey);
+int rp_post_rdma(struct ibv_qp *qp, int read, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey,
+		uint64_t raddr, uint32_t rkey);
 
 // SRQ.
 struct ibv_srq *rp_create_srq(struct ibv_pd *pd, uint32_t max_wr, uint32_t max_sge);
