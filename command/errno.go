@@ -1,0 +1,66 @@
+package command
+
+import (
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+var (
+	errnoNameRE = regexp.MustCompile(`\bE[A-Z0-9]{2,15}\b`)
+	// errnoTexts maps strerror texts ("Cannot allocate memory") to
+	// names, for programs that print perror(3) lines without the name.
+	errnoNames = map[string]bool{}
+	errnoTexts = func() map[string]string {
+		m := map[string]string{}
+		for e := syscall.Errno(1); e < 134; e++ {
+			if name := unix.ErrnoName(e); name != "" {
+				m[strings.ToLower(e.Error())] = name
+				errnoNames[name] = true
+			}
+		}
+		return m
+	}()
+	errnoTextRE = func() *regexp.Regexp {
+		texts := make([]string, 0, len(errnoTexts))
+		for t := range errnoTexts {
+			texts = append(texts, regexp.QuoteMeta(t))
+		}
+		// Longest first, so "no such file or directory" is not read as
+		// a shorter text inside it.
+		sort.Slice(texts, func(i, j int) bool { return len(texts[i]) > len(texts[j]) })
+		return regexp.MustCompile(`(?i)` + strings.Join(texts, "|"))
+	}()
+)
+
+// Errnos returns the errno names a program's output mentions, by name
+// (ENOMEM) or by strerror text (Cannot allocate memory), in order of
+// first appearance, each once.
+func Errnos(out string) []string {
+	type hit struct {
+		at   int
+		name string
+	}
+	var hits []hit
+	for _, m := range errnoNameRE.FindAllStringIndex(out, -1) {
+		if name := out[m[0]:m[1]]; errnoNames[name] {
+			hits = append(hits, hit{m[0], name})
+		}
+	}
+	for _, m := range errnoTextRE.FindAllStringIndex(out, -1) {
+		hits = append(hits, hit{m[0], errnoTexts[strings.ToLower(out[m[0]:m[1]])]})
+	}
+	sort.SliceStable(hits, func(i, j int) bool { return hits[i].at < hits[j].at })
+	var names []string
+	seen := map[string]bool{}
+	for _, h := range hits {
+		if !seen[h.name] {
+			seen[h.name] = true
+			names = append(names, h.name)
+		}
+	}
+	return names
+}
