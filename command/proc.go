@@ -43,9 +43,9 @@ type Proc struct {
 	Argv    []string
 	Started time.Time
 
-	cmd    *exec.Cmd
-	out    *output
-	stdin  io.WriteCloser
+	cmd     *exec.Cmd
+	out     *output
+	stdin   io.WriteCloser
 	feeder  sync.WaitGroup // the goroutine writing Spec.Stdin
 	done    chan struct{}  // closed once the leader is reaped
 	outR    *os.File       // read end of the output pipe
