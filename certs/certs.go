@@ -90,6 +90,29 @@ func selfSigned(cn string, dns []string, ips []net.IP, eku x509.ExtKeyUsage) (Pa
 	}, nil
 }
 
+// Pairs are a run's two pairs: the server's, which clients pin, and the
+// clients', which the server authorises (mutual TLS).
+type Pairs struct {
+	Server Pair `json:"server"`
+	Client Pair `json:"client"`
+}
+
+// NewPairs generates a run's server and client pairs. A run makes them
+// once and hands the PEMs to every server and load generator it starts:
+// keys travel in the children's spec on their stdin, never in argv or on
+// disk.
+func NewPairs() (Pairs, error) {
+	s, err := SelfSigned()
+	if err != nil {
+		return Pairs{}, fmt.Errorf("server certificate: %w", err)
+	}
+	c, err := SelfSignedClient()
+	if err != nil {
+		return Pairs{}, fmt.Errorf("client certificate: %w", err)
+	}
+	return Pairs{Server: s, Client: c}, nil
+}
+
 // WriteFiles writes cert.pem and key.pem into dir; the key is 0600.
 func (p Pair) WriteFiles(dir string) (certPath, keyPath string, err error) {
 	certPath = filepath.Join(dir, "cert.pem")
