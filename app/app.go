@@ -11,7 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rdmaprobe/rdmaprobe/softroce"
+	"github.com/rdmaprobe/rdmaprobe/runner"
 )
 
 // Version is set at build time with -ldflags "-X ...app.Version=...".
@@ -67,8 +67,8 @@ func New(s Streams) *cli.App {
 
 // Main runs the App with args and returns the process exit code.
 func Main(args []string, s Streams) int {
-	if softroce.IsGuest() {
-		guestMain() // never returns: it powers the guest off
+	if runner.InGuest() {
+		runner.GuestAgent() // never returns: it powers the guest off
 	}
 	return MainContext(context.Background(), args, s)
 }

@@ -3,21 +3,40 @@ package app
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rdmaprobe/rdmaprobe/probe"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
 )
 
-// backend is the resolved --backend: how points are run and how the run
-// is labelled.
+// backend is the resolved --backend: how the run is labelled, the
+// fabric its servers and generators open, and how its points are run.
 type backend struct {
 	result.Backend
-	childArgs []string
-	// open prepares the backend and returns the per-point measure.
-	open func(ctx context.Context, cfg runner.Config, run *result.Run, dir string) (probe.Measure, func(), error)
+	fabric runner.Fabric
+	// guest, if set, runs the points inside a Soft-RoCE guest.
+	guest *runner.GuestOptions
+}
+
+// open returns the Runner of spec's points: a Local one on this host, or
+// a Guest, which boots here. dir is the run's directory.
+func (b *backend) open(ctx context.Context, spec runner.Spec, dir string, local runner.LocalOptions) (runner.Runner, error) {
+	if b.guest == nil {
+		if spec.Fabric.Backend == "verbs" {
+			exe, err := runner.VerbsBinary(ctx)
+			if err != nil {
+				return nil, err
+			}
+			local.Exe = exe
+		}
+		return runner.NewLocal(spec, local)
+	}
+	opts := *b.guest
+	opts.ConsoleLog = filepath.Join(dir, "guest-console.log")
+	opts.ProfileDir, opts.Progress = local.ProfileDir, local.Progress
+	return runner.NewGuest(ctx, spec, opts)
 }
 
 // chooseBackend resolves --backend; auto picks verbs, then vm, then sim,
@@ -34,18 +53,18 @@ func chooseBackend(c *cli.Context) (*backend, error) {
 	case "sim":
 		return simBackend(c, "requested with --backend sim"), nil
 	case "verbs":
-		ok, why := hasRDMADevice()
+		ok, why := runner.HasRDMADevice()
 		if !ok {
 			return nil, fmt.Errorf("--backend verbs: %s (try --backend vm for Soft-RoCE in a QEMU guest)", why)
 		}
-		return verbsBackend(c, "requested with --backend verbs; "+why)
+		return verbsBackend(c, "requested with --backend verbs; "+why), nil
 	case "vm":
 		return vmBackend(c, "requested with --backend vm")
 	case "auto":
-		if ok, why := hasRDMADevice(); ok {
-			return verbsBackend(c, "auto: "+why)
+		if ok, why := runner.HasRDMADevice(); ok {
+			return verbsBackend(c, "auto: "+why), nil
 		}
-		if ok, why := vmAvailable(); ok {
+		if ok, why := runner.GuestAvailable(); ok {
 			return vmBackend(c, "auto: no RDMA device on this host; "+why)
 		} else {
 			return simBackend(c, "auto: no RDMA device on this host and "+why+
@@ -56,36 +75,42 @@ func chooseBackend(c *cli.Context) (*backend, error) {
 }
 
 func simBackend(c *cli.Context, reason string) *backend {
-	b := &backend{
+	return &backend{
 		Backend: result.Backend{Name: "sim", Simulated: true, Reason: reason,
 			Description: "sim: simulated fabric (pure Go, not an RDMA measurement)"},
-		childArgs: childFabricArgs(c, "sim"),
+		fabric: fabricSpec(c, "sim"),
 	}
-	b.open = localOpen
-	return b
 }
 
-// localOpen runs points as processes on this host.
-func localOpen(ctx context.Context, cfg runner.Config, run *result.Run, dir string) (probe.Measure, func(), error) {
-	r, err := runner.NewLocal(cfg)
-	if err != nil {
-		return nil, nil, err
+func verbsBackend(c *cli.Context, reason string) *backend {
+	return &backend{
+		Backend: result.Backend{Name: "verbs", Reason: reason,
+			Description: "verbs: RDMA device on this host"},
+		fabric: fabricSpec(c, "verbs"),
 	}
-	return func(ctx context.Context, n, trial int) (result.Point, error) {
-		pt, err := r.RunPoint(ctx, n, trial)
-		if r.Device != nil && run.Environment.Device == nil {
-			run.Environment.Device = r.Device
-		}
-		return pt, err
-	}, func() {}, nil
 }
 
-// verbsBackend and vmBackend are completed by the real-RDMA work; until
-// this binary has them they say so in one line.
-var verbsBackend = func(c *cli.Context, reason string) (*backend, error) {
-	return nil, fmt.Errorf("the verbs backend is not built into this binary")
+// vmBackend runs the verbs fabric on rxe0 inside the guest (or, with
+// --sim-in-vm, the simulated one).
+func vmBackend(c *cli.Context, reason string) (*backend, error) {
+	if ok, why := runner.GuestAvailable(); !ok {
+		return nil, fmt.Errorf("--backend vm: %s", why)
+	}
+	opts := guestOptions(c)
+	if opts.CPUs < 1 || opts.MemMiB < 256 {
+		return nil, fmt.Errorf("--vm-cpus must be ≥ 1 and --vm-mem ≥ 256 MiB")
+	}
+	b := &backend{
+		Backend: result.Backend{Name: "vm", Reason: reason,
+			Description: "vm: rxe0 (Soft-RoCE in a QEMU guest)"},
+		// The guest's device, port 1, its first RoCE v2 IPv4-mapped GID.
+		fabric: runner.Fabric{Backend: "verbs", Port: 1, GIDIndex: -1},
+		guest:  &opts,
+	}
+	if c.Bool("sim-in-vm") {
+		b.Backend = result.Backend{Name: "sim", Simulated: true, Reason: reason,
+			Description: "sim: simulated fabric (pure Go, not an RDMA measurement) in a QEMU guest"}
+		b.fabric = fabricSpec(c, "sim")
+	}
+	return b, nil
 }
-
-var vmBackend func(c *cli.Context, reason string) (*backend, error)
-
-var vmAvailable func() (bool, string)

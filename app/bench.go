@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -18,16 +17,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmaprobe/rdmaprobe/bench"
-	"github.com/rdmaprobe/rdmaprobe/fabric"
-	"github.com/rdmaprobe/rdmaprobe/fabric/sim"
 	"github.com/rdmaprobe/rdmaprobe/report"
 	"github.com/rdmaprobe/rdmaprobe/result"
-	"github.com/rdmaprobe/rdmaprobe/softroce"
+	"github.com/rdmaprobe/rdmaprobe/runner"
 )
-
-// opBench runs the bench suite inside the guest, so the vm backend's
-// figures are all taken under the same CPU emulation.
-const opBench = "bench"
 
 // DefaultBenchPasses: three passes in turns. In the Soft-RoCE guest one
 // pass of each gave c/(a+b) at 100 in flight of 1.22, 1.44 and 1.54 in
@@ -35,17 +28,6 @@ const opBench = "bench"
 // measurement, taken one after the other, catch the machine's slow
 // spells unevenly.
 const DefaultBenchPasses = 3
-
-// benchRequest is what the host sends for opBench.
-type benchRequest struct {
-	N, Concurrency, Warmup, MsgSize, Passes int
-	Timeout                                 time.Duration
-	Kex                                     string
-}
-
-func (r benchRequest) options(dev fabric.DeviceConfig) bench.Options {
-	return bench.Options{Warmup: r.Warmup, MsgSize: r.MsgSize, Timeout: r.Timeout, Device: dev, Kex: r.Kex, Passes: r.Passes}
-}
 
 func benchCommand(s Streams) *cli.Command {
 	return &cli.Command{
@@ -75,7 +57,7 @@ func benchCommand(s Streams) *cli.Command {
 }
 
 func runBench(ctx context.Context, c *cli.Context, s Streams) error {
-	req := benchRequest{N: c.Int("n"), Concurrency: c.Int("concurrency"), Warmup: c.Int("warmup"), Passes: c.Int("passes"),
+	req := runner.BenchRequest{N: c.Int("n"), Concurrency: c.Int("concurrency"), Warmup: c.Int("warmup"), Passes: c.Int("passes"),
 		MsgSize: c.Int("msg-size"), Timeout: c.Duration("op-timeout"), Kex: c.String("tls-kex")}
 	if err := checkTLSKex(c); err != nil {
 		return fail(2, "--tls-kex: %v", err)
@@ -87,16 +69,8 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 	if err != nil {
 		return fail(2, "%v", err)
 	}
-	var p fabric.Provider
-	switch be.Name {
-	case "sim":
-		p = sim.New(sim.Options{Caps: simCaps(c)})
-	case "verbs":
-		// In-process on purpose: a child process would add its start-up
-		// to nothing being measured, but also hide nothing.
-		if p = verbsProvider(); p == nil {
-			return fmt.Errorf("--backend verbs: this binary was built without libibverbs; build it with `go build -tags verbs`")
-		}
+	if be.Name == "verbs" && !runner.HasVerbs() {
+		return fmt.Errorf("--backend verbs: this binary was built without libibverbs; build it with `go build -tags verbs`")
 	}
 	fmt.Fprintf(s.Out, "backend: %s (%s)\n", be.Description, be.Reason)
 
@@ -128,16 +102,16 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 	}
 
 	var got *bench.Run
-	if be.Name == "vm" {
-		got, err = benchInGuest(ctx, c, s.Out, dir, req, run, progress)
+	if be.guest != nil {
+		got, err = benchInGuest(ctx, *be.guest, dir, req, run, progress)
 	} else {
-		got, err = bench.Suite(ctx, p, req.N, req.Concurrency, req.options(deviceConfig(c)), progress)
+		got, err = benchHere(ctx, be, req, progress)
 	}
 	if got != nil {
 		run.Measured, run.Config = got.Measured, got.Config
 		if d := got.Measured.Device; d != nil && be.Name == "verbs" {
 			run.Backend.Description = fmt.Sprintf("verbs: %s port %d (%s) on Linux %s",
-				d.Name, d.Port.Port, d.Port.LinkLayer, shortRelease(got.Measured.Kernel))
+				d.Name, d.Port.Port, d.Port.LinkLayer, runner.ShortRelease(got.Measured.Kernel))
 		}
 		if len(got.Measurements) >= len(run.Measurements) {
 			run.Measurements = got.Measurements
@@ -168,59 +142,28 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 	return err
 }
 
+// benchHere runs the suite in this process, on purpose: a child process
+// would add its start-up to nothing being measured, but also hide
+// nothing.
+func benchHere(ctx context.Context, be *backend, req runner.BenchRequest, progress func(bench.Measurement)) (*bench.Run, error) {
+	p, err := be.fabric.Provider()
+	if err != nil {
+		return nil, err
+	}
+	return bench.Suite(ctx, p, req.N, req.Concurrency, req.Options(be.fabric.DeviceConfig()), progress)
+}
+
 // benchInGuest boots the Soft-RoCE guest and runs the suite there.
-func benchInGuest(ctx context.Context, c *cli.Context, out io.Writer, dir string, req benchRequest,
+func benchInGuest(ctx context.Context, opts runner.GuestOptions, dir string, req runner.BenchRequest,
 	run *bench.Run, progress func(bench.Measurement)) (*bench.Run, error) {
-	cpus, mem := c.Int("vm-cpus"), c.Int("vm-mem")
-	exe, err := verbsBinary(ctx)
-	if err != nil {
-		return nil, err
-	}
-	img, err := softroce.BuildImage(ctx, softroce.ImageConfig{Binary: exe, ExtraBinaries: softroce.DefaultExtraBinaries})
-	if err != nil {
-		return nil, err
-	}
-	g, err := softroce.Boot(ctx, bootConfig(c, img, cpus, mem, filepath.Join(dir, "guest-console.log")))
+	opts.ConsoleLog = filepath.Join(dir, "guest-console.log")
+	g, err := runner.BootGuest(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer g.Close()
-	if maps := c.Int("vm-max-map-count"); maps > 0 {
-		if _, err := g.Call(ctx, softroce.OpSysctl, map[string]string{"vm.max_map_count": strconv.Itoa(maps)}, nil); err != nil {
-			return nil, fmt.Errorf("set guest vm.max_map_count: %w", err)
-		}
-	}
-	info := g.Ready
-	run.Backend.Description = fmt.Sprintf("vm: %s on Linux %s (Soft-RoCE, %s, %d vCPU, %s)",
-		info.Device, shortRelease(info.KernelRelease), guestCPU(c), cpus, memString(mem))
-	fmt.Fprintf(out, "guest: %s, ready in %.1f s\n", run.Backend.Description, g.BootTime.Seconds())
-	raw, err := g.Call(ctx, opBench, req, func(m json.RawMessage) {
-		var meas bench.Measurement
-		if json.Unmarshal(m, &meas) == nil {
-			progress(meas)
-		}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("guest: %w", err)
-	}
-	var got bench.Run
-	if err := json.Unmarshal(raw, &got); err != nil {
-		return nil, fmt.Errorf("guest sent an unreadable bench run: %w", err)
-	}
-	return &got, nil
-}
-
-// guestBench serves opBench inside the guest.
-func guestBench(ctx context.Context, payload json.RawMessage, progress func(any)) (any, error) {
-	var req benchRequest
-	if err := json.Unmarshal(payload, &req); err != nil {
-		return nil, err
-	}
-	p := verbsProvider()
-	if p == nil {
-		return nil, fmt.Errorf("the guest's rdmaprobe has no libibverbs")
-	}
-	return bench.Suite(ctx, p, req.N, req.Concurrency, req.options(fabric.DeviceConfig{GIDIndex: -1}), func(m bench.Measurement) { progress(m) })
+	run.Backend.Description = g.Description()
+	return g.Bench(ctx, req, progress)
 }
 
 func newTable(w io.Writer) *tablewriter.Table {

@@ -1,14 +1,6 @@
 package app
 
-import (
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
-
-	"github.com/urfave/cli/v2"
-	"golang.org/x/sys/unix"
-)
+import "github.com/urfave/cli/v2"
 
 // limitFlags lower the server's own limits to reproduce an environment.
 func limitFlags() []cli.Flag {
@@ -18,53 +10,15 @@ func limitFlags() []cli.Flag {
 	}
 }
 
-// limitArgs passes the limit flags on to serve.
-func limitArgs(c *cli.Context) []string {
-	var args []string
-	for _, f := range []string{"nofile", "memlock"} {
-		if v := c.Uint64(f); v > 0 {
-			args = append(args, "--"+f, fmt.Sprint(v))
-		}
-	}
-	return args
+// profileFlag writes a CPU profile of serve or clients (pprof format);
+// the probe commands set it per process with --profile DIR.
+func profileFlag() cli.Flag {
+	return &cli.StringFlag{Name: "cpuprofile", Hidden: true, Usage: "write a CPU profile of this process to `FILE`"}
 }
 
-// raiseNoFile lifts this process's open-file limit to the kernel's
-// fs.nr_open when it is allowed to (root), so that a point is bounded by
-// what it measures rather than by a login default such as 1024 or 20000.
-// The limit in force is recorded with every point; --nofile lowers it.
-func raiseNoFile() {
-	data, err := os.ReadFile("/proc/sys/fs/nr_open")
-	if err != nil {
-		return
-	}
-	n, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
-	if err != nil {
-		return
-	}
-	var rl unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Max < n {
-		unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: n}) // best effort: unprivileged keeps its limit
-	} else if rl.Cur < rl.Max {
-		unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: rl.Max, Max: rl.Max})
-	}
-}
-
-// applyLimits sets this process's limits from the flags.
-func applyLimits(c *cli.Context) error {
-	raiseNoFile()
-	set := func(flag string, res int) error {
-		v := c.Uint64(flag)
-		if v == 0 {
-			return nil
-		}
-		if err := unix.Setrlimit(res, &unix.Rlimit{Cur: v, Max: v}); err != nil {
-			return fmt.Errorf("--%s %d: %w", flag, v, err)
-		}
-		return nil
-	}
-	if err := set("nofile", unix.RLIMIT_NOFILE); err != nil {
-		return err
-	}
-	return set("memlock", unix.RLIMIT_MEMLOCK)
+// specFlag has serve or clients read their whole configuration as one
+// JSON line (runner.ServerSpec, runner.GeneratorSpec) instead of flags:
+// how the runner starts them.
+func specFlag() cli.Flag {
+	return &cli.StringFlag{Name: "spec", Hidden: true, Usage: "the whole configuration as JSON; - reads it as the first line of stdin, and implies the runner's event protocol"}
 }

@@ -7,8 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,13 +16,11 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 
-	"github.com/rdmaprobe/rdmaprobe/certs"
-	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/probe"
 	"github.com/rdmaprobe/rdmaprobe/report"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
-	"github.com/rdmaprobe/rdmaprobe/server"
+	"github.com/rdmaprobe/rdmaprobe/session"
 )
 
 // probeFlags are shared by search and ramp.
@@ -35,17 +31,17 @@ func probeFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "threshold", Value: 100, Usage: "success rate in percent a point must reach to pass"},
 		&cli.IntFlag{Name: "trials", Value: 1, Usage: "trials per client count (pooled for the pass decision)"},
 		&cli.IntFlag{Name: "max-clients", Usage: "server cap; default: each point's client count"},
-		&cli.StringFlag{Name: "mode", Value: server.ModePerClient, Usage: "server resources per client: per-client (1 QP + 2 CQ + 2 MR), shared-cq (1 QP + 2 MR), pool (1 QP; one registered pool) or srq (1 QP without RQ; pool + shared receive queue)"},
+		&cli.StringFlag{Name: "mode", Value: runner.DefaultMode, Usage: "server resources per client: per-client (1 QP + 2 CQ + 2 MR), shared-cq (1 QP + 2 MR), pool (1 QP; one registered pool) or srq (1 QP without RQ; pool + shared receive queue)"},
 		&cli.StringFlag{Name: "gomaxprocs", Value: runner.GoMaxProcsSplit, Usage: "how the server's and load generators' Go runtimes share this machine's CPUs: split (server half, generators the rest) or all (Go's default: each sized to every CPU, their idle threads spin against each other)"},
 		&cli.IntFlag{Name: "procs", Value: 1, Usage: "load-generator processes the clients are spread over"},
 		&cli.Float64Flag{Name: "rate", Usage: "client launches per second over all generators (0 = all at once)"},
 		&cli.BoolFlag{Name: "tls-resume", Usage: "let each load generator's clients resume TLS sessions (a server facing returning clients; default: every client does a full mutual-TLS handshake)"},
-		&cli.IntFlag{Name: "inflight", Value: DefaultInFlight, Usage: "connection attempts in progress at once per load generator (0 = unbounded burst); connected clients stay open either way"},
+		&cli.IntFlag{Name: "inflight", Value: runner.DefaultInFlight, Usage: "connection attempts in progress at once per load generator (0 = unbounded burst); connected clients stay open either way"},
 		&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "per-client deadline"},
 		&cli.IntFlag{Name: "rounds", Value: 3, Usage: "verified round trips per client"},
 		&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "payload bytes per message"},
 		&cli.StringFlag{Name: "results", Value: "results", Usage: "directory that receives <UTC time>-<backend>/run.json (run.json.gz above 1 MB)"},
-		&cli.StringFlag{Name: "backlog", Usage: "server listen queue length (default: somaxconn)"},
+		&cli.IntFlag{Name: "backlog", Usage: "server listen queue length (default: somaxconn)"},
 		&cli.StringFlag{Name: "profile", Usage: "write CPU profiles (pprof) of the server and load generators of every point into `DIR` (sim and verbs backends)"},
 		&cli.BoolFlag{Name: "stop-on-error", Usage: "stop at the first point that itself fails (server died, load generator crashed or hung) instead of counting it as failed and going on"},
 		&cli.DurationFlag{Name: "calibrate", Value: runner.DefaultCalibration, Usage: "measure this machine's speed (serial TLS handshakes in one process) for this long before and after each point, to tell a slow host from a slow server (0 = off)"},
@@ -118,161 +114,52 @@ func parseCounts(s string) ([]int, error) {
 	return out, nil
 }
 
-type strategy func(ctx context.Context, cfg probe.Config, m probe.Measure, obs func(probe.Event)) (result.Search, []result.Point, error)
-
-// runProbe is search and ramp: choose the backend, run the points through
-// the runner, save run.json after every point, print the table.
-func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
-	thr := c.Float64("threshold")
-	if thr <= 0 || thr > 100 {
-		return fail(2, "--threshold is a percentage in (0, 100], got %g", thr)
-	}
-	if c.Int("trials") < 1 {
-		return fail(2, "--trials must be at least 1")
-	}
-	if c.Int("procs") < 1 {
-		return fail(2, "--procs must be at least 1")
-	}
-	if g := c.String("gomaxprocs"); !slices.Contains(runner.GoMaxProcsPolicies, g) {
-		return fail(2, "--gomaxprocs %q: want %s", g, strings.Join(runner.GoMaxProcsPolicies, " or "))
-	}
+// runProbe is search and ramp: flags to one session.Options, then the
+// session runs and saves the points while this prints them.
+func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) error {
 	if err := checkTLSKex(c); err != nil {
 		return fail(2, "--tls-kex: %v", err)
 	}
-	if err := server.ValidMode(c.String("mode")); err != nil {
-		return fail(2, "--mode: %v", err)
-	}
 	be, err := chooseBackend(c)
 	if err != nil {
+		return fail(2, "%v", err)
+	}
+	prog := newProgress(s.Err)
+	o := session.Options{
+		Mode: mode, Command: os.Args, ToolVersion: Version, ResultsDir: c.String("results"),
+		Backend: be.Backend, Spec: probeSpec(c, be), Trials: c.Int("trials"), StopOnError: c.Bool("stop-on-error"),
+		Strategy: strat, Open: be.open, ProfileDir: c.String("profile"),
+		Progress: prog.update,
+		PointStarts: func(n, trial int) {
+			prog.start(n, trial, c.Int("trials"))
+		},
+		Point: func(pt result.Point) {
+			prog.clear()
+			fmt.Fprintln(s.Out, pointLine(pt, be.Backend.Simulated))
+		},
+		Note: func(note string) {
+			prog.clear()
+			fmt.Fprintln(s.Out, "note: "+note)
+		},
+	}
+	if mode == "search" {
+		o.Lo, o.Hi = c.Int("lo"), c.Int("hi")
+	} else {
+		o.Clients, _ = parseCounts(c.String("clients"))
+	}
+	if err := o.Check(); err != nil {
 		return fail(2, "%v", err)
 	}
 	fmt.Fprintf(s.Out, "backend: %s (%s)\n", be.Description, be.Reason)
 
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-
-	dir, err := result.NewRunDir(c.String("results"), be.Name, time.Now())
+	ss, err := session.Run(ctx, o)
+	prog.clear()
 	if err != nil {
 		return err
 	}
-	run := &result.Run{
-		SchemaVersion: result.SchemaVersion, Tool: "rdmaprobe", ToolVersion: Version,
-		Command: os.Args, Mode: mode, StartedAt: time.Now().UTC(),
-		Backend: be.Backend, Environment: collectors.Environment(),
-		Config: result.Config{
-			ResourceMode: c.String("mode"), Rounds: c.Int("rounds"), PayloadBytes: c.Int("msg-size"),
-			ClientTimeout: c.Duration("timeout").Seconds(), Rate: c.Float64("rate"), Procs: c.Int("procs"), InFlight: c.Int("inflight"), TLSResume: c.Bool("tls-resume"), TLSKex: c.String("tls-kex"),
-			GoMaxProcs: c.String("gomaxprocs"), Detach: c.Bool("detach"),
-			Threshold: thr / 100, Trials: c.Int("trials"), MaxClients: c.Int("max-clients"),
-		},
-	}
-	if mode == "search" {
-		run.Config.Lo, run.Config.Hi = c.Int("lo"), c.Int("hi")
-	} else {
-		run.Config.RampClients, _ = parseCounts(c.String("clients"))
-	}
-	if be.Name == "sim" {
-		caps := simCaps(c)
-		run.Config.SimCaps = &caps
-	}
-	// path is the file the last save wrote: run.json, or run.json.gz
-	// once the run is larger than result.GzipAbove.
-	path, err := result.SaveRun(dir, run)
-	if err != nil {
-		return err
-	}
-
-	work, err := os.MkdirTemp("", "rdmaprobe-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(work)
-	pair, err := certs.SelfSigned()
-	if err != nil {
-		return err
-	}
-	certFile, keyFile, err := pair.WriteFiles(work)
-	if err != nil {
-		return err
-	}
-	cpair, err := certs.SelfSignedClient()
-	if err != nil {
-		return err
-	}
-	clientCertFile, clientKeyFile := filepath.Join(work, "client-cert.pem"), filepath.Join(work, "client-key.pem")
-	if err := cpair.WriteFilesAs(clientCertFile, clientKeyFile); err != nil {
-		return err
-	}
-
-	prog := newProgress(s.Err)
-	serverArgs := append(simCapArgs(c), limitArgs(c)...)
-	if b := c.String("backlog"); b != "" {
-		serverArgs = append(serverArgs, "--backlog", b)
-	}
-	measure, closeBackend, err := be.open(ctx, runner.Config{
-		FabricArgs: be.childArgs, MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
-		Procs: c.Int("procs"), Rate: c.Float64("rate"), InFlight: c.Int("inflight"), TLSResume: c.Bool("tls-resume"), TLSKex: c.String("tls-kex"), Timeout: c.Duration("timeout"),
-		GoMaxProcs: c.String("gomaxprocs"), Detach: c.Bool("detach"),
-		Rounds: c.Int("rounds"), MsgSize: c.Int("msg-size"), Threshold: thr / 100,
-		CertFile: certFile, KeyFile: keyFile, ServerArgs: serverArgs,
-		ClientCertFile: clientCertFile, ClientKeyFile: clientKeyFile,
-		Progress: prog.update, SampleInterval: sampleInterval(c), ProfileDir: c.String("profile"),
-		CalibrationWindow: offIfZero(c.Duration("calibrate")),
-	}, run, dir)
-	if err != nil {
-		return err
-	}
-	defer closeBackend()
-
-	var mu sync.Mutex
-	var saveErr error
-	record := func(ctx context.Context, n, trial int) (result.Point, error) {
-		prog.start(n, trial, run.Config.Trials)
-		pt, err := measure(ctx, n, trial)
-		prog.clear()
-		if err != nil && ctx.Err() == nil {
-			return pt, err
-		}
-		if ctx.Err() != nil && pt.Error == "interrupted" {
-			return pt, ctx.Err() // an incomplete point is not a measurement
-		}
-		mu.Lock()
-		run.Points = append(run.Points, pt)
-		run.PSN = result.CheckPSNs(run.Points)
-		if p, e := result.SaveRun(dir, run); e != nil && saveErr == nil {
-			saveErr = e
-		} else if e == nil {
-			path = p
-		}
-		mu.Unlock()
-		fmt.Fprintln(s.Out, pointLine(pt, be.Backend.Simulated))
-		return pt, err
-	}
-	obs := func(ev probe.Event) {
-		if ev.Kind == "note" {
-			prog.clear()
-			fmt.Fprintln(s.Out, "note: "+ev.Note)
-		}
-	}
-	cfg := probe.Config{Threshold: thr / 100, Trials: c.Int("trials"), StopOnPointError: c.Bool("stop-on-error")}
-	srch, _, perr := strat(ctx, cfg, record, obs)
-	run.Search = &srch
-	run.FinishedAt = time.Now().UTC()
-	summariseLimits(run)
-	run.PSN = result.CheckPSNs(run.Points)
-	run.Complete = perr == nil
-	if perr != nil {
-		run.Error = perr.Error()
-		if errors.Is(perr, context.Canceled) {
-			run.Error = "interrupted"
-		}
-	}
-	if path, err = result.SaveRun(dir, run); err != nil {
-		return err
-	}
-	if saveErr != nil {
-		return saveErr
-	}
+	run, path := ss.Run, ss.Path
 	fmt.Fprintln(s.Out)
 	if err := report.Terminal(s.Out, run, func(k, n int) (float64, float64) { return probe.Wilson(k, n, probe.Z95) }); err != nil {
 		return err
@@ -292,16 +179,29 @@ func runProbe(c *cli.Context, s Streams, mode string, strat strategy) error {
 	fmt.Fprintf(s.Out, "saved %s\n", path)
 	// The same code as `rdmaprobe report run.json`, so a saved run
 	// renders again to the same bytes.
-	if err := writeReport(s, run, dir, report.Formats); err != nil {
+	if err := writeReport(s, run, ss.Dir, report.Formats); err != nil {
 		return err
 	}
-	if perr != nil {
+	if perr := ss.Err; perr != nil {
 		if errors.Is(perr, context.Canceled) {
 			return fail(130, "interrupted: %d points saved in %s", len(run.Points), path)
 		}
 		return fail(1, "%v (%d points saved in %s)", perr, len(run.Points), path)
 	}
 	return nil
+}
+
+// probeSpec is the workload the probe flags describe, on backend be.
+func probeSpec(c *cli.Context, be *backend) runner.Spec {
+	return runner.Spec{
+		Fabric: be.fabric, MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
+		Procs: c.Int("procs"), Rate: c.Float64("rate"), Timeout: c.Duration("timeout"), Rounds: c.Int("rounds"),
+		MsgSize: c.Int("msg-size"), Threshold: c.Float64("threshold") / 100, InFlight: c.Int("inflight"),
+		TLSResume: c.Bool("tls-resume"), Detach: c.Bool("detach"), TLSKex: c.String("tls-kex"),
+		GoMaxProcs: c.String("gomaxprocs"), Backlog: c.Int("backlog"), NoFile: c.Uint64("nofile"), MemLock: c.Uint64("memlock"),
+		SampleInterval: offIfZero(c.Duration("sample-interval")), CalibrationWindow: offIfZero(c.Duration("calibrate")),
+		Profile: c.String("profile") != "",
+	}
 }
 
 func pointLine(pt result.Point, simulated bool) string {
@@ -404,33 +304,4 @@ func offIfZero(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
-}
-
-func sampleInterval(c *cli.Context) time.Duration {
-	return offIfZero(c.Duration("sample-interval"))
-}
-
-// summariseLimits lifts the limits of the first point and the diagnosis
-// of the breaking point (the first failing count, else the last failure)
-// to the run.
-func summariseLimits(run *result.Run) {
-	for i := range run.Points {
-		if run.Points[i].Limits != nil {
-			run.Limits = run.Points[i].Limits
-			break
-		}
-	}
-	first := 0
-	if run.Search != nil {
-		first = run.Search.FirstFail
-	}
-	for i := range run.Points {
-		p := &run.Points[i]
-		if p.Diagnosis == nil {
-			continue
-		}
-		if run.Diagnosis == nil || p.Clients == first {
-			run.Diagnosis = p.Diagnosis
-		}
-	}
 }

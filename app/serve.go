@@ -1,12 +1,10 @@
 package app
 
 import (
-	"context"
+	"bufio"
 	"fmt"
-	"maps"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -16,7 +14,6 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/certs"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
-	"github.com/rdmaprobe/rdmaprobe/server"
 )
 
 func serveCommand(s Streams) *cli.Command {
@@ -25,8 +22,8 @@ func serveCommand(s Streams) *cli.Command {
 		Usage: "run the secure verbs server for --max-clients clients until SIGTERM",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:4433", Usage: "TCP address of the TLS exchange"},
-			&cli.IntFlag{Name: "max-clients", Required: true, Usage: "clients admitted at once; client N+1 is refused as at capacity"},
-			&cli.StringFlag{Name: "mode", Value: server.ModePerClient, Usage: "resources per client: per-client (1 QP + 2 CQ + 2 MR), shared-cq (1 QP + 2 MR), pool (1 QP; one registered pool) or srq (1 QP without RQ; pool + shared receive queue)"},
+			&cli.IntFlag{Name: "max-clients", Usage: "clients admitted at once (required); client N+1 is refused as at capacity"},
+			&cli.StringFlag{Name: "mode", Value: runner.DefaultMode, Usage: "resources per client: per-client (1 QP + 2 CQ + 2 MR), shared-cq (1 QP + 2 MR), pool (1 QP; one registered pool) or srq (1 QP without RQ; pool + shared receive queue)"},
 			&cli.StringFlag{Name: "cert", Usage: "server certificate PEM (default: a self-signed one generated at start)"},
 			&cli.StringFlag{Name: "key", Usage: "server key PEM"},
 			&cli.StringFlag{Name: "cert-out", Usage: "write the generated certificate here for clients to pin"},
@@ -41,20 +38,23 @@ func serveCommand(s Streams) *cli.Command {
 			detachFlag(),
 			&cli.BoolFlag{Name: "tls-tickets", Usage: "issue TLS session tickets so that returning clients can resume (default: off, every client does a full handshake)"},
 			&cli.StringFlag{Name: "ready-file", Usage: "write the listening address to this file once ready"},
-			&cli.BoolFlag{Name: "events", Hidden: true, Usage: "write JSON events on stdout for the runner"},
+			specFlag(),
 		}, append(append(limitFlags(), profileFlag()), fabricFlags()...)...),
 		Action: func(c *cli.Context) error {
-			if err := applyLimits(c); err != nil {
-				return err
+			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			var spec runner.ServerSpec
+			if c.IsSet("spec") {
+				if err := readSpec(c, bufio.NewReader(s.In), &spec); err != nil {
+					return err
+				}
+				return runner.Serve(ctx, spec, s.Out, true)
 			}
-			stopProfile, err := startProfile(c)
+			spec, err := serverSpec(c)
 			if err != nil {
 				return err
 			}
-			defer stopProfile()
-			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
-			defer stop()
-			return serve(ctx, c, s)
+			return runner.Serve(ctx, spec, s.Out, false)
 		},
 	}
 }
@@ -64,93 +64,36 @@ func detachFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "detach", Usage: "close each client's TLS connection once it is accepted, so the server holds no socket per client; clients leave with a goodbye message over their QP (default: the connection lives as long as the client, and its end releases the client)"}
 }
 
-func serve(ctx context.Context, c *cli.Context, s Streams) error {
-	emit := runner.NewEmitter(s.Out)
-	events := c.Bool("events")
+// serverSpec is what serve's flags ask for.
+func serverSpec(c *cli.Context) (runner.ServerSpec, error) {
+	if !c.IsSet("max-clients") {
+		return runner.ServerSpec{}, fail(2, "serve: --max-clients is required (rdmaprobe serve --help lists the flags)")
+	}
 	pair, err := serverPair(c)
 	if err != nil {
-		return err
+		return runner.ServerSpec{}, err
 	}
 	clientCA, err := clientCAs(c)
 	if err != nil {
-		return err
+		return runner.ServerSpec{}, err
 	}
-	tlsConf, err := pair.Server(clientCA)
-	if err != nil {
-		return err
-	}
-	tlsConf.SessionTicketsDisabled = !c.Bool("tls-tickets")
-	if err := certs.SetKeyExchange(tlsConf, c.String("tls-kex")); err != nil {
-		return err
-	}
-	p, err := provider(c)
-	if err != nil {
-		return err
-	}
-	scfg := server.Config{
-		Listen: c.String("listen"), MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
-		TLS: tlsConf, Provider: p, Device: deviceConfig(c), MsgSize: c.Int("msg-size"),
-		Backlog: c.Int("backlog"), HandshakeTimeout: c.Duration("handshake-timeout"),
-		ExchangeTimeout: c.Duration("exchange-timeout"), Detach: c.Bool("detach"),
-	}
-	if u, ok := p.(interface{ InUse() map[string]int }); ok {
-		scfg.InUse = u.InUse
-	}
-	srv, err := server.New(ctx, scfg)
-	if err != nil {
-		if events {
-			emit.Emit(runner.Event{Event: "error", Error: err.Error()})
-		}
-		return err
-	}
-	dev := srv.Device()
-	info := &result.DeviceInfo{Name: dev.Name(), Caps: dev.Caps(), Port: dev.Port()}
-	addr := srv.Addr().String()
-	if f := c.String("ready-file"); f != "" {
-		if err := result.WriteFileAtomic(f, []byte(addr+"\n"), 0o644); err != nil {
-			return err
-		}
-	}
-	if events {
-		emit.Emit(runner.Event{Event: "ready", Addr: addr, PID: os.Getpid(), Device: info})
-	} else {
-		sim := ""
-		if p.Simulated() {
-			sim = " (simulated fabric)"
-		}
-		detached := ""
-		if c.Bool("detach") {
-			detached = ", detached (clients leave with a goodbye over their QP)"
-		}
-		fmt.Fprintf(s.Out, "ready: listening on %s, device %s%s, max %d clients, mode %s%s\n",
-			addr, dev.Name(), sim, c.Int("max-clients"), c.String("mode"), detached)
-	}
-	err = srv.Serve(ctx)
-	st := srv.Stats()
-	if events {
-		emit.Emit(runner.Event{Event: "stats", Server: &st})
-	} else {
-		goodbyes := ""
-		if st.Detached {
-			goodbyes = fmt.Sprintf(" (%d on their goodbye)", st.Goodbyes)
-		}
-		fmt.Fprintf(s.Out, "stopped: %d accepted, %d connected, %d refused at capacity, peak %d, %d released%s%s\n",
-			st.Accepted, st.Connected, st.Refused, st.PeakActive, st.Released, goodbyes, failureList(st.Failures))
-	}
-	return err
+	return runner.ServerSpec{Listen: c.String("listen"), MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
+		Fabric: fabricSpec(c, c.String("backend")), Cert: pair.CertPEM, Key: pair.KeyPEM, ClientCA: clientCA,
+		MsgSize: c.Int("msg-size"), Backlog: c.Int("backlog"), HandshakeTimeout: c.Duration("handshake-timeout"),
+		ExchangeTimeout: c.Duration("exchange-timeout"), TLSKex: c.String("tls-kex"), Detach: c.Bool("detach"),
+		TLSTickets: c.Bool("tls-tickets"), NoFile: c.Uint64("nofile"), MemLock: c.Uint64("memlock"),
+		CPUProfile: c.String("cpuprofile"), ReadyFile: c.String("ready-file")}, nil
 }
 
-// failureList is "; failures: tls 2, exchange 1" (classes sorted), or
-// nothing when there were none.
-func failureList(f map[string]int) string {
-	if len(f) == 0 {
-		return ""
+// readSpec reads --spec: inline JSON, or with "-" the first line of in.
+func readSpec(c *cli.Context, in *bufio.Reader, v any) error {
+	if src := c.String("spec"); src != "-" {
+		in = bufio.NewReader(strings.NewReader(src + "\n"))
 	}
-	var parts []string
-	for _, k := range slices.Sorted(maps.Keys(f)) {
-		parts = append(parts, fmt.Sprintf("%s %d", k, f[k]))
+	if err := runner.ReadSpec(in, v); err != nil {
+		return fmt.Errorf("%s: --spec: %w", c.Command.Name, err)
 	}
-	return "; failures: " + strings.Join(parts, ", ")
+	return nil
 }
 
 func serverPair(c *cli.Context) (certs.Pair, error) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
 	"github.com/rdmaprobe/rdmaprobe/softroce"
 )
 
@@ -154,7 +155,7 @@ func TestGuestSuites(t *testing.T) {
 	ctx := context.Background()
 	// Not under /tmp (the guest mounts a fresh tmpfs there, and a CI
 	// checkout may live under /tmp): the user's cache directory.
-	mod := moduleDir()
+	mod := runner.ModuleDir()
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +180,7 @@ func TestGuestSuites(t *testing.T) {
 		}
 		bins = append(bins, suites[i].bin)
 	}
-	exe, err := verbsBinary(ctx)
+	exe, err := runner.VerbsBinary(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,22 +21,15 @@ type calibration struct {
 	srv, cli *tls.Config
 }
 
-func newCalibration(cfg Config) (*calibration, error) {
-	window := cfg.CalibrationWindow
+func newCalibration(spec Spec, pairs certs.Pairs) (*calibration, error) {
+	window := spec.CalibrationWindow
 	if window < 0 {
 		return nil, nil
 	}
 	if window == 0 {
 		window = DefaultCalibration
 	}
-	spair, err := certs.Load(cfg.CertFile, cfg.KeyFile)
-	if err != nil {
-		return nil, err
-	}
-	cpair, err := certs.Load(cfg.ClientCertFile, cfg.ClientKeyFile)
-	if err != nil {
-		return nil, err
-	}
+	spair, cpair := pairs.Server, pairs.Client
 	srv, err := spair.Server(cpair.CertPEM)
 	if err != nil {
 		return nil, err
@@ -46,7 +39,7 @@ func newCalibration(cfg Config) (*calibration, error) {
 		return nil, err
 	}
 	for _, c := range []*tls.Config{srv, cli} {
-		if err := certs.SetKeyExchange(c, cfg.TLSKex); err != nil {
+		if err := certs.SetKeyExchange(c, spec.TLSKex); err != nil {
 			return nil, err
 		}
 	}

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,34 +9,20 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/certs"
 )
 
-// pairFiles writes a server and a client pair and returns their paths.
-func pairFiles(t *testing.T) (cert, key, ccert, ckey string) {
+// pairs makes a run's server and client pairs.
+func pairs(t *testing.T) certs.Pairs {
 	t.Helper()
-	dir := t.TempDir()
-	srv, err := certs.SelfSigned()
+	p, err := certs.NewPairs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli, err := certs.SelfSignedClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, key = filepath.Join(dir, "s.pem"), filepath.Join(dir, "s.key")
-	ccert, ckey = filepath.Join(dir, "c.pem"), filepath.Join(dir, "c.key")
-	if err := srv.WriteFilesAs(cert, key); err != nil {
-		t.Fatal(err)
-	}
-	if err := cli.WriteFilesAs(ccert, ckey); err != nil {
-		t.Fatal(err)
-	}
-	return cert, key, ccert, ckey
+	return p
 }
 
 func TestPointIsCalibrated(t *testing.T) {
-	cert, key, ccert, ckey := pairFiles(t)
-	r, err := NewLocal(Config{Exe: fake(t, goodServer, goodClients), Procs: 1, Threshold: 1,
-		Timeout: 5 * time.Second, StartTimeout: 5 * time.Second, CertFile: cert, KeyFile: key,
-		ClientCertFile: ccert, ClientKeyFile: ckey, TLSKex: certs.KexX25519, CalibrationWindow: 20 * time.Millisecond})
+	r, err := NewLocal(Spec{Procs: 1, Threshold: 1, Timeout: 5 * time.Second, StartTimeout: 5 * time.Second,
+		TLSKex: certs.KexX25519, CalibrationWindow: 20 * time.Millisecond},
+		LocalOptions{Exe: fake(t, goodServer, goodClients), Certs: pairs(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,9 +46,10 @@ func TestPointIsCalibrated(t *testing.T) {
 	}
 }
 
-func TestCalibrationNeedsReadableCerts(t *testing.T) {
-	_, err := NewLocal(Config{Exe: "x", CertFile: "/nonexistent/c", KeyFile: "/nonexistent/k"})
+func TestCalibrationNeedsValidCerts(t *testing.T) {
+	bad := certs.Pairs{Server: certs.Pair{CertPEM: []byte("not a PEM"), KeyPEM: []byte("no key")}}
+	_, err := NewLocal(Spec{}, LocalOptions{Exe: "x", Certs: bad})
 	if err == nil || !strings.Contains(err.Error(), "calibration") {
-		t.Fatalf("NewLocal with unreadable certificates: %v, want a calibration error", err)
+		t.Fatalf("NewLocal with unusable certificates: %v, want a calibration error", err)
 	}
 }

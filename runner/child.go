@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,15 +27,19 @@ type child struct {
 	tail   *tailBuffer
 }
 
-// startChild starts exe; gomaxprocs > 0 sets its GOMAXPROCS.
-func startChild(name, exe string, args []string, gomaxprocs int) (*child, error) {
-	cmd := exec.Command(exe, args...)
-	if gomaxprocs > 0 {
-		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(gomaxprocs))
+// startChild starts cmd, writes spec to its stdin as one JSON line (the
+// child's whole configuration), and reads its events from stdout.
+func startChild(name string, cmd *exec.Cmd, spec any) (*child, error) {
+	line, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("%s spec: %w", name, err)
 	}
 	// Pdeathsig: if rdmaprobe itself dies, the kernel kills its children,
 	// so no server or generator outlives the tool.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -70,8 +72,14 @@ func startChild(name, exe string, args []string, gomaxprocs int) (*child, error)
 		c.err = cmd.Wait()
 		close(c.exited)
 	}()
+	// A child that died before reading its spec shows as closed events
+	// with its exit status; the write's own error adds nothing.
+	stdin.Write(append(line, '\n'))
 	return c, nil
 }
+
+// pid is the child's process ID.
+func (c *child) pid() int { return c.cmd.Process.Pid }
 
 // stop asks the child to end (SIGTERM), kills it after grace, and returns
 // the events it wrote meanwhile once it is reaped.

@@ -10,6 +10,14 @@ import (
 
 // Event is one JSON line a child process (serve, clients) writes on its
 // stdout for the runner. Readiness is announced this way, never guessed.
+//
+// The protocol, per child: the runner writes the child's spec
+// (ServerSpec, GeneratorSpec) as the first line of its stdin; the child
+// says "ready" (a server with its address and device), a generator then
+// waits for the release, the server's address as the next stdin line,
+// reports "progress" while its clients connect and "done" with their
+// records, and holds them until its stdin closes. A server says "stats"
+// when it stops (SIGTERM). Either may say "error" at any time.
 type Event struct {
 	Event string `json:"event"` // "ready", "stats", "progress", "done", "error"
 

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,25 +15,30 @@ import (
 )
 
 // fake writes a shell script standing in for rdmaprobe: it dispatches on
-// the subcommand so each test can script a server and generators.
+// the subcommand so each test can script a server and generators. A
+// generator reads its spec line first and has $n, $base and $proc from
+// it.
 func fake(t *testing.T, serve, clients string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "fake-rdmaprobe")
-	script := "#!/bin/bash\ncase \"$1\" in\nserve)\n" + serve + "\n;;\nclients)\n" + clients + "\n;;\nesac\n"
+	script := "#!/bin/bash\n" + specField + "case \"$1\" in\nserve)\n" + serve + "\n;;\nclients)\n" +
+		"read -r spec; n=$(field n); base=$(field id_base); proc=$(field proc)\n" + clients + "\n;;\nesac\n"
 	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
+// specField prints a whole-number field of the spec line in $spec.
+const specField = `field() { [[ $spec =~ \"$1\":(-?[0-9]+) ]] && echo "${BASH_REMATCH[1]}"; }
+`
+
 const goodServer = `echo '{"event":"ready","addr":"127.0.0.1:1","device":{"name":"fake0"}}'
 trap 'echo "{\"event\":\"stats\",\"server\":{\"accepted\":2,\"connected\":2,\"peak_active\":2}}"; exit 0' TERM
 while true; do read -t 1 || true; done`
 
-// args: --n K --id-base B --proc P; says ready, then reads the server's
-// address from stdin.
-const goodClients = `n=$3; base=$5
-echo '{"event":"ready"}'
+// Says ready, then reads the server's address from stdin.
+const goodClients = `echo '{"event":"ready"}'
 read -r addr || exit 0
 [ "$addr" = "127.0.0.1:1" ] || { echo "{\"event\":\"error\",\"error\":\"released with address '$addr'\"}"; exit 1; }
 recs=""
@@ -43,10 +49,15 @@ done
 echo "{\"event\":\"done\",\"ok\":$n,\"records\":[$recs]}"
 cat >/dev/null`
 
-func newRunner(t *testing.T, exe string, procs int) *Local {
+// newRunner runs points with the fake exe; set changes the spec.
+func newRunner(t *testing.T, exe string, procs int, set ...func(*Spec)) *Local {
 	t.Helper()
-	r, err := NewLocal(Config{Exe: exe, Procs: procs, Threshold: 1, Timeout: 5 * time.Second,
-		StartTimeout: 5 * time.Second, CertFile: "c", KeyFile: "k", CalibrationWindow: -1})
+	spec := Spec{Procs: procs, Threshold: 1, Timeout: 5 * time.Second,
+		StartTimeout: 5 * time.Second, CalibrationWindow: -1}
+	for _, f := range set {
+		f(&spec)
+	}
+	r, err := NewLocal(spec, LocalOptions{Exe: exe})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +84,8 @@ func TestRunPointCollects(t *testing.T) {
 	if pt.Connect.P50 != 1.5 || pt.Phases[result.PhaseTLS].P50 != 0.9 {
 		t.Errorf("connect %+v tls %+v", pt.Connect, pt.Phases[result.PhaseTLS])
 	}
-	if r.Device == nil || r.Device.Name != "fake0" {
-		t.Errorf("device %+v", r.Device)
+	if r.Device() == nil || r.Device().Name != "fake0" {
+		t.Errorf("device %+v", r.Device())
 	}
 	if pt.StartupSec <= 0 || pt.ConnectSec <= 0 {
 		t.Errorf("startup %.3f s, connect %.3f s: want both timed", pt.StartupSec, pt.ConnectSec)
@@ -102,10 +113,9 @@ func TestStartupIsNotConnectTime(t *testing.T) {
 // A generator that never says ready holds the others back only until the
 // point's deadline, and is named as not ready.
 func TestGeneratorNeverReady(t *testing.T) {
-	stuck := `if [ "$7" = 1 ]; then exec sleep 600; fi
+	stuck := `if [ "$proc" = 1 ]; then exec sleep 600; fi
 ` + goodClients
-	r := newRunner(t, fake(t, goodServer, stuck), 2)
-	r.cfg.Timeout = 1 * time.Second
+	r := newRunner(t, fake(t, goodServer, stuck), 2, func(s *Spec) { s.Timeout = 1 * time.Second })
 	pt, err := r.RunPoint(context.Background(), 4, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +170,7 @@ func TestInterruptKillsChildren(t *testing.T) {
 	hang := `exec sleep 600`
 	r := newRunner(t, fake(t, goodServer, hang), 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	r.cfg.Progress = nil
+	r.opts.Progress = nil
 	done := make(chan struct{})
 	var pt result.Point
 	var err error
@@ -217,9 +227,8 @@ func TestChildrenGetGOMAXPROCS(t *testing.T) {
 	for _, policy := range []string{GoMaxProcsSplit, GoMaxProcsAll} {
 		dir := t.TempDir()
 		srv := `echo "${GOMAXPROCS:-unset}" > ` + dir + "/server\n" + goodServer
-		cl := `echo "${GOMAXPROCS:-unset}" > ` + dir + "/clients-$7\n" + goodClients
-		r := newRunner(t, fake(t, srv, cl), 2)
-		r.cfg.GoMaxProcs = policy
+		cl := `echo "${GOMAXPROCS:-unset}" > ` + dir + "/clients-$proc\n" + goodClients
+		r := newRunner(t, fake(t, srv, cl), 2, func(s *Spec) { s.GoMaxProcs = policy })
 		if _, err := r.RunPoint(context.Background(), 4, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -240,5 +249,49 @@ func TestChildrenGetGOMAXPROCS(t *testing.T) {
 				t.Errorf("%s: %s saw GOMAXPROCS=%s, want %s", policy, name, got, wantS)
 			}
 		}
+	}
+}
+
+// Each child gets its whole configuration as one JSON line on stdin:
+// the server its cap, mode and the run's pair; each generator its share
+// of the clients and the server certificate to pin.
+func TestChildrenGetTheirSpec(t *testing.T) {
+	dir := t.TempDir()
+	srv := `read -r spec; echo "$spec" > ` + dir + "/server\n" + goodServer
+	cl := `echo "$spec" > ` + dir + "/clients-$proc\n" + goodClients
+	p := pairs(t)
+	r, err := NewLocal(Spec{Procs: 2, Threshold: 1, Timeout: 5 * time.Second, StartTimeout: 5 * time.Second,
+		MaxClients: 9, Mode: "srq", Rate: 100, CalibrationWindow: -1, Fabric: Fabric{Backend: "sim", SimMaxQP: 7}},
+		LocalOptions{Exe: fake(t, srv, cl), Certs: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.RunPoint(context.Background(), 5, 0); err != nil {
+		t.Fatal(err)
+	}
+	var ss ServerSpec
+	readJSON(t, filepath.Join(dir, "server"), &ss)
+	if ss.MaxClients != 9 || ss.Mode != "srq" || ss.Fabric.SimMaxQP != 7 || string(ss.Cert) != string(p.Server.CertPEM) ||
+		string(ss.ClientCA) != string(p.Client.CertPEM) || ss.HandshakeTimeout != 5*time.Second {
+		t.Errorf("server spec %+v", ss)
+	}
+	for i, want := range []GeneratorSpec{{N: 3, IDBase: 0, Proc: 0}, {N: 2, IDBase: 3, Proc: 1}} {
+		var gs GeneratorSpec
+		readJSON(t, filepath.Join(dir, "clients-"+strconv.Itoa(i)), &gs)
+		if gs.N != want.N || gs.IDBase != want.IDBase || gs.Proc != want.Proc || gs.Rate != 50 ||
+			string(gs.CA) != string(p.Server.CertPEM) || string(gs.Key) != string(p.Client.KeyPEM) || gs.Fabric.SimMaxQP != 0 {
+			t.Errorf("generator %d spec %+v", i, gs)
+		}
+	}
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
 }

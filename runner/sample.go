@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/collectors"
@@ -22,13 +23,13 @@ type sampler struct {
 	byRole map[string]map[string]int
 }
 
-func startSampler(ctx context.Context, cfg Config) *sampler {
+func startSampler(ctx context.Context, interval time.Duration, device string) *sampler {
 	s := &sampler{}
-	if cfg.SampleInterval < 0 {
+	if interval < 0 {
 		return s
 	}
-	s.sess = collectors.Start(ctx, collectors.Config{Interval: cfg.SampleInterval,
-		Device: cfg.SampleDevice, Procs: s.list})
+	s.sess = collectors.Start(ctx, collectors.Config{Interval: interval,
+		Device: device, Procs: s.list})
 	return s
 }
 

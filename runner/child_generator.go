@@ -1,0 +1,206 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/certs"
+	"github.com/rdmaprobe/rdmaprobe/client"
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// GeneratorSpec is the whole configuration of a load generator (`clients`):
+// what a Launcher's process reads as the first line of its stdin, and
+// what `clients`' flags build when it is run by hand.
+type GeneratorSpec struct {
+	// N clients with IDs IDBase.., in generator number Proc.
+	N      int `json:"n"`
+	IDBase int `json:"id_base"`
+	Proc   int `json:"proc"`
+	// Addr is the server's address when run by hand; the runner sends
+	// it on stdin at the release instead.
+	Addr   string  `json:"addr,omitempty"`
+	Rate   float64 `json:"rate,omitempty"`
+	Fabric Fabric  `json:"fabric"`
+	// CA is the server certificate to pin; Cert and Key the client pair
+	// presented to the server (PEM).
+	CA        []byte        `json:"ca"`
+	Cert      []byte        `json:"cert"`
+	Key       []byte        `json:"key"`
+	TLSResume bool          `json:"tls_resume,omitempty"`
+	TLSKex    string        `json:"tls_kex,omitempty"`
+	InFlight  int           `json:"inflight"`
+	Timeout   time.Duration `json:"timeout"`
+	Rounds    int           `json:"rounds"`
+	MsgSize   int           `json:"msg_size,omitempty"`
+	// CPUProfile, if set, receives a CPU profile of the process.
+	CPUProfile string `json:"cpu_profile,omitempty"`
+	// Hold keeps connected clients open this long before exiting (by
+	// hand only; the runner releases them by closing stdin).
+	Hold time.Duration `json:"hold,omitempty"`
+}
+
+// ReadSpec reads one JSON line from in into v: how a child gets its
+// ServerSpec or GeneratorSpec from the runner.
+func ReadSpec(in *bufio.Reader, v any) error {
+	line, err := in.ReadBytes('\n')
+	if err != nil && len(line) == 0 {
+		return fmt.Errorf("read the spec from stdin: %w", err)
+	}
+	if err := json.Unmarshal(line, v); err != nil {
+		return fmt.Errorf("read the spec from stdin: %w", err)
+	}
+	return nil
+}
+
+// DefaultInFlight is the default window of connection attempts in
+// progress per load generator. A capacity probe asks how many clients
+// the server holds at once, not how a 10,000-connection SYN burst fares:
+// unbounded, such a burst overflows the listen queue and starves every
+// handshake of CPU until all of them time out (measured: 10,000 clients
+// in the Soft-RoCE guest, 1.4% connected). --inflight 0 restores it.
+const DefaultInFlight = 256
+
+// Generate runs the generator's clients. With events (the runner's
+// child) it says "ready" once its device is open, waits for the server's
+// address on in (the release), reports "progress" and "done" on out, and
+// holds its connected clients until in closes. Without, it connects to
+// spec.Addr and prints one line of counts.
+func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.Writer, events bool) error {
+	RaiseNoFile()
+	emit := NewEmitter(out)
+	failf := func(err error) error {
+		if events {
+			emit.Emit(Event{Event: "error", Error: err.Error()})
+		}
+		return err
+	}
+	stopProfile, err := startProfile(spec.CPUProfile)
+	if err != nil {
+		return failf(err)
+	}
+	defer stopProfile()
+	if spec.N < 1 {
+		return failf(fmt.Errorf("--n must be at least 1"))
+	}
+	tlsConf, err := certs.Client(spec.CA, certs.Pair{CertPEM: spec.Cert, KeyPEM: spec.Key})
+	if err != nil {
+		return failf(err)
+	}
+	if err := certs.SetKeyExchange(tlsConf, spec.TLSKex); err != nil {
+		return failf(err)
+	}
+	if spec.TLSResume {
+		tlsConf.ClientSessionCache = tls.NewLRUClientSessionCache(64)
+	}
+	p, err := spec.Fabric.Provider()
+	if err != nil {
+		return failf(err)
+	}
+	dev, err := p.Open(ctx, spec.Fabric.DeviceConfig())
+	if err != nil {
+		return failf(fmt.Errorf("open device: %w", err))
+	}
+	defer dev.Close()
+	addr := spec.Addr
+	if events {
+		// Started, device open: the runner sends the server's address
+		// when the server and every generator are ready, so the clients
+		// of all generators start together and no start-up is timed.
+		emit.Emit(Event{Event: "ready"})
+		line, err := in.ReadString('\n')
+		if err != nil {
+			return nil // released before the start: the point was abandoned
+		}
+		addr = strings.TrimSpace(line)
+	}
+	d, err := client.NewDialer(dev, client.Config{Addr: addr, TLS: tlsConf,
+		Rounds: spec.Rounds, MsgSize: spec.MsgSize, Timeout: spec.Timeout})
+	if err != nil {
+		return failf(err)
+	}
+	defer d.Close()
+
+	recs, conns := runClients(ctx, d, spec, emit, events)
+	if events {
+		emit.Emit(Event{Event: "done", OK: len(conns), Records: recs})
+		// Hold every connected client until the runner releases them.
+		released := make(chan struct{})
+		go func() {
+			io.Copy(io.Discard, in)
+			close(released)
+		}()
+		select {
+		case <-released:
+		case <-ctx.Done():
+		}
+	} else {
+		printCounts(out, recs, len(conns))
+		if spec.Hold > 0 {
+			t := time.NewTimer(spec.Hold)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+		}
+	}
+	client.CloseAll(conns)
+	return nil
+}
+
+// runClients runs the load and, with events, reports progress every
+// 250 ms while it changes.
+func runClients(ctx context.Context, d *client.Dialer, spec GeneratorSpec, emit *Emitter, events bool) ([]result.ClientRecord, []*client.Conn) {
+	var done, ok atomic.Int64
+	tick := time.NewTicker(250 * time.Millisecond)
+	stopTick := make(chan struct{})
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		last := int64(-1)
+		for {
+			select {
+			case <-tick.C:
+				if n := done.Load(); events && n != last {
+					last = n
+					emit.Emit(Event{Event: "progress", Done: int(n), OK: int(ok.Load())})
+				}
+			case <-stopTick:
+				return
+			}
+		}
+	}()
+	recs, conns := client.Run(ctx, d, client.Load{N: spec.N, IDBase: spec.IDBase,
+		Proc: spec.Proc, Rate: spec.Rate, InFlight: spec.InFlight, Lead: spec.TLSResume}, func(n, k int) {
+		done.Store(int64(n))
+		ok.Store(int64(k))
+	})
+	tick.Stop()
+	close(stopTick)
+	<-ticked
+	return recs, conns
+}
+
+// printCounts is the line a generator run by hand prints: "5/5 clients
+// connected", with the failures by class.
+func printCounts(out io.Writer, recs []result.ClientRecord, connected int) {
+	counts := map[string]int{}
+	for _, r := range recs {
+		counts[r.Outcome]++
+	}
+	fmt.Fprintf(out, "%d/%d clients connected", connected, len(recs))
+	for _, o := range result.Outcomes {
+		if o != result.OutcomeOK && counts[o] > 0 {
+			fmt.Fprintf(out, ", %s %d", o, counts[o])
+		}
+	}
+	fmt.Fprintln(out)
+}

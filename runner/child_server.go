@@ -1,0 +1,144 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/certs"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/server"
+)
+
+// ServerSpec is the whole configuration of a `serve` process: what the
+// built-in target sends as the first line of its stdin, and what
+// `serve`'s flags build when an operator runs it by hand.
+type ServerSpec struct {
+	Listen     string `json:"listen"`
+	MaxClients int    `json:"max_clients"`
+	Mode       string `json:"mode"`
+	Fabric     Fabric `json:"fabric"`
+	// Cert and Key are the server's pair (PEM); ClientCA the client
+	// certificates it authorises (mutual TLS).
+	Cert     []byte `json:"cert"`
+	Key      []byte `json:"key"`
+	ClientCA []byte `json:"client_ca"`
+	MsgSize  int    `json:"msg_size,omitempty"`
+	Backlog  int    `json:"backlog,omitempty"`
+	// HandshakeTimeout bounds each client's TLS handshake,
+	// ExchangeTimeout the time from it to the client's hello.
+	HandshakeTimeout time.Duration `json:"handshake_timeout"`
+	ExchangeTimeout  time.Duration `json:"exchange_timeout"`
+	TLSKex           string        `json:"tls_kex,omitempty"`
+	Detach           bool          `json:"detach,omitempty"`
+	// TLSTickets issues session tickets so that returning clients can
+	// resume.
+	TLSTickets bool `json:"tls_tickets,omitempty"`
+	// NoFile and MemLock set the process's rlimits (0 = leave them).
+	NoFile  uint64 `json:"nofile,omitempty"`
+	MemLock uint64 `json:"memlock,omitempty"`
+	// CPUProfile, if set, receives a CPU profile of the process.
+	CPUProfile string `json:"cpu_profile,omitempty"`
+	// ReadyFile, if set, receives the listening address once ready.
+	ReadyFile string `json:"ready_file,omitempty"`
+}
+
+// Serve runs the server until ctx ends. With events it writes the
+// protocol's events on out ("ready" with the address and device,
+// "stats" at the end, "error"); otherwise a line for a person at each.
+func Serve(ctx context.Context, spec ServerSpec, out io.Writer, events bool) error {
+	emit := NewEmitter(out)
+	failf := func(err error) error {
+		if events {
+			emit.Emit(Event{Event: "error", Error: err.Error()})
+		}
+		return err
+	}
+	if err := setLimits(spec.NoFile, spec.MemLock); err != nil {
+		return failf(err)
+	}
+	stopProfile, err := startProfile(spec.CPUProfile)
+	if err != nil {
+		return failf(err)
+	}
+	defer stopProfile()
+	pair := certs.Pair{CertPEM: spec.Cert, KeyPEM: spec.Key}
+	tlsConf, err := pair.Server(spec.ClientCA)
+	if err != nil {
+		return failf(err)
+	}
+	tlsConf.SessionTicketsDisabled = !spec.TLSTickets
+	if err := certs.SetKeyExchange(tlsConf, spec.TLSKex); err != nil {
+		return failf(err)
+	}
+	p, err := spec.Fabric.Provider()
+	if err != nil {
+		return failf(err)
+	}
+	scfg := server.Config{
+		Listen: spec.Listen, MaxClients: spec.MaxClients, Mode: spec.Mode,
+		TLS: tlsConf, Provider: p, Device: spec.Fabric.DeviceConfig(), MsgSize: spec.MsgSize,
+		Backlog: spec.Backlog, HandshakeTimeout: spec.HandshakeTimeout,
+		ExchangeTimeout: spec.ExchangeTimeout, Detach: spec.Detach,
+	}
+	if u, ok := p.(interface{ InUse() map[string]int }); ok {
+		scfg.InUse = u.InUse
+	}
+	srv, err := server.New(ctx, scfg)
+	if err != nil {
+		return failf(err)
+	}
+	dev := srv.Device()
+	info := &result.DeviceInfo{Name: dev.Name(), Caps: dev.Caps(), Port: dev.Port()}
+	addr := srv.Addr().String()
+	if spec.ReadyFile != "" {
+		if err := result.WriteFileAtomic(spec.ReadyFile, []byte(addr+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	if events {
+		emit.Emit(Event{Event: "ready", Addr: addr, PID: os.Getpid(), Device: info})
+	} else {
+		sim := ""
+		if p.Simulated() {
+			sim = " (simulated fabric)"
+		}
+		detached := ""
+		if spec.Detach {
+			detached = ", detached (clients leave with a goodbye over their QP)"
+		}
+		fmt.Fprintf(out, "ready: listening on %s, device %s%s, max %d clients, mode %s%s\n",
+			addr, dev.Name(), sim, spec.MaxClients, spec.Mode, detached)
+	}
+	err = srv.Serve(ctx)
+	st := srv.Stats()
+	if events {
+		emit.Emit(Event{Event: "stats", Server: &st})
+	} else {
+		goodbyes := ""
+		if st.Detached {
+			goodbyes = fmt.Sprintf(" (%d on their goodbye)", st.Goodbyes)
+		}
+		fmt.Fprintf(out, "stopped: %d accepted, %d connected, %d refused at capacity, peak %d, %d released%s%s\n",
+			st.Accepted, st.Connected, st.Refused, st.PeakActive, st.Released, goodbyes, failureList(st.Failures))
+	}
+	return err
+}
+
+// failureList is "; failures: tls 2, exchange 1" (classes sorted), or
+// nothing when there were none.
+func failureList(f map[string]int) string {
+	if len(f) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(f)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, f[k]))
+	}
+	return "; failures: " + strings.Join(parts, ", ")
+}

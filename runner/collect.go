@@ -1,0 +1,251 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// collection gathers one point's outcomes from its load generators: it
+// releases them once each has said "ready" (or died), then waits for
+// every generator's "done". A generator that exits without it, or does
+// not finish before the deadline, has its clients recorded as failed
+// with the reason; the first such reason is the point's error.
+type collection struct {
+	spec     Spec
+	n        int
+	gens     []*child
+	st       []genState
+	progress func(Progress)
+
+	// launch is how long the --rate schedule takes to launch every
+	// client; quiet how long a released generator may stay silent.
+	launch, quiet time.Duration
+	deadline      *time.Timer
+	remaining     int
+
+	pointErr string
+	released time.Time // zero until the release
+}
+
+type genState struct {
+	ready, done bool
+	progress    Event
+	recs        []result.ClientRecord
+}
+
+// tagged is one generator's event, or the end of its events.
+type tagged struct {
+	i      int
+	ev     Event
+	closed bool
+}
+
+func newCollection(spec Spec, n int, gens []*child, progress func(Progress)) *collection {
+	c := &collection{spec: spec, n: n, gens: gens, st: make([]genState, len(gens)),
+		progress: progress, remaining: len(gens)}
+	if spec.Rate > 0 {
+		c.launch = time.Duration(float64(n) / spec.Rate * float64(time.Second))
+	}
+	// Every client has its own deadline (Timeout from its launch), and a
+	// generator reports progress as its clients finish: one silent for
+	// longer than a client may take is hung.
+	c.quiet = spec.Timeout + 10*time.Second + spec.Timeout/4
+	return c
+}
+
+// run collects until every generator is done, hung, dead or the point
+// is interrupted; srv is watched meanwhile, and addr is what the
+// generators are released at.
+func (c *collection) run(ctx context.Context, srv Server, addr string) {
+	// Until the release, the deadline is the generators' start-up bound.
+	c.deadline = time.NewTimer(c.spec.StartTimeout)
+	defer c.deadline.Stop()
+	quit := make(chan struct{})
+	defer close(quit)
+	merged := c.fanIn(quit)
+	srvEvents := srv.Events()
+	for c.remaining > 0 {
+		select {
+		case t := <-merged:
+			c.onGenerator(t, addr)
+		case <-ctx.Done():
+			c.failAll("interrupted", "")
+			c.pointErr = "interrupted"
+			return
+		case <-c.deadline.C:
+			c.onDeadline(addr)
+		case ev, ok := <-srvEvents:
+			if !ok {
+				srvEvents = nil
+				c.setErr("server died during the point: " + srv.ExitText())
+				if c.released.IsZero() {
+					// No server to release the clients at.
+					c.failAll("not started: "+c.pointErr, "")
+				}
+			} else if ev.Event == "error" {
+				c.setErr("server: " + ev.Error)
+			}
+		}
+	}
+}
+
+// fanIn merges the generators' events into one channel until quit.
+func (c *collection) fanIn(quit <-chan struct{}) <-chan tagged {
+	merged := make(chan tagged)
+	for i, g := range c.gens {
+		go func(i int, g *child) {
+			for {
+				ev, ok := <-g.events
+				select {
+				case merged <- tagged{i: i, ev: ev, closed: !ok}:
+				case <-quit:
+					return
+				}
+				if !ok || ev.Event == "done" {
+					return
+				}
+			}
+		}(i, g)
+	}
+	return merged
+}
+
+func (c *collection) onGenerator(t tagged, addr string) {
+	i, g, ev := t.i, c.gens[t.i], t.ev
+	if c.st[i].done {
+		return // killed and recorded already
+	}
+	if t.closed {
+		<-g.exited
+		why := g.exitText() + " before reporting"
+		c.setErr(why)
+		c.lost(i, why)
+		c.release(addr)
+		return
+	}
+	switch ev.Event {
+	case "ready":
+		c.st[i].ready = true
+		c.release(addr)
+	case "progress":
+		if ev.Done > c.st[i].progress.Done {
+			c.deadline.Reset(c.quiet)
+		}
+		c.st[i].progress = ev
+		c.report()
+	case "done":
+		c.st[i].recs = ev.Records
+		c.st[i].progress = Event{Done: len(ev.Records), OK: ev.OK}
+		c.st[i].done = true
+		c.remaining--
+		c.report()
+	case "error":
+		c.setErr(g.name + ": " + ev.Error)
+	}
+}
+
+// onDeadline: before the release, start the clients of the generators
+// that are ready and give up on the others; after it, every generator
+// not done is hung.
+func (c *collection) onDeadline(addr string) {
+	if c.released.IsZero() {
+		for i, g := range c.gens {
+			if !c.st[i].ready && !c.st[i].done {
+				why := fmt.Sprintf("%s hung: not ready %s after it started", g.name, c.spec.StartTimeout)
+				c.setErr(why)
+				g.kill()
+				c.lost(i, why)
+			}
+		}
+		c.release(addr)
+		return
+	}
+	c.failAll("", " hung: no result before the point's deadline")
+}
+
+// failAll kills every generator not done and records its clients as
+// lost, with why, or with its name and suffix as the point's error.
+func (c *collection) failAll(why, suffix string) {
+	for i, g := range c.gens {
+		if c.st[i].done {
+			continue
+		}
+		g.kill()
+		w := why
+		if suffix != "" {
+			w = g.name + suffix
+			c.setErr(w)
+		}
+		c.lost(i, w)
+	}
+}
+
+// release starts the clients once no generator is still starting: it
+// writes the server's address to their stdin.
+func (c *collection) release(addr string) {
+	if !c.released.IsZero() {
+		return
+	}
+	for _, s := range c.st {
+		if !s.ready && !s.done {
+			return
+		}
+	}
+	c.released = time.Now()
+	for i, g := range c.gens {
+		if c.st[i].ready && !c.st[i].done {
+			// A generator that died meanwhile shows as closed events.
+			io.WriteString(g.stdin, addr+"\n")
+		}
+	}
+	c.deadline.Reset(c.launch + c.quiet)
+}
+
+// lost records generator i's clients as timed out with why, and the
+// generator as done.
+func (c *collection) lost(i int, why string) {
+	base := 0
+	for j := 0; j < i; j++ {
+		base += share(c.n, len(c.gens), j)
+	}
+	k := share(c.n, len(c.gens), i)
+	for id := base; id < base+k; id++ {
+		c.st[i].recs = append(c.st[i].recs, result.ClientRecord{ID: id, Proc: i,
+			Outcome: result.OutcomeTimeout, Error: why})
+	}
+	c.st[i].done = true
+	c.remaining--
+}
+
+func (c *collection) setErr(why string) {
+	if c.pointErr == "" {
+		c.pointErr = why
+	}
+}
+
+func (c *collection) report() {
+	if c.progress == nil {
+		return
+	}
+	p := Progress{Clients: c.n}
+	for _, s := range c.st {
+		p.Done += s.progress.Done
+		p.OK += s.progress.OK
+	}
+	c.progress(p)
+}
+
+// records are every generator's records, by client ID.
+func (c *collection) records() []result.ClientRecord {
+	var out []result.ClientRecord
+	for _, s := range c.st {
+		out = append(out, s.recs...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

@@ -1,0 +1,141 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/fabric/sim"
+	"github.com/rdmaprobe/rdmaprobe/fabric/verbs"
+)
+
+// Fabric is the fabric a server or load generator opens. The parent
+// resolved it: Backend is "verbs" or "sim", never "vm" (the guest runs
+// verbs) and, from the runner, never "auto".
+type Fabric struct {
+	Backend  string `json:"backend"`
+	Device   string `json:"device,omitempty"`
+	Port     int    `json:"port,omitempty"`
+	GIDIndex int    `json:"gid_index"`
+	// SimMax* are the simulated server device's caps (0 = what rxe
+	// reports). They apply to the server only: the simulated device
+	// lives in one process, and what the caps model is the device of
+	// the server under test; load generators get rxe's caps.
+	SimMaxQP int `json:"sim_max_qp,omitempty"`
+	SimMaxCQ int `json:"sim_max_cq,omitempty"`
+	SimMaxMR int `json:"sim_max_mr,omitempty"`
+	SimMaxPD int `json:"sim_max_pd,omitempty"`
+}
+
+// DeviceConfig is the device to open.
+func (f Fabric) DeviceConfig() fabric.DeviceConfig {
+	return fabric.DeviceConfig{Name: f.Device, Port: f.Port, GIDIndex: f.GIDIndex}
+}
+
+// SimCaps are the simulated device's caps: rxe's, lowered by SimMax*.
+func (f Fabric) SimCaps() fabric.Caps {
+	caps := sim.DefaultCaps()
+	set := func(v int, dst *int) {
+		if v > 0 {
+			*dst = v
+		}
+	}
+	set(f.SimMaxQP, &caps.MaxQP)
+	set(f.SimMaxCQ, &caps.MaxCQ)
+	set(f.SimMaxMR, &caps.MaxMR)
+	set(f.SimMaxPD, &caps.MaxPD)
+	return caps
+}
+
+// generators is the fabric for load generators: without the server's
+// simulated caps.
+func (f Fabric) generators() Fabric {
+	f.SimMaxQP, f.SimMaxCQ, f.SimMaxMR, f.SimMaxPD = 0, 0, 0, 0
+	return f
+}
+
+// Provider opens the fabric: sim, or libibverbs when this binary has it
+// ("auto" falls back to sim, for `serve` and `clients` run by hand).
+func (f Fabric) Provider() (fabric.Provider, error) {
+	switch f.Backend {
+	case "sim":
+		return sim.New(sim.Options{Caps: f.SimCaps()}), nil
+	case "verbs", "auto":
+		if verbs.Supported() {
+			return verbs.New(), nil
+		}
+		if f.Backend == "auto" {
+			return sim.New(sim.Options{Caps: f.SimCaps()}), nil
+		}
+		return nil, fmt.Errorf("this binary was built without verbs support: build with `make` (needs libibverbs-dev) or use --backend sim")
+	default:
+		return nil, fmt.Errorf("backend %q cannot serve directly (want verbs or sim)", f.Backend)
+	}
+}
+
+// HasVerbs reports whether this binary has the libibverbs fabric.
+func HasVerbs() bool { return verbs.Supported() }
+
+// HasRDMADevice reports whether the host kernel exposes an RDMA device.
+func HasRDMADevice() (bool, string) {
+	ents, err := os.ReadDir("/sys/class/infiniband")
+	if err != nil || len(ents) == 0 {
+		return false, "no RDMA device in /sys/class/infiniband"
+	}
+	return true, "RDMA device " + ents[0].Name() + " on this host"
+}
+
+// firstRDMADevice names the host's first RDMA device, "" if none.
+func firstRDMADevice() string {
+	if ents, err := os.ReadDir("/sys/class/infiniband"); err == nil && len(ents) > 0 {
+		return ents[0].Name()
+	}
+	return ""
+}
+
+// VerbsBinary returns a binary with the verbs fabric: this one when it
+// was built with it, otherwise one built (and cached) from the source
+// tree this binary or the working directory belongs to.
+func VerbsBinary(ctx context.Context) (string, error) {
+	if verbs.Supported() {
+		return os.Executable()
+	}
+	dir := ModuleDir()
+	if dir == "" {
+		return "", fmt.Errorf("this rdmaprobe has no verbs fabric and no source tree to build one from: build it with `make build` (needs libibverbs-dev)")
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	return verbs.EnsureBinary(ctx, dir, filepath.Join(cache, "rdmaprobe"))
+}
+
+// ModuleDir finds rdmaprobe's go.mod above the working directory or the
+// executable; "" if neither is in the source tree.
+func ModuleDir() string {
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if exe, err := os.Executable(); err == nil {
+		starts = append(starts, filepath.Dir(exe))
+	}
+	for _, d := range starts {
+		for {
+			b, err := os.ReadFile(filepath.Join(d, "go.mod"))
+			if err == nil && strings.Contains(string(b), "module github.com/rdmaprobe/rdmaprobe\n") {
+				return d
+			}
+			parent := filepath.Dir(d)
+			if parent == d {
+				break
+			}
+			d = parent
+		}
+	}
+	return ""
+}

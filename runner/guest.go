@@ -1,0 +1,288 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/rdmaprobe/rdmaprobe/bench"
+	"github.com/rdmaprobe/rdmaprobe/collectors"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/softroce"
+)
+
+// DefaultCPUModel is the guest's QEMU -cpu unless GuestOptions say
+// otherwise (softroce.DefaultCPUModel says why it is not max).
+const DefaultCPUModel = softroce.DefaultCPUModel
+
+// GuestAvailable reports whether a Soft-RoCE guest can boot here, and
+// why not.
+func GuestAvailable() (bool, string) { return softroce.Available() }
+
+// GuestOptions size the Soft-RoCE guest and say where its host-side
+// output goes.
+type GuestOptions struct {
+	CPUs   int
+	MemMiB int
+	// CPUModel is QEMU's -cpu; "" = DefaultCPUModel.
+	CPUModel string
+	// KernelArgs are appended to the guest kernel's command line.
+	KernelArgs []string
+	// MaxMapCount sets the guest's vm.max_map_count (0 = the kernel's).
+	MaxMapCount int
+	// ConsoleLog receives the guest's serial console.
+	ConsoleLog string
+	// Out receives the guest's ready line and the reference tool's
+	// figures.
+	Out io.Writer
+	// ProfileDir receives, on the host, the CPU profiles the guest's
+	// processes wrote (Spec.Profile).
+	ProfileDir string
+	// Progress, if set, receives live counts during a point.
+	Progress func(Progress)
+}
+
+func (o GuestOptions) cpuModel() string {
+	if o.CPUModel == "" {
+		return DefaultCPUModel
+	}
+	return o.CPUModel
+}
+
+// cpu describes the guest's emulated CPU, e.g. "QEMU TCG qemu64" or
+// "QEMU TCG qemu64, kernel mitigations=off".
+func (o GuestOptions) cpu() string {
+	s := "QEMU TCG " + o.cpuModel()
+	if len(o.KernelArgs) > 0 {
+		s += ", kernel " + strings.Join(o.KernelArgs, " ")
+	}
+	return s
+}
+
+// Guest is a booted Soft-RoCE guest: a Runner whose points run inside
+// it (NewGuest), or the place of the bench suite (BootGuest, Bench).
+// The guest's side is guest_agent.go.
+type Guest struct {
+	g    *softroce.Guest
+	opts GuestOptions
+	spec Spec
+	desc string
+	ref  *result.Reference
+	dev  *result.DeviceInfo
+}
+
+// NewGuest boots the guest for spec's points and, on a real device,
+// runs the reference tool there. A sim Fabric runs the simulated fabric
+// inside the guest (for counts past this host's open-file limit).
+func NewGuest(ctx context.Context, spec Spec, opts GuestOptions) (*Guest, error) {
+	simulated := spec.Fabric.Backend == "sim"
+	g, err := bootGuest(ctx, opts, simulated)
+	if err != nil {
+		return nil, err
+	}
+	g.spec = spec
+	if !simulated { // a simulated fabric has no RDMA device to check
+		g.ref = g.reference(ctx)
+	}
+	return g, nil
+}
+
+// BootGuest boots the guest for the bench suite.
+func BootGuest(ctx context.Context, opts GuestOptions) (*Guest, error) {
+	return bootGuest(ctx, opts, false)
+}
+
+func bootGuest(ctx context.Context, opts GuestOptions, simulated bool) (*Guest, error) {
+	if opts.Out == nil {
+		opts.Out = io.Discard
+	}
+	if opts.CPUs < 1 || opts.MemMiB < 256 {
+		return nil, fmt.Errorf("--vm-cpus must be ≥ 1 and --vm-mem ≥ 256 MiB")
+	}
+	exe, err := VerbsBinary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	img, err := softroce.BuildImage(ctx, softroce.ImageConfig{Binary: exe, ExtraBinaries: softroce.DefaultExtraBinaries})
+	if err != nil {
+		return nil, err
+	}
+	sg, err := softroce.Boot(ctx, softroce.BootConfig{Image: img, CPUs: opts.CPUs, MemMiB: opts.MemMiB,
+		LogPath: opts.ConsoleLog, CPUModel: opts.cpuModel(), KernelArgs: opts.KernelArgs})
+	if err != nil {
+		return nil, err
+	}
+	if opts.MaxMapCount > 0 {
+		if _, err := sg.Call(ctx, softroce.OpSysctl, map[string]string{"vm.max_map_count": strconv.Itoa(opts.MaxMapCount)}, nil); err != nil {
+			sg.Close()
+			return nil, fmt.Errorf("set guest vm.max_map_count: %w", err)
+		}
+	}
+	info := sg.Ready
+	g := &Guest{g: sg, opts: opts}
+	g.desc = fmt.Sprintf("vm: %s on Linux %s (Soft-RoCE, %s, %d vCPU, %s)",
+		info.Device, ShortRelease(info.KernelRelease), opts.cpu(), opts.CPUs, memString(opts.MemMiB))
+	if simulated {
+		g.desc = fmt.Sprintf("sim: simulated fabric (pure Go, not an RDMA measurement) in a QEMU guest on Linux %s (%s, %d vCPU, %s)",
+			ShortRelease(info.KernelRelease), strings.TrimPrefix(opts.cpu(), "QEMU "), opts.CPUs, memString(opts.MemMiB))
+	}
+	fmt.Fprintf(opts.Out, "guest: %s, ready in %.1f s\n", g.desc, sg.BootTime.Seconds())
+	return g, nil
+}
+
+// Description is the backend's description with the guest's kernel,
+// CPU and size.
+func (g *Guest) Description() string { return g.desc }
+
+// Describe records the guest: its description, environment and the
+// reference tool's figures (Describer).
+func (g *Guest) Describe(run *result.Run) {
+	run.Backend.Description = g.desc
+	env := g.Environment()
+	run.Environment.Guest = &env
+	run.Environment.Reference = g.ref
+}
+
+// Environment is the guest's, as the guest reported it at boot.
+func (g *Guest) Environment() result.Environment {
+	info := g.g.Ready
+	return result.Environment{
+		OS: "Debian (rdmaprobe guest)", Kernel: info.KernelRelease, Arch: "amd64",
+		CPUs: info.CPUs, MemoryBytes: info.MemTotalKiB * 1024,
+	}
+}
+
+// reference runs an independent tool on the guest's device.
+func (g *Guest) reference(ctx context.Context) *result.Reference {
+	tool, cmd, figs, rout, err := softroce.Reference(ctx, g.g)
+	if err != nil {
+		fmt.Fprintf(g.opts.Out, "reference: %s failed: %v\n", tool, err)
+		return &result.Reference{Tool: tool, Command: cmd, Error: err.Error(), Output: rout}
+	}
+	fmt.Fprintf(g.opts.Out, "reference: %s on %s: %.1f µs/iter, %.1f Mbit/s\n", tool, g.g.Ready.Device, figs["usec/iter"], figs["Mbit/sec"])
+	return &result.Reference{Tool: tool, Command: cmd, Figures: figs}
+}
+
+// Device is the device the guest's server last opened.
+func (g *Guest) Device() *result.DeviceInfo { return g.dev }
+
+// Close powers the guest off.
+func (g *Guest) Close() error { return g.g.Close() }
+
+// RunPoint runs one point inside the guest (Runner.RunPoint), with QEMU
+// sampled from the host beside the guest's own view.
+func (g *Guest) RunPoint(ctx context.Context, n, trial int) (result.Point, error) {
+	var qemu *collectors.Session
+	if g.spec.SampleInterval >= 0 {
+		qemu = collectors.Start(ctx, collectors.Config{Interval: g.spec.SampleInterval,
+			Procs: func() []collectors.Proc { return []collectors.Proc{{Role: "qemu", PID: g.g.PID}} }})
+	}
+	raw, err := g.g.Call(ctx, opPoint, guestPointRequest{N: n, Trial: trial, Spec: g.spec}, func(m json.RawMessage) {
+		var p Progress
+		if g.opts.Progress != nil && json.Unmarshal(m, &p) == nil {
+			g.opts.Progress(p)
+		}
+	})
+	var host []result.Sample
+	if qemu != nil {
+		host, _, _ = qemu.Stop()
+	}
+	if err != nil {
+		return result.Point{Clients: n, Trial: trial}, fmt.Errorf("guest: %w", err)
+	}
+	if g.spec.Profile && g.opts.ProfileDir != "" {
+		if err := g.fetchProfiles(ctx); err != nil {
+			fmt.Fprintf(g.opts.Out, "profiles: %v\n", err)
+		}
+	}
+	var pt result.Point
+	if err := json.Unmarshal(raw, &pt); err != nil {
+		return pt, fmt.Errorf("guest sent an unreadable point: %w", err)
+	}
+	mergeHostSamples(&pt, host)
+	if g.dev == nil {
+		var d guestDevice
+		if r, err := g.g.Call(ctx, opDevice, nil, nil); err == nil && json.Unmarshal(r, &d) == nil {
+			g.dev = d.Device
+		}
+	}
+	return pt, nil
+}
+
+// mergeHostSamples adds the host's QEMU readings to the guest sample
+// nearest in time (both count seconds from their own start of the point).
+func mergeHostSamples(pt *result.Point, host []result.Sample) {
+	if len(pt.Samples) == 0 {
+		return
+	}
+	j := 0
+	for _, h := range host {
+		for j+1 < len(pt.Samples) && pt.Samples[j+1].T <= h.T {
+			j++
+		}
+		pt.Samples[j].Procs = append(pt.Samples[j].Procs, h.Procs...)
+	}
+}
+
+// fetchProfiles copies the guest's profiles of the last point into
+// ProfileDir on the host.
+func (g *Guest) fetchProfiles(ctx context.Context) error {
+	raw, err := g.g.Call(ctx, opProfiles, nil, nil)
+	if err != nil {
+		return fmt.Errorf("fetch from the guest: %w", err)
+	}
+	var files guestProfiles
+	if err := json.Unmarshal(raw, &files); err != nil {
+		return fmt.Errorf("guest sent unreadable profiles: %w", err)
+	}
+	dir := g.opts.ProfileDir
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(name)), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Bench runs the bench suite inside the guest, so the vm backend's
+// figures are all taken under the same CPU emulation.
+func (g *Guest) Bench(ctx context.Context, req BenchRequest, progress func(bench.Measurement)) (*bench.Run, error) {
+	raw, err := g.g.Call(ctx, opBench, req, func(m json.RawMessage) {
+		var meas bench.Measurement
+		if json.Unmarshal(m, &meas) == nil {
+			progress(meas)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("guest: %w", err)
+	}
+	var got bench.Run
+	if err := json.Unmarshal(raw, &got); err != nil {
+		return nil, fmt.Errorf("guest sent an unreadable bench run: %w", err)
+	}
+	return &got, nil
+}
+
+// ShortRelease turns "6.1.0-56-amd64" into "6.1".
+func ShortRelease(r string) string {
+	parts := strings.SplitN(r, ".", 3)
+	if len(parts) < 2 {
+		return r
+	}
+	return parts[0] + "." + strings.TrimFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' })
+}
+
+func memString(mib int) string {
+	if mib%1024 == 0 {
+		return fmt.Sprintf("%d GiB", mib/1024)
+	}
+	return fmt.Sprintf("%d MiB", mib)
+}

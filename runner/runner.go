@@ -1,0 +1,200 @@
+// Package runner runs one probe point: it starts the server under test
+// and the load generators, releases the clients together, collects and
+// validates their outcomes, stops everything and reaps every process.
+//
+// # The seam
+//
+// A point is three choices (DESIGN.md, "What a point runs, and where"),
+// and each has its own type here:
+//
+//   - the workload: Spec, one JSON-serialisable value (client count
+//     aside) that says what a point does wherever it runs. The children
+//     get their part of it as one JSON line on their stdin
+//     (ServerSpec, GeneratorSpec), so a new option is one struct field,
+//     not an edit of argv in several places;
+//   - the target, the server under test: Target starts it for a point,
+//     says when it is ready and stops it. target_builtin.go runs
+//     rdmaprobe's own `serve`;
+//   - the placement of the load generators: Launcher makes the command
+//     of one generator process. launch_local.go runs it on this machine.
+//
+// Local runs points with one Target and one Launcher; Guest runs each
+// point inside a Soft-RoCE QEMU guest, where a Local runner does the
+// work (guest.go on the host, guest_agent.go as the guest's PID 1).
+// Both are a Runner, which is all the session above needs.
+//
+// A new kind of target (a server command of the operator's) is one new
+// file holding a Target; a new placement of the generators (over SSH,
+// under Slurm's srun) is one new file holding a Launcher, since the
+// generators' protocol (spec and release on stdin, JSON events on
+// stdout, see Event) works over any pipe. Both are set in LocalOptions.
+//
+// The child halves of the protocol, what `serve` and `clients` run when
+// the runner starts them, are in child_server.go and child_generator.go.
+package runner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/server"
+)
+
+// Runner runs probe points somewhere.
+type Runner interface {
+	// RunPoint runs one trial with n clients. Failures of the point
+	// itself (server died, generator crashed or hung) are recorded in
+	// Point.Error with the outcomes collected so far; the error return
+	// is for ctx cancellation and for a point that could not start.
+	RunPoint(ctx context.Context, n, trial int) (result.Point, error)
+	// Device is the device the server last opened; nil if none.
+	Device() *result.DeviceInfo
+	// Close releases what the runner holds (a guest is powered off).
+	Close() error
+}
+
+// Describer is a Runner that knows facts about where its points run
+// that the run records: a guest's kernel and CPU, a reference tool's
+// figures, the device's port. The session calls Describe after opening
+// and after every point.
+type Describer interface {
+	Describe(run *result.Run)
+}
+
+// Spec is what every point of a run does, wherever it runs. It holds no
+// host paths, callbacks or key material: it travels as JSON to a guest
+// and, split into ServerSpec and GeneratorSpec, to every child.
+type Spec struct {
+	// Fabric is the fabric the server and generators open.
+	Fabric Fabric `json:"fabric"`
+	// MaxClients is the server's cap; 0 means each point's N.
+	MaxClients int     `json:"max_clients,omitempty"`
+	Mode       string  `json:"mode"`
+	Procs      int     `json:"procs"`
+	Rate       float64 `json:"rate,omitempty"`
+	// Timeout is each client's deadline.
+	Timeout time.Duration `json:"timeout"`
+	Rounds  int           `json:"rounds"`
+	MsgSize int           `json:"msg_size,omitempty"`
+	// Threshold is the success rate (0..1) a point must reach.
+	Threshold float64 `json:"threshold"`
+	// InFlight bounds each generator's connection attempts in progress.
+	InFlight int `json:"inflight"`
+	// TLSResume lets a generator's clients resume TLS sessions (the
+	// server then issues tickets).
+	TLSResume bool `json:"tls_resume,omitempty"`
+	// Detach has the server close each client's control connection once
+	// accepted (server.Config.Detach).
+	Detach bool `json:"detach,omitempty"`
+	// TLSKex is the handshake's key exchange (certs.KeyExchanges).
+	TLSKex string `json:"tls_kex,omitempty"`
+	// GoMaxProcs is how the server's and generators' Go runtimes share
+	// the CPUs: GoMaxProcsSplit (the default, "") or GoMaxProcsAll.
+	GoMaxProcs string `json:"gomaxprocs,omitempty"`
+	// Backlog is the server's listen queue (0 = somaxconn); NoFile and
+	// MemLock lower the server's rlimits (0 = leave them).
+	Backlog int    `json:"backlog,omitempty"`
+	NoFile  uint64 `json:"nofile,omitempty"`
+	MemLock uint64 `json:"memlock,omitempty"`
+	// SampleInterval is the collectors' period (0 = their default, < 0
+	// = off).
+	SampleInterval time.Duration `json:"sample_interval,omitempty"`
+	// CalibrationWindow is how long each point measures this machine's
+	// speed just before its server starts and again just after its last
+	// client's outcome (Point.Calibration); 0 = DefaultCalibration, < 0
+	// = off.
+	CalibrationWindow time.Duration `json:"calibration_window,omitempty"`
+	// StartTimeout bounds waiting for the server and the generators to
+	// be ready.
+	StartTimeout time.Duration `json:"start_timeout,omitempty"`
+	// Profile has the server and generators write CPU profiles
+	// (LocalOptions.ProfileDir says where).
+	Profile bool `json:"profile,omitempty"`
+}
+
+// DefaultMode is the server's default resource mode (the predecessor's
+// 1 QP + 2 CQ + 2 MR per client).
+const DefaultMode = server.ModePerClient
+
+// Check refuses a spec no point could run, before anything starts.
+func (s Spec) Check() error {
+	if err := server.ValidMode(s.Mode); err != nil {
+		return fmt.Errorf("--mode: %w", err)
+	}
+	if s.Procs < 1 {
+		return fmt.Errorf("--procs must be at least 1")
+	}
+	switch s.GoMaxProcs {
+	case "", GoMaxProcsSplit, GoMaxProcsAll:
+	default:
+		return fmt.Errorf("--gomaxprocs %q: want %s or %s", s.GoMaxProcs, GoMaxProcsSplit, GoMaxProcsAll)
+	}
+	return nil
+}
+
+// withDefaults fills what a zero Spec leaves open.
+func (s Spec) withDefaults() Spec {
+	if s.Procs < 1 {
+		s.Procs = 1
+	}
+	if s.Timeout <= 0 {
+		s.Timeout = 30 * time.Second
+	}
+	if s.StartTimeout <= 0 {
+		s.StartTimeout = 60 * time.Second
+	}
+	return s
+}
+
+// maxClients is the server's cap at a point of n clients.
+func (s Spec) maxClients(n int) int {
+	if s.MaxClients > 0 {
+		return s.MaxClients
+	}
+	return n
+}
+
+// Progress is a live view of a running point.
+type Progress struct {
+	Clients, Done, OK int
+}
+
+// GoMaxProcs policies (Spec.GoMaxProcs, --gomaxprocs).
+const (
+	// GoMaxProcsSplit gives the server half of the CPUs (at least one)
+	// and each load generator an equal share of the rest (at least one).
+	// Server and generators share one machine here, unlike in a real
+	// deployment; left at Go's default, each runtime sizes itself to every
+	// CPU and their idle Ps spin against each other (README, Decisions).
+	GoMaxProcsSplit = "split"
+	// GoMaxProcsAll leaves every process at Go's default (all CPUs).
+	GoMaxProcsAll = "all"
+)
+
+// GoMaxProcsPolicies lists the accepted policies.
+var GoMaxProcsPolicies = []string{GoMaxProcsSplit, GoMaxProcsAll}
+
+// splitCPUs returns GOMAXPROCS for the server and for each of procs
+// generators on a machine with cpus CPUs; 0 means Go's default.
+func splitCPUs(policy string, cpus, procs int) (server, generator int) {
+	if policy == GoMaxProcsAll {
+		return 0, 0
+	}
+	if procs < 1 {
+		procs = 1
+	}
+	server = max(1, cpus/2)
+	generator = max(1, (cpus-server)/procs)
+	return server, generator
+}
+
+// share splits n clients over procs processes as evenly as possible.
+func share(n, procs, i int) int {
+	s := n / procs
+	if i < n%procs {
+		s++
+	}
+	return s
+}

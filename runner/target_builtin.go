@@ -1,0 +1,100 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/certs"
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// builtinTarget runs rdmaprobe's own server: `rdmaprobe serve --spec -`
+// on this machine, configured by a ServerSpec on its stdin, speaking the
+// event protocol on its stdout.
+type builtinTarget struct {
+	exe        string
+	spec       Spec
+	certs      certs.Pairs
+	profileDir string
+}
+
+func (t *builtinTarget) Start(ctx context.Context, n, trial int) (Server, error) {
+	s := t.spec
+	ss := ServerSpec{Listen: "127.0.0.1:0", MaxClients: s.maxClients(n), Mode: s.Mode, Fabric: s.Fabric,
+		Cert: t.certs.Server.CertPEM, Key: t.certs.Server.KeyPEM, ClientCA: t.certs.Client.CertPEM,
+		MsgSize: s.MsgSize, Backlog: s.Backlog,
+		// The server waits for a client as long as the client itself may
+		// take, so a slow client is the client's timeout, not the server's.
+		HandshakeTimeout: s.Timeout, ExchangeTimeout: s.Timeout,
+		TLSKex: s.TLSKex, Detach: s.Detach, TLSTickets: s.TLSResume,
+		NoFile: s.NoFile, MemLock: s.MemLock}
+	if s.Profile && t.profileDir != "" {
+		ss.CPUProfile = filepath.Join(t.profileDir, fmt.Sprintf("%d-%d-server.pprof", n, trial))
+	}
+	cmd := exec.Command(t.exe, "serve", "--spec", "-")
+	if procs, _ := splitCPUs(s.GoMaxProcs, runtime.NumCPU(), s.Procs); procs > 0 {
+		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(procs))
+	}
+	c, err := startChild("server", cmd, ss)
+	if err != nil {
+		return nil, err
+	}
+	return &builtinServer{c}, nil
+}
+
+// builtinServer is a running `serve`.
+type builtinServer struct{ *child }
+
+func (s *builtinServer) Ready(ctx context.Context, timeout time.Duration) (string, *result.DeviceInfo, error) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case ev, ok := <-s.events:
+			if !ok {
+				<-s.exited
+				return "", nil, fmt.Errorf("server did not start: %s", s.exitText())
+			}
+			switch ev.Event {
+			case "ready":
+				return ev.Addr, ev.Device, nil
+			case "error":
+				return "", nil, fmt.Errorf("server: %s", ev.Error)
+			}
+		case <-t.C:
+			return "", nil, fmt.Errorf("server not ready after %s: %s", timeout, s.tail.String())
+		case <-ctx.Done():
+			return "", nil, ctx.Err()
+		}
+	}
+}
+
+func (s *builtinServer) PID() int             { return s.pid() }
+func (s *builtinServer) Events() <-chan Event { return s.events }
+func (s *builtinServer) Kill()                { s.kill() }
+
+func (s *builtinServer) ExitText() string {
+	<-s.exited // its events end just before it is reaped
+	return s.exitText()
+}
+
+// Stop signals the server, which prints its own view ("stats") as it
+// exits.
+func (s *builtinServer) Stop(grace time.Duration) (result.ServerStats, string) {
+	var st result.ServerStats
+	for _, ev := range s.stop(grace) {
+		if ev.Event == "stats" && ev.Server != nil {
+			st = *ev.Server
+		}
+	}
+	if s.err != nil {
+		return st, s.exitText()
+	}
+	return st, ""
+}

@@ -1,0 +1,221 @@
+// Package session runs one capacity probe from one Options value: it
+// builds the run record, creates the run's certificate pairs once, opens
+// the Runner, measures the points the search strategy asks for, saves
+// run.json after every point, checks the PSNs and lifts the limits and
+// the diagnosis to the run. It prints nothing: the caller is told about
+// progress, points and notes through Options' callbacks.
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/certs"
+	"github.com/rdmaprobe/rdmaprobe/collectors"
+	"github.com/rdmaprobe/rdmaprobe/probe"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
+)
+
+// Strategy chooses the points: probe.Search or probe.Ramp with their
+// arguments bound.
+type Strategy func(ctx context.Context, cfg probe.Config, m probe.Measure, obs func(probe.Event)) (result.Search, []result.Point, error)
+
+// Opener returns the Runner of spec's points; dir is the run's directory
+// (a guest writes its console log there), local what a Local runner
+// needs of the run.
+type Opener func(ctx context.Context, spec runner.Spec, dir string, local runner.LocalOptions) (runner.Runner, error)
+
+// Options are one probe run.
+type Options struct {
+	// Mode is "search" or "ramp"; Lo and Hi (search) or Clients (ramp)
+	// are recorded with the run.
+	Mode    string
+	Lo, Hi  int
+	Clients []int
+	// Command and ToolVersion are recorded as they are.
+	Command     []string
+	ToolVersion string
+	// ResultsDir receives <UTC time>-<backend>/run.json.
+	ResultsDir string
+	Backend    result.Backend
+	Spec       runner.Spec
+	// Trials per client count, and whether a point that itself failed
+	// stops the run (the threshold is Spec.Threshold).
+	Trials      int
+	StopOnError bool
+	Strategy    Strategy
+	Open        Opener
+	// ProfileDir receives the CPU profiles when Spec.Profile is set.
+	ProfileDir string
+
+	// Progress, PointStarts, Point and Note, if set, are told what
+	// happens: live counts, the start and the outcome of each point,
+	// the strategy's notes. They are called from one goroutine at a
+	// time.
+	Progress    func(runner.Progress)
+	PointStarts func(n, trial int)
+	Point       func(result.Point)
+	Note        func(string)
+}
+
+// Session is a run that was saved.
+type Session struct {
+	Run  *result.Run
+	Dir  string
+	// Path is the file the last save wrote: run.json, or run.json.gz
+	// once the run is larger than result.GzipAbove.
+	Path string
+	// Err is why the probe stopped early (interrupted: context.Canceled;
+	// a point that failed with StopOnError); run.json says so too.
+	Err error
+}
+
+// Run runs the probe. The error is for what kept the run from starting
+// or from being saved; completed points are on disk either way.
+func Run(ctx context.Context, o Options) (*Session, error) {
+	dir, err := result.NewRunDir(o.ResultsDir, o.Backend.Name, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{Dir: dir, Run: newRun(o)}
+	run := s.Run
+	if s.Path, err = result.SaveRun(dir, run); err != nil {
+		return nil, err
+	}
+	pairs, err := certs.NewPairs()
+	if err != nil {
+		return nil, err
+	}
+	r, err := o.Open(ctx, o.Spec, dir, runner.LocalOptions{Certs: pairs, ProfileDir: o.ProfileDir, Progress: o.Progress})
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	describe := func() {
+		if run.Environment.Device == nil {
+			run.Environment.Device = r.Device()
+		}
+		if d, ok := r.(runner.Describer); ok {
+			d.Describe(run)
+		}
+	}
+	describe()
+
+	var mu sync.Mutex
+	var saveErr error
+	record := func(ctx context.Context, n, trial int) (result.Point, error) {
+		if o.PointStarts != nil {
+			o.PointStarts(n, trial)
+		}
+		pt, err := r.RunPoint(ctx, n, trial)
+		if err != nil && ctx.Err() == nil {
+			return pt, err
+		}
+		if ctx.Err() != nil && pt.Error == "interrupted" {
+			return pt, ctx.Err() // an incomplete point is not a measurement
+		}
+		mu.Lock()
+		describe()
+		run.Points = append(run.Points, pt)
+		run.PSN = result.CheckPSNs(run.Points)
+		if p, e := result.SaveRun(dir, run); e != nil && saveErr == nil {
+			saveErr = e
+		} else if e == nil {
+			s.Path = p
+		}
+		mu.Unlock()
+		if o.Point != nil {
+			o.Point(pt)
+		}
+		return pt, err
+	}
+	obs := func(ev probe.Event) {
+		if ev.Kind == "note" && o.Note != nil {
+			o.Note(ev.Note)
+		}
+	}
+	cfg := probe.Config{Threshold: o.Spec.Threshold, Trials: o.Trials, StopOnPointError: o.StopOnError}
+	srch, _, perr := o.Strategy(ctx, cfg, record, obs)
+	run.Search = &srch
+	run.FinishedAt = time.Now().UTC()
+	summariseLimits(run)
+	run.PSN = result.CheckPSNs(run.Points)
+	run.Complete = perr == nil
+	if perr != nil {
+		run.Error = perr.Error()
+		if errors.Is(perr, context.Canceled) {
+			run.Error = "interrupted"
+		}
+	}
+	s.Err = perr
+	if s.Path, err = result.SaveRun(dir, run); err != nil {
+		return s, err
+	}
+	return s, saveErr
+}
+
+// newRun is the run record before its first point.
+func newRun(o Options) *result.Run {
+	sp := o.Spec
+	run := &result.Run{
+		SchemaVersion: result.SchemaVersion, Tool: "rdmaprobe", ToolVersion: o.ToolVersion,
+		Command: o.Command, Mode: o.Mode, StartedAt: time.Now().UTC(),
+		Backend: o.Backend, Environment: collectors.Environment(),
+		Config: result.Config{
+			ResourceMode: sp.Mode, Rounds: sp.Rounds, PayloadBytes: sp.MsgSize,
+			ClientTimeout: sp.Timeout.Seconds(), Rate: sp.Rate, Procs: sp.Procs, InFlight: sp.InFlight,
+			TLSResume: sp.TLSResume, TLSKex: sp.TLSKex, GoMaxProcs: sp.GoMaxProcs, Detach: sp.Detach,
+			Threshold: sp.Threshold, Trials: o.Trials, MaxClients: sp.MaxClients,
+		},
+	}
+	if o.Mode == "search" {
+		run.Config.Lo, run.Config.Hi = o.Lo, o.Hi
+	} else {
+		run.Config.RampClients = o.Clients
+	}
+	if o.Backend.Name == "sim" {
+		caps := sp.Fabric.SimCaps()
+		run.Config.SimCaps = &caps
+	}
+	return run
+}
+
+// summariseLimits lifts the limits of the first point and the diagnosis
+// of the breaking point (the first failing count, else the last failure)
+// to the run.
+func summariseLimits(run *result.Run) {
+	for i := range run.Points {
+		if run.Points[i].Limits != nil {
+			run.Limits = run.Points[i].Limits
+			break
+		}
+	}
+	first := 0
+	if run.Search != nil {
+		first = run.Search.FirstFail
+	}
+	for i := range run.Points {
+		p := &run.Points[i]
+		if p.Diagnosis == nil {
+			continue
+		}
+		if run.Diagnosis == nil || p.Clients == first {
+			run.Diagnosis = p.Diagnosis
+		}
+	}
+}
+
+// Check refuses options no run could use, before anything starts.
+func (o Options) Check() error {
+	if o.Spec.Threshold <= 0 || o.Spec.Threshold > 1 {
+		return fmt.Errorf("--threshold is a percentage in (0, 100], got %g", o.Spec.Threshold*100)
+	}
+	if o.Trials < 1 {
+		return fmt.Errorf("--trials must be at least 1")
+	}
+	return o.Spec.Check()
+}

@@ -1,0 +1,159 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/rdmaprobe/rdmaprobe/probe"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
+)
+
+// fakeRunner passes every point up to cap clients and fails the others,
+// with a diagnosis, as a runner on a device with max_qp = cap would.
+type fakeRunner struct {
+	cap    int
+	closed bool
+	// saved is what run.json held on disk when each point started.
+	saved []int
+	path  func() string
+	psn   uint32
+}
+
+func (f *fakeRunner) RunPoint(ctx context.Context, n, trial int) (result.Point, error) {
+	if r, err := result.Load(f.path()); err == nil {
+		f.saved = append(f.saved, len(r.Points))
+	}
+	pt := result.Point{Clients: n, Trial: trial, Limits: &result.Limits{}}
+	for i := 0; i < n; i++ {
+		rec := result.ClientRecord{ID: i, Outcome: result.OutcomeOK}
+		if i >= f.cap {
+			rec.Outcome = result.OutcomeQPCreate
+		} else {
+			f.psn++
+			rec.LocalPSN, rec.RemotePSN = f.psn, f.psn
+		}
+		pt.Records = append(pt.Records, rec)
+	}
+	runner.Summarise(&pt, 1)
+	if !pt.Passed {
+		pt.Diagnosis = &result.Diagnosis{Limit: "device-cap:max_qp", Summary: "max_qp"}
+	}
+	return pt, nil
+}
+
+func (f *fakeRunner) Device() *result.DeviceInfo { return &result.DeviceInfo{Name: "fake0"} }
+func (f *fakeRunner) Close() error               { f.closed = true; return nil }
+
+func options(t *testing.T, f *fakeRunner, opened *int) Options {
+	t.Helper()
+	return Options{
+		Mode: "ramp", Clients: []int{5, 10, 20}, ResultsDir: t.TempDir(),
+		Backend: result.Backend{Name: "sim", Simulated: true},
+		Spec:    runner.Spec{Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Fabric: runner.Fabric{Backend: "sim", SimMaxQP: 10}},
+		Trials:  1,
+		Strategy: func(ctx context.Context, cfg probe.Config, m probe.Measure, obs func(probe.Event)) (result.Search, []result.Point, error) {
+			return probe.Ramp(ctx, []int{5, 10, 20}, cfg, m, obs)
+		},
+		Open: func(ctx context.Context, spec runner.Spec, dir string, local runner.LocalOptions) (runner.Runner, error) {
+			*opened++
+			if len(local.Certs.Server.KeyPEM) == 0 || len(local.Certs.Client.CertPEM) == 0 {
+				t.Errorf("runner opened without the run's certificate pairs")
+			}
+			return f, nil
+		},
+	}
+}
+
+func TestRunSavesEveryPointAndSummarises(t *testing.T) {
+	f := &fakeRunner{cap: 10}
+	var opened int
+	o := options(t, f, &opened)
+	var path string
+	f.path = func() string { return path }
+	var points []int
+	o.PointStarts = func(n, trial int) {
+		runs, _ := filepath.Glob(filepath.Join(o.ResultsDir, "*", result.FileName))
+		if len(runs) == 1 {
+			path = runs[0]
+		}
+	}
+	o.Point = func(pt result.Point) { points = append(points, pt.Clients) }
+	s, err := Run(context.Background(), o)
+	if err != nil || s.Err != nil {
+		t.Fatalf("run: %v, probe: %v", err, s.Err)
+	}
+	if opened != 1 || !f.closed {
+		t.Errorf("runner opened %d times, closed %v; want once, closed", opened, f.closed)
+	}
+	if len(f.saved) != 3 || f.saved[0] != 0 || f.saved[1] != 1 || f.saved[2] != 2 {
+		t.Errorf("points on disk as each point started: %v, want 0, 1, 2", f.saved)
+	}
+	if len(points) != 3 {
+		t.Errorf("told about points %v", points)
+	}
+	r, err := result.Load(s.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Complete || len(r.Points) != 3 || r.Search.Capacity != 10 || r.Search.FirstFail != 20 {
+		t.Errorf("run: complete %v, %d points, search %+v", r.Complete, len(r.Points), r.Search)
+	}
+	if r.Diagnosis == nil || r.Diagnosis.Limit != "device-cap:max_qp" || r.Limits == nil {
+		t.Errorf("diagnosis %+v, limits %+v: want both lifted to the run", r.Diagnosis, r.Limits)
+	}
+	if !r.PSN.Unique || r.PSN.Connections != 25 {
+		t.Errorf("PSN check %+v, want 25 unique connections", r.PSN)
+	}
+	if r.Environment.Device == nil || r.Environment.Device.Name != "fake0" {
+		t.Errorf("device %+v", r.Environment.Device)
+	}
+	if r.Config.SimCaps == nil || r.Config.SimCaps.MaxQP != 10 || r.Config.ResourceMode != runner.DefaultMode {
+		t.Errorf("config %+v", r.Config)
+	}
+}
+
+// An interrupted run keeps the points completed, says so, and returns
+// the interruption as the probe's error, not as a failure to save.
+func TestRunInterrupted(t *testing.T) {
+	f := &fakeRunner{cap: 100}
+	var opened int
+	o := options(t, f, &opened)
+	ctx, cancel := context.WithCancel(context.Background())
+	o.Point = func(pt result.Point) { cancel() }
+	f.path = func() string { return "" }
+	s, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(s.Err, context.Canceled) {
+		t.Fatalf("probe error %v, want context.Canceled", s.Err)
+	}
+	r, err := result.Load(s.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Complete || r.Error != "interrupted" || len(r.Points) != 1 {
+		t.Errorf("run: complete %v, error %q, %d points", r.Complete, r.Error, len(r.Points))
+	}
+}
+
+func TestCheck(t *testing.T) {
+	ok := runner.Spec{Threshold: 1, Procs: 1, Mode: runner.DefaultMode}
+	for _, tc := range []struct {
+		o    Options
+		fail bool
+	}{
+		{Options{Spec: ok, Trials: 1}, false},
+		{Options{Spec: ok, Trials: 0}, true},
+		{Options{Spec: runner.Spec{Threshold: 1.5, Procs: 1, Mode: runner.DefaultMode}, Trials: 1}, true},
+		{Options{Spec: runner.Spec{Threshold: 1, Procs: 1, Mode: "weird"}, Trials: 1}, true},
+		{Options{Spec: runner.Spec{Threshold: 1, Procs: 0, Mode: runner.DefaultMode}, Trials: 1}, true},
+	} {
+		if err := tc.o.Check(); (err != nil) != tc.fail {
+			t.Errorf("Check(%+v) = %v, want failure %v", tc.o, err, tc.fail)
+		}
+	}
+}
