@@ -2,8 +2,9 @@
 // builds the run record, creates the run's certificate pairs once, opens
 // the Runner, measures the points the search strategy asks for, saves
 // run.json after every point, checks the PSNs and lifts the limits and
-// the diagnosis to the run. It prints nothing: the caller is told about
-// progress, points and notes through Options' callbacks.
+// the diagnosis to the run (analysis.Summarise). It prints nothing: the
+// caller is told about progress, points and notes through Options'
+// callbacks.
 package session
 
 import (
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/certs"
 	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/probe"
@@ -64,8 +66,8 @@ type Options struct {
 
 // Session is a run that was saved.
 type Session struct {
-	Run  *result.Run
-	Dir  string
+	Run *result.Run
+	Dir string
 	// Path is the file the last save wrote: run.json, or run.json.gz
 	// once the run is larger than result.GzipAbove.
 	Path string
@@ -142,7 +144,7 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 	srch, _, perr := o.Strategy(ctx, cfg, record, obs)
 	run.Search = &srch
 	run.FinishedAt = time.Now().UTC()
-	summariseLimits(run)
+	analysis.Summarise(run)
 	run.PSN = result.CheckPSNs(run.Points)
 	run.Complete = perr == nil
 	if perr != nil {
@@ -182,31 +184,6 @@ func newRun(o Options) *result.Run {
 		run.Config.SimCaps = &caps
 	}
 	return run
-}
-
-// summariseLimits lifts the limits of the first point and the diagnosis
-// of the breaking point (the first failing count, else the last failure)
-// to the run.
-func summariseLimits(run *result.Run) {
-	for i := range run.Points {
-		if run.Points[i].Limits != nil {
-			run.Limits = run.Points[i].Limits
-			break
-		}
-	}
-	first := 0
-	if run.Search != nil {
-		first = run.Search.FirstFail
-	}
-	for i := range run.Points {
-		p := &run.Points[i]
-		if p.Diagnosis == nil {
-			continue
-		}
-		if run.Diagnosis == nil || p.Clients == first {
-			run.Diagnosis = p.Diagnosis
-		}
-	}
 }
 
 // Check refuses options no run could use, before anything starts.
