@@ -63,6 +63,12 @@ func testHandler(ctx context.Context, op string, payload json.RawMessage, progre
 	case "wait":
 		<-ctx.Done()
 		return nil, ctx.Err()
+	case "capserver":
+		var req capRequest
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		return runCapserver(ctx, req)
 	}
 	return nil, fmt.Errorf("unknown op %q", op)
 }
