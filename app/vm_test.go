@@ -116,11 +116,14 @@ func TestVMRealLimits(t *testing.T) {
 	}
 
 	root = t.TempDir()
-	out, errOut, code = run(t, "ramp", "--backend", "vm", "--clients", "300", "--rounds", "1",
-		// Three load generators of 100 clients each stay below the limit,
-		// so the server (300 clients) meets it first; one generator would
+	out, errOut, code = run(t, "ramp", "--backend", "vm", "--clients", "400", "--rounds", "1",
+		// Three load generators of 134 clients at most stay below the
+		// limit, so the server (400 clients) meets it first; one generator would
 		// race the server to it and the Go runtime could die instead.
-		"--procs", "3", "--vm-mem", "2048", "--vm-max-map-count", "1000", "--results", root)
+		// Eight attempts in flight per generator keep a loaded host from
+		// timing clients out while they queue, so every failure below is
+		// the wall's.
+		"--procs", "3", "--inflight", "8", "--vm-mem", "2048", "--vm-max-map-count", "1000", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -136,6 +139,15 @@ func TestVMRealLimits(t *testing.T) {
 	}
 	if withErrno == 0 {
 		t.Errorf("qp-create failures do not name the verb and ENOMEM: %v", p.Errors)
+	}
+	// Past the wall the rest are refused as such, on the count that
+	// found the wall: not at the client timeout, and without the server
+	// counting its mappings again for each of them.
+	if failed := p.Attempted - p.Connected; p.Outcomes[result.OutcomeQPCreate] != failed || withErrno != failed {
+		t.Errorf("of %d failed clients %d were refused at the wall (qp-create ENOMEM): outcomes %v", failed, withErrno, p.Outcomes)
+	}
+	if p.Server.MapCounts == 0 || p.Server.MapCounts >= withErrno {
+		t.Errorf("the server counted its mappings %d times for %d refusals at the wall; want fewer than one per refusal", p.Server.MapCounts, withErrno)
 	}
 	if d := p.Diagnosis; d == nil || d.Limit != "vm.max_map_count" || !strings.Contains(d.Summary, "of vm.max_map_count 1,000") {
 		t.Errorf("diagnosis %+v, want vm.max_map_count with the mappings as evidence", p.Diagnosis)

@@ -261,8 +261,12 @@ type ServerStats struct {
 	// Detached: the server closed each client's control connection once
 	// accepted (--detach); Goodbyes counts the clients it released on
 	// their goodbye over the QP.
-	Detached  bool   `json:"detached,omitempty"`
-	Goodbyes  int    `json:"goodbyes,omitempty"`
+	Detached bool `json:"detached,omitempty"`
+	Goodbyes int  `json:"goodbyes,omitempty"`
+	// MapCounts is how many times the server counted its memory
+	// mappings (/proc/self/maps) to stay clear of vm.max_map_count;
+	// absent in runs before it was recorded.
+	MapCounts int    `json:"map_counts,omitempty"`
 	ExitError string `json:"exit_error,omitempty"`
 }
 

@@ -244,7 +244,13 @@ func (c *conn) release() {
 	unwatch, raw := c.unwatch, c.raw
 	c.mu.Unlock()
 
+	// A client the map guard refused has nothing mapped, and must not
+	// make the guard count again.
+	mapped := c.qp != nil || c.sendCQ != nil || c.recvCQ != nil
 	released := c.destroy() // the QP first: nothing reads or writes the buffers after
+	if mapped {
+		c.s.maps.freed() // its rings are unmapped: the map guard counts again
+	}
 	if sh := c.s.shared; sh != nil && sh.pool != nil && c.sub != nil {
 		g := c.sub.group
 		for _, id := range inflight {

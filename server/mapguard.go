@@ -37,6 +37,14 @@ func mapHeadroom(limit int) int { return max(16, min(256, limit/50)) }
 // under TCG, and more at 10,000 (1 mapping per client; 4 in per-client
 // mode). The half left unused is the slack for mappings others add
 // meanwhile (heap arenas, thread stacks).
+//
+// A count that refused stands until something could have made room: an
+// admitted client finished creating its resources (its reservation is
+// more than it maps) or a client's resources were freed. Until then the
+// next clients are refused on that count without reading the file again:
+// at the wall every client was a count of ~65,000 lines under the lock,
+// about a second each under TCG, and the remaining clients of a point
+// were refused at that pace instead of at the handshake rate.
 type mapGuard struct {
 	limit   int // 0: unknown, no guard
 	mu      sync.Mutex
@@ -44,7 +52,12 @@ type mapGuard struct {
 	last    int  // mappings at the last count
 	since   int  // clients admitted since then
 	pending int  // admitted clients still creating resources
-	reads   int  // counts taken, for tests
+	// full holds the refusal of the last count while changes still
+	// equals the changes it was taken at.
+	full    error
+	fullAt  int
+	changes int // clients done or freed, ever
+	reads   int // counts taken (ServerStats.MapCounts)
 }
 
 const mapsInFlight = 6
@@ -60,13 +73,17 @@ func newMapGuard() *mapGuard {
 
 // check admits one client or refuses it; an admitted client calls done
 // once its resources exist (or failed). A refusal always rests on a
-// fresh count.
+// count taken since the last change that could have made room.
 func (g *mapGuard) check() (done func(), err error) {
 	if g.limit <= 0 {
 		return func() {}, nil
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.full != nil && g.fullAt == g.changes {
+		return nil, g.full
+	}
+	g.full = nil
 	room := mapHeadroom(g.limit)
 	if g.counted && (g.since+g.pending+1)*mapsInFlight <= (g.limit-room-g.last)/2 {
 		return g.admitLocked(), nil
@@ -80,10 +97,27 @@ func (g *mapGuard) check() (done func(), err error) {
 	g.last = bytes.Count(b, []byte{'\n'})
 	reserved := g.pending * mapsInFlight
 	if g.last+reserved+mapsInFlight > g.limit-room {
-		return nil, &fabric.VerbError{Verb: "ibv_create_qp", Errno: syscall.ENOMEM,
+		g.full = &fabric.VerbError{Verb: "ibv_create_qp", Errno: syscall.ENOMEM,
 			Detail: fmt.Sprintf("not attempted: the server holds %d of vm.max_map_count %d mappings, %d more are being created, and it leaves the last %d to the Go runtime", g.last, g.limit, reserved, room)}
+		g.fullAt = g.changes
+		return nil, g.full
 	}
 	return g.admitLocked(), nil
+}
+
+// counts is how many times the guard read /proc/self/maps.
+func (g *mapGuard) counts() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.reads
+}
+
+// freed says a client's resources were released: the next client is
+// counted again.
+func (g *mapGuard) freed() {
+	g.mu.Lock()
+	g.changes++
+	g.mu.Unlock()
 }
 
 func (g *mapGuard) admitLocked() func() {
@@ -94,6 +128,7 @@ func (g *mapGuard) admitLocked() func() {
 		once.Do(func() {
 			g.mu.Lock()
 			g.pending--
+			g.changes++
 			g.mu.Unlock()
 		})
 	}

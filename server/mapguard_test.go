@@ -120,3 +120,69 @@ func TestMapGuardCountsRarelyWhenFar(t *testing.T) {
 		t.Errorf("%d counts for 20 clients near the limit, want one at least every 5th", near.reads)
 	}
 }
+
+// At the wall a refusal stands on its count until something could have
+// made room: the clients after it are refused without reading
+// /proc/self/maps again, and a client done creating its resources or
+// freeing them makes the next one counted.
+func TestMapGuardRefusesFastAtTheWall(t *testing.T) {
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skip("no /proc/self/maps")
+	}
+	now := bytes.Count(b, []byte{'\n'})
+	// Room for one in-flight client beyond the headroom, with slack for
+	// mappings this test process may add meanwhile.
+	const slack = 4
+	g := &mapGuard{limit: now + mapHeadroom(now+100) + mapsInFlight + slack}
+	done, err := g.check()
+	if err != nil {
+		t.Fatalf("first client refused: %v", err)
+	}
+	_, first := g.check()
+	if first == nil {
+		t.Fatal("second client admitted while the first, reserved, fills the room")
+	}
+	reads := g.reads
+	for i := 0; i < 1000; i++ {
+		_, err := g.check()
+		if err == nil {
+			t.Fatalf("client %d admitted at the wall", i)
+		}
+		if err != first {
+			t.Fatalf("client %d: %v, want the standing refusal %v", i, err, first)
+		}
+	}
+	if g.reads != reads {
+		t.Errorf("%d counts for 1,000 refusals at the wall, want none", g.reads-reads)
+	}
+	var ve *fabric.VerbError
+	if !errors.As(first, &ve) || ve.Errno != syscall.ENOMEM || !bytes.Contains([]byte(ve.Detail), []byte("of vm.max_map_count")) {
+		t.Errorf("refusal %v: want ibv_create_qp ENOMEM naming the count (collectors read it)", first)
+	}
+	// The first client is done: its reservation is free again.
+	done()
+	next, err := g.check()
+	if err != nil {
+		t.Errorf("refused after the in-flight client finished: %v", err)
+	}
+	if g.reads != reads+1 {
+		t.Errorf("%d counts after a client finished, want 1", g.reads-reads)
+	}
+	next()
+	// Fill the guard again, then free a client: counted again.
+	g.limit = now
+	if _, err := g.check(); err == nil {
+		t.Fatal("admitted at the limit")
+	}
+	reads = g.reads
+	g.check()
+	if g.reads != reads {
+		t.Fatal("counted again without a change")
+	}
+	g.freed()
+	g.check()
+	if g.reads != reads+1 {
+		t.Errorf("%d counts after a client was freed, want 1", g.reads-reads)
+	}
+}

@@ -13,6 +13,7 @@ func (s *Server) Stats() result.ServerStats {
 	st := s.stats
 	st.Failures = copyMap(s.stats.Failures)
 	st.Errors = copyMap(s.stats.Errors)
+	st.MapCounts = s.maps.counts()
 	if s.stats.Resources != nil {
 		st.Resources = copyMap(s.stats.Resources)
 	}
