@@ -58,6 +58,7 @@ func searchCommand(s Streams) *cli.Command {
 			&cli.IntFlag{Name: "lo", Value: 100, Usage: "lowest client count to test"},
 			&cli.IntFlag{Name: "hi", Usage: "highest client count; omitted = search upward exponentially from --lo"},
 			&cli.IntFlag{Name: "max-n", Value: 1000000, Usage: "upper bound for the exponential search when --hi is omitted"},
+			&cli.StringFlag{Name: "resolution", Value: "1", Usage: "stop once the breaking point is bracketed this narrowly: clients (1 = exact), or a percentage of the capacity like 2%"},
 		}, probeFlags()...),
 		Action: func(c *cli.Context) error {
 			lo, hi := c.Int("lo"), c.Int("hi")
@@ -67,8 +68,12 @@ func searchCommand(s Streams) *cli.Command {
 			if hi != 0 && hi < lo {
 				return fail(2, "--hi %d is below --lo %d", hi, lo)
 			}
+			res, err := probe.ParseResolution(c.String("resolution"))
+			if err != nil {
+				return fail(2, "--resolution %v", err)
+			}
 			return runProbe(c, s, "search", func(ctx context.Context, cfg probe.Config, m probe.Measure, obs func(probe.Event)) (result.Search, []result.Point, error) {
-				cfg.Lo, cfg.Hi, cfg.MaxN = lo, hi, c.Int("max-n")
+				cfg.Lo, cfg.Hi, cfg.MaxN, cfg.Resolution = lo, hi, c.Int("max-n"), res
 				return probe.Search(ctx, cfg, m, obs)
 			})
 		},
@@ -140,6 +145,10 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 		Note: func(note string) {
 			prog.clear()
 			fmt.Fprintln(s.Out, "note: "+note)
+		},
+		Decision: func(n int, why string) {
+			prog.clear()
+			fmt.Fprintf(s.Out, "next: %d clients (%s)\n", n, why)
 		},
 	}
 	if mode == "search" {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,7 +16,8 @@ import (
 
 func loadOnlyRun(t *testing.T, root string) *result.Run {
 	t.Helper()
-	runs, _ := filepath.Glob(filepath.Join(root, "*", result.FileName))
+	// A large run is saved compressed (result.GzipAbove).
+	runs, _ := filepath.Glob(filepath.Join(root, "*", result.FileName+"*"))
 	if len(runs) != 1 {
 		t.Fatalf("want one run.json under %s, found %v", root, runs)
 	}
@@ -68,6 +70,44 @@ func TestSearchFindsSimulatedCap(t *testing.T) {
 	}
 	if !strings.Contains(out, "Connect p50") {
 		t.Errorf("no table in output:\n%s", out)
+	}
+}
+
+// The done-when of the wall search, on a planted wall: searched from
+// 100 with no --hi, the doubling fails first at 800 with the server's
+// 450 QPs held; the search tests 450 and 451 and stops, exact, with the
+// device cap named and every step's reason in the output and the report.
+func TestSearchFollowsSimulatedWall(t *testing.T) {
+	root := t.TempDir()
+	out, errOut, code := run(t, "search", "--backend", "sim", "--lo", "100",
+		"--sim-max-qp", "450", "--rounds", "1", "--msg-size", "64", "--timeout", "20s", "--results", root)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	r := loadOnlyRun(t, root)
+	if got, want := clientsOf(r), []int{100, 200, 400, 800, 450, 451}; !reflect.DeepEqual(got, want) {
+		t.Errorf("measured %v, want %v", got, want)
+	}
+	if s := r.Search; s == nil || s.Capacity != 450 || s.FirstFail != 451 {
+		t.Fatalf("search %+v, want capacity 450, first failure 451", r.Search)
+	}
+	if d := r.Diagnosis; d == nil || d.Limit != "device-cap:max_qp" {
+		t.Errorf("diagnosis %+v, want the device's max_qp named", r.Diagnosis)
+	}
+	const why = "held 450 at once at 800 (350 qp-create EINVAL; device-cap:max_qp): test 450"
+	if !strings.Contains(out, "next: 450 clients ("+why+")") {
+		t.Errorf("output does not say why 450 was next:\n%s", out)
+	}
+	runs, _ := filepath.Glob(filepath.Join(root, "*", "report.md"))
+	if len(runs) != 1 {
+		t.Fatalf("report.md: %v", runs)
+	}
+	md, err := os.ReadFile(runs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), why) {
+		t.Errorf("report.md does not give the step's reason %q", why)
 	}
 }
 
@@ -164,6 +204,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"search", "--backend", "sim", "--lo", "0"}, "--lo must be at least 1"},
 		{[]string{"search", "--backend", "sim", "--lo", "50", "--hi", "10"}, "--hi 10 is below --lo 50"},
 		{[]string{"search", "--backend", "sim", "--threshold", "150"}, "--threshold"},
+		{[]string{"search", "--backend", "sim", "--resolution", "0%"}, `--resolution "0%": want a percentage in (0, 100)`},
 		{[]string{"ramp", "--backend", "sim", "--clients", "10,x"}, `"x" is not a positive client count`},
 		{[]string{"ramp", "--backend", "nosuch"}, `unknown --backend "nosuch"`},
 		{[]string{"ramp", "--backend", "sim", "--mode", "weird"}, `--mode: unknown resource mode "weird"`},

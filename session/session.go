@@ -62,6 +62,9 @@ type Options struct {
 	PointStarts func(n, trial int)
 	Point       func(result.Point)
 	Note        func(string)
+	// Decision, if set, is told before each count is measured why the
+	// strategy chose it.
+	Decision func(n int, why string)
 }
 
 // Session is a run that was saved.
@@ -136,8 +139,11 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 		return pt, err
 	}
 	obs := func(ev probe.Event) {
-		if ev.Kind == "note" && o.Note != nil {
+		switch {
+		case ev.Kind == probe.EventNote && o.Note != nil:
 			o.Note(ev.Note)
+		case ev.Kind == probe.EventDecision && o.Decision != nil:
+			o.Decision(ev.Step.Clients, ev.Note)
 		}
 	}
 	cfg := probe.Config{Threshold: o.Spec.Threshold, Trials: o.Trials, StopOnPointError: o.StopOnError}
