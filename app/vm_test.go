@@ -2,6 +2,9 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -178,19 +181,18 @@ func TestGuestSuites(t *testing.T) {
 		mustLog  string
 		minPass  int
 	}{
-		{"./fabric/verbs", "verbs.test", nil, "", 5},
+		{"./fabric/verbs", "verbs", nil, "", 5},
 		// -test.short skips the soak, which runs on the host.
-		{"./server", "server.test", []string{"-test.short"}, "fabric: verbs on rxe0", 3},
+		{"./server", "server", []string{"-test.short"}, "fabric: verbs on rxe0", 3},
 	}
 	var bins []string
 	for i, s := range suites {
-		suites[i].bin = filepath.Join(cache, "rdmaprobe", s.bin)
-		build := exec.Command("go", "test", "-c", "-tags", "verbs", "-o", suites[i].bin, s.pkg)
-		build.Dir = mod
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("build %s tests: %v\n%s", s.pkg, err, out)
+		bin, err := guestTestBinary(mod, filepath.Join(cache, "rdmaprobe", "guest-tests"), s.pkg, s.bin)
+		if err != nil {
+			t.Fatal(err)
 		}
-		bins = append(bins, suites[i].bin)
+		suites[i].bin = bin
+		bins = append(bins, bin)
 	}
 	exe, err := runner.VerbsBinary(ctx)
 	if err != nil {
@@ -234,6 +236,45 @@ func TestGuestSuites(t *testing.T) {
 		}
 		t.Logf("%s: %d tests passed on rxe0 in %.1f s", s.pkg, passed, res.DurationMS/1000)
 	}
+}
+
+// guestTestBinary builds pkg's tests with the verbs tag and returns their
+// path in dir, named for their content (name-<sha256>.test): concurrent
+// runs (several worktrees on one machine) never write each other's
+// binary, and an unchanged binary keeps its path, so the guest image
+// holding it stays cached. The build goes to a directory of its own and
+// is renamed into place. Binaries unused for a day are removed.
+func guestTestBinary(mod, dir, pkg, name string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("guest test binaries: %w", err)
+	}
+	tmp, err := os.MkdirTemp(dir, ".building-")
+	if err != nil {
+		return "", fmt.Errorf("guest test binaries: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	out := filepath.Join(tmp, name+".test")
+	build := exec.Command("go", "test", "-c", "-tags", "verbs", "-o", out, pkg)
+	build.Dir = mod
+	if b, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s tests: %v\n%s", pkg, err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		return "", fmt.Errorf("hash %s tests: %w", pkg, err)
+	}
+	sum := sha256.Sum256(b)
+	path := filepath.Join(dir, name+"-"+hex.EncodeToString(sum[:8])+".test")
+	if err := os.Rename(out, path); err != nil {
+		return "", fmt.Errorf("guest test binaries: %w", err)
+	}
+	old, _ := os.ReadDir(dir)
+	for _, e := range old {
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > 24*time.Hour {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+	return path, nil
 }
 
 // failLines picks from go test -v output what the failed tests logged:
