@@ -20,11 +20,14 @@ import (
 // 512 KiB region; at most 63 unused pairs stay registered.
 const SlabClients = 64
 
-// bufs hands out each client's send and receive buffer, both in one
-// registered region: send at off, receive at off+msg.
+// bufs hands out each client's send and receive buffers, all in one
+// registered region: depth send buffers at off, then depth receive
+// buffers (depth = the messages a client may have outstanding in the
+// traffic phase, 1 by default).
 type bufs struct {
-	pd  fabric.PD
-	msg int
+	pd    fabric.PD
+	msg   int
+	depth int
 
 	mu   sync.Mutex
 	free []bufPair
@@ -33,16 +36,21 @@ type bufs struct {
 
 // bufPair is one client's buffers.
 type bufPair struct {
-	mr  fabric.MR
-	off int
+	mr         fabric.MR
+	off        int
+	msg, depth int
 }
 
-func (p bufPair) sendOff() int        { return p.off }
-func (p bufPair) recvOff(msg int) int { return p.off + msg }
+// sendOff and recvOff are where send and receive buffer j start.
+func (p bufPair) sendOff(j int) int { return p.off + j*p.msg }
+func (p bufPair) recvOff(j int) int { return p.off + (p.depth+j)*p.msg }
 
-func newBufs(pd fabric.PD, msg int) *bufs {
-	return &bufs{pd: pd, msg: msg, used: map[fabric.MR]int{}}
+func newBufs(pd fabric.PD, msg, depth int) *bufs {
+	return &bufs{pd: pd, msg: msg, depth: max(depth, 1), used: map[fabric.MR]int{}}
 }
+
+// stride is one client's share of a region.
+func (b *bufs) stride() int { return 2 * b.depth * b.msg }
 
 // get returns a free pair, registering a new region when none is left.
 func (b *bufs) get() (bufPair, error) {
@@ -51,13 +59,13 @@ func (b *bufs) get() (bufPair, error) {
 	if len(b.free) == 0 {
 		// Registering under the lock keeps concurrent clients from each
 		// registering a region when one would do.
-		mr, err := b.pd.RegMR(SlabClients*2*b.msg, fabric.AccessLocalWrite)
+		mr, err := b.pd.RegMR(SlabClients*b.stride(), fabric.AccessLocalWrite)
 		if err != nil {
-			return bufPair{}, fmt.Errorf("register buffers for %d clients (%d bytes): %w", SlabClients, SlabClients*2*b.msg, err)
+			return bufPair{}, fmt.Errorf("register buffers for %d clients (%d bytes): %w", SlabClients, SlabClients*b.stride(), err)
 		}
 		b.used[mr] = 0
 		for i := SlabClients - 1; i >= 0; i-- {
-			b.free = append(b.free, bufPair{mr: mr, off: i * 2 * b.msg})
+			b.free = append(b.free, bufPair{mr: mr, off: i * b.stride(), msg: b.msg, depth: b.depth})
 		}
 	}
 	p := b.free[len(b.free)-1]

@@ -24,7 +24,8 @@ func TestBufsShareRegistrations(t *testing.T) {
 	}
 	defer pd.Dealloc()
 	const msg = 4096
-	b := newBufs(pd, msg)
+	const depth = 3 // buffers of each kind per client
+	b := newBufs(pd, msg, depth)
 	type span struct {
 		mr  fabric.MR
 		off int
@@ -36,7 +37,11 @@ func TestBufsShareRegistrations(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, off := range []int{q.sendOff(), q.recvOff(msg)} {
+		var offs []int
+		for j := 0; j < depth; j++ {
+			offs = append(offs, q.sendOff(j), q.recvOff(j))
+		}
+		for _, off := range offs {
 			if off < 0 || off+msg > len(q.mr.Buf()) {
 				t.Fatalf("pair %d: buffer at %d of %d-byte region", i, off, len(q.mr.Buf()))
 			}

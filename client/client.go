@@ -15,6 +15,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,16 +33,21 @@ type Config struct {
 	Rounds  int           // verified round trips per client (≥ 1)
 	MsgSize int           // bytes per message (≥ payload.HeaderLen)
 	Timeout time.Duration // per-client deadline for the whole attempt
+	// Depth is how many messages a client may have outstanding in the
+	// traffic phase (1 if 0): it sizes each client's queues and buffers.
+	Depth int
 }
 
 // Dialer connects clients over one device context and PD, as a
 // multi-client process would.
 type Dialer struct {
-	cfg  Config
-	dev  fabric.Device
-	pd   fabric.PD
-	port fabric.PortInfo
-	bufs *bufs
+	cfg    Config
+	dev    fabric.Device
+	pd     fabric.PD
+	port   fabric.PortInfo
+	bufs   *bufs
+	groups *groups
+	wr     int // each client QP's send and receive queue depth
 }
 
 // NewDialer allocates the shared PD on dev.
@@ -55,16 +61,25 @@ func NewDialer(dev fabric.Device, cfg Config) (*Dialer, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
 	}
+	if cfg.Depth < 1 {
+		cfg.Depth = 1
+	}
 	pd, err := dev.AllocPD()
 	if err != nil {
 		return nil, err
 	}
-	return &Dialer{cfg: cfg, dev: dev, pd: pd, port: dev.Port(), bufs: newBufs(pd, cfg.MsgSize)}, nil
+	wr := max(QPDepth, cfg.Depth)
+	return &Dialer{cfg: cfg, dev: dev, pd: pd, port: dev.Port(), bufs: newBufs(pd, cfg.MsgSize, cfg.Depth),
+		groups: newGroups(dev, wr), wr: wr}, nil
 }
 
-// Close releases the buffers and the PD; every Conn must be closed first.
+// Close stops the CQ routers and releases the CQs, the buffers and the
+// PD; every Conn must be closed first.
 func (d *Dialer) Close() error {
-	err := d.bufs.close()
+	err := d.groups.close()
+	if berr := d.bufs.close(); err == nil {
+		err = berr
+	}
 	if perr := d.pd.Dealloc(); err == nil {
 		err = perr
 	}
@@ -74,13 +89,23 @@ func (d *Dialer) Close() error {
 // Conn is a connected client. It holds its QP and TLS connection until
 // Close, so the server sees it as a concurrent client.
 type Conn struct {
-	tls  net.Conn
-	cq   fabric.CQ
+	tls    net.Conn
+	groups *groups
+	group  *cqGroup // the shared CQ its QP completes on
+	wcs    chan fabric.WC
+	// flow runs the client's traffic phase; while set, the group's router
+	// hands it the client's completions instead of wcs.
+	flow atomic.Pointer[flow]
 	bufs *bufs
-	buf  bufPair // send and receive buffer, from the dialer's regions
+	buf  bufPair // send and receive buffers, from the dialer's regions
 	held bool    // buf is this client's
 	msg  int
 	qp   fabric.QP
+	// remote is the client's region of the server's buffer (RDMA WRITE
+	// and READ), zero when the server offers none; serverQPN is the
+	// server's QP, which names what the server put in that region.
+	remote    exchange.Remote
+	serverQPN uint32
 	// detached: the server closed the control connection after accepting
 	// (exchange.Detached); Close says goodbye over the QP instead.
 	detached bool
@@ -97,15 +122,18 @@ func (c *Conn) Close() {
 	if c.tls != nil {
 		c.tls.Close()
 	}
+	var qpn uint32
 	if c.qp != nil {
+		qpn = c.qp.QPN()
 		c.qp.Destroy()
+	}
+	if c.group != nil {
+		c.groups.leave(c.group, qpn)
+		c.group = nil
 	}
 	if c.held {
 		c.bufs.put(c.buf) // after the QP: nothing can write it now
 		c.held = false
-	}
-	if c.cq != nil {
-		c.cq.Destroy()
 	}
 }
 
@@ -121,20 +149,21 @@ const ByeTimeout = 10 * time.Second
 func (c *Conn) goodbye() {
 	ctx, cancel := context.WithTimeout(context.Background(), ByeTimeout)
 	defer cancel()
-	payload.Fill(c.sendBuf(), payload.Bye, payload.HeaderLen)
-	if err := c.qp.PostSend(payload.Bye, c.buf.mr, c.buf.sendOff(), payload.HeaderLen); err != nil {
+	payload.Fill(c.sendBuf(0), payload.Bye, payload.HeaderLen)
+	if err := c.qp.PostSend(payload.Bye, c.buf.mr, c.buf.sendOff(0), payload.HeaderLen); err != nil {
 		return
 	}
 	for {
-		wc, err := fabric.Await(ctx, c.cq)
-		if err != nil || wc.Opcode != fabric.WCRecv {
+		wc, err := c.await(ctx)
+		if err != nil || (wc.Opcode == fabric.WCSend && wc.WRID == payload.Bye) || wc.Status != fabric.WCSuccess {
 			return
 		}
 	}
 }
 
-func (c *Conn) sendBuf() []byte { return c.buf.mr.Buf()[c.buf.sendOff():][:c.msg] }
-func (c *Conn) recvBuf() []byte { return c.buf.mr.Buf()[c.buf.recvOff(c.msg):][:c.msg] }
+// sendBuf and recvBuf are the client's send and receive buffer j.
+func (c *Conn) sendBuf(j int) []byte { return c.buf.mr.Buf()[c.buf.sendOff(j):][:c.msg] }
+func (c *Conn) recvBuf(j int) []byte { return c.buf.mr.Buf()[c.buf.recvOff(j):][:c.msg] }
 
 // attempt tracks the phases of one Connect for its record.
 type attempt struct {
@@ -200,7 +229,7 @@ func (d *Dialer) Connect(ctx context.Context, id, proc int) (*Conn, result.Clien
 }
 
 func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
-	c := &Conn{bufs: d.bufs, msg: d.cfg.MsgSize}
+	c := &Conn{bufs: d.bufs, msg: d.cfg.MsgSize, groups: d.groups, wcs: make(chan fabric.WC, 2*d.wr+2)}
 	nd := net.Dialer{LocalAddr: loopbackSource(d.cfg.Addr, a.rec.ID)}
 	raw, err := nd.DialContext(ctx, "tcp", d.cfg.Addr)
 	if err != nil {
@@ -232,7 +261,7 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 	a.phase(result.PhasePSN)
 
 	size := d.cfg.MsgSize
-	if c.cq, err = d.dev.CreateCQ(QPDepth * 2); err != nil {
+	if c.group, err = d.groups.join(); err != nil {
 		a.fail(ctx, result.OutcomeQPCreate, err)
 		return c, err
 	}
@@ -241,19 +270,20 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 		return c, err
 	}
 	c.held = true
-	c.qp, err = d.pd.CreateQP(fabric.QPInitAttr{SendCQ: c.cq, RecvCQ: c.cq,
-		MaxSendWR: QPDepth, MaxRecvWR: QPDepth, MaxSendSGE: 1, MaxRecvSGE: 1})
+	c.qp, err = d.pd.CreateQP(fabric.QPInitAttr{SendCQ: c.group.cq, RecvCQ: c.group.cq,
+		MaxSendWR: d.wr, MaxRecvWR: d.wr, MaxSendSGE: 1, MaxRecvSGE: 1})
 	if err != nil {
 		a.fail(ctx, result.OutcomeQPCreate, err)
 		return c, err
 	}
+	c.group.bind(c.qp.QPN(), c)
 	a.rec.LocalQPN = c.qp.QPN()
 	a.phase(result.PhaseQPCreate)
 	if err := c.qp.ToInit(fabric.InitAttr{Port: d.port.Port, Access: fabric.AccessLocalWrite}); err != nil {
 		a.fail(ctx, result.OutcomeInit, err)
 		return c, err
 	}
-	if err := c.qp.PostRecv(0, c.buf.mr, c.buf.recvOff(size), size); err != nil {
+	if err := c.qp.PostRecv(0, c.buf.mr, c.buf.recvOff(0), size); err != nil {
 		a.fail(ctx, result.OutcomeInit, err)
 		return c, err
 	}
@@ -289,6 +319,7 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 		return c, err
 	}
 	a.rec.RemoteQPN, a.rec.RemotePSN = reply.QPN, reply.PSN
+	c.remote, c.serverQPN = reply.Remote, reply.QPN
 	a.phase(result.PhaseExchange)
 
 	mtu := reply.MTU
@@ -322,20 +353,21 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 	return c, nil
 }
 
-// QPDepth is the client QP's send and receive queue depth.
+// QPDepth is the client QP's send and receive queue depth, at least
+// (Config.Depth may ask for more).
 const QPDepth = 2
 
 // roundTrip sends one checksummed payload and waits for its intact echo.
 // The receive for it is already posted; the next one is posted before
 // returning. Send and receive complete on the same CQ in either order.
 func (c *Conn) roundTrip(ctx context.Context, seq uint64, size int) error {
-	payload.Fill(c.sendBuf(), seq, size)
-	if err := c.qp.PostSend(seq, c.buf.mr, c.buf.sendOff(), size); err != nil {
+	payload.Fill(c.sendBuf(0), seq, size)
+	if err := c.qp.PostSend(seq, c.buf.mr, c.buf.sendOff(0), size); err != nil {
 		return err
 	}
 	var sent, got bool
 	for !sent || !got {
-		wc, err := fabric.Await(ctx, c.cq)
+		wc, err := c.await(ctx)
 		if err != nil {
 			return err
 		}
@@ -351,19 +383,19 @@ func (c *Conn) roundTrip(ctx context.Context, seq uint64, size int) error {
 			if wc.ByteLen != size {
 				return fmt.Errorf("echo of %d bytes, sent %d", wc.ByteLen, size)
 			}
-			echo := c.recvBuf()[:size]
+			echo := c.recvBuf(0)[:size]
 			s, err := payload.Check(echo)
 			if err != nil {
 				return err
 			}
-			if s != seq || string(echo) != string(c.sendBuf()[:size]) {
+			if s != seq || string(echo) != string(c.sendBuf(0)[:size]) {
 				return fmt.Errorf("echo of message %d does not match message %d", s, seq)
 			}
 		} else {
 			sent = true
 		}
 	}
-	return c.qp.PostRecv(0, c.buf.mr, c.buf.recvOff(size), size)
+	return c.qp.PostRecv(0, c.buf.mr, c.buf.recvOff(0), size)
 }
 
 // exchangeClass classifies a failed hello write or reply read. In TLS 1.3

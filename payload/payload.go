@@ -52,3 +52,10 @@ func Check(b []byte) (uint64, error) {
 	}
 	return binary.BigEndian.Uint64(b), nil
 }
+
+// RegionSeq is the sequence number a server that lends its clients a
+// buffer for RDMA READ (serve --remote) fills slot j of a client's region
+// with, qpn being the server's QP for that client: a client that reads
+// its slot can tell it from another client's region, or from memory the
+// server never filled. Never Bye, never a round trip's small number.
+func RegionSeq(qpn uint32, j int) uint64 { return 1<<62 | uint64(qpn)<<20 | uint64(j)&(1<<20-1) }

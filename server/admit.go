@@ -106,7 +106,7 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 	}
 
 	// From here on c.release gives back the admission with the rest.
-	c := &conn{s: s, slot: -1}
+	c := &conn{s: s, slot: -1, remote: -1}
 	defer func() {
 		if !adopted {
 			c.release()

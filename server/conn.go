@@ -9,14 +9,15 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/exchange"
 	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/payload"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
 // conn is one admitted client's verbs resources. The client's send
-// buffer is sendMR[sendOff:sendOff+MsgSize], its receive buffer likewise,
-// in MRs of its own (per-client, shared-cq) or in the server's pool
-// (pool). In srq mode it has neither: messages land in SRQ buffers and
-// are echoed from there (echo.go).
+// buffer j is sendMR[sendOff+j·MsgSize:][:MsgSize], j < Config.Depth,
+// its receive buffers likewise, in MRs of its own (per-client,
+// shared-cq) or in the server's pool (pool). In srq mode it has neither:
+// messages land in SRQ buffers and are echoed from there (echo.go).
 type conn struct {
 	s                *Server
 	sendCQ, recvCQ   fabric.CQ
@@ -24,6 +25,7 @@ type conn struct {
 	sendOff, recvOff int
 	own              []fabric.MR // registered for this client alone
 	slot             int         // pool slot, -1 if none
+	remote           int         // slot of the remote buffer (Config.Remote), -1 if none
 	qp               fabric.QP
 	sub              *subscription
 
@@ -31,9 +33,11 @@ type conn struct {
 	// release.
 	mu       sync.Mutex
 	released bool
-	inflight [QPMaxSendWR]uint64 // wrIDs of echoes being sent; 0 = free (pool: [0] only)
-	pending  [maxPending]pendingEcho
-	npending int    // pool: 1 while a verified message waits in the receive slot
+	// inflight holds the wrIDs of echoes being sent, by send slot (0 =
+	// free); pending the verified messages waiting for a send slot, up to
+	// cap(pending).
+	inflight []uint64
+	pending  []pendingEcho
 	sends    uint64 // pool: wrID of the last echo
 
 	raw     net.Conn // the client's socket, once adopted
@@ -54,13 +58,14 @@ func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
 		}
 		c.sendCQ, c.recvCQ = c.sub.group.send, c.sub.group.recv
 	} else {
-		if c.sendCQ, err = s.dev.CreateCQ(QPMaxSendWR); err != nil {
+		if c.sendCQ, err = s.dev.CreateCQ(s.wr); err != nil {
 			return exchange.Msg{}, result.OutcomeQPCreate, err
 		}
-		if c.recvCQ, err = s.dev.CreateCQ(QPMaxRecvWR); err != nil {
+		if c.recvCQ, err = s.dev.CreateCQ(s.wr); err != nil {
 			return exchange.Msg{}, result.OutcomeQPCreate, err
 		}
 	}
+	depth, size := s.cfg.Depth, s.cfg.MsgSize
 	switch s.cfg.Mode {
 	case ModeSRQ:
 		// Messages land in SRQ buffers and echoes go out of them.
@@ -71,18 +76,27 @@ func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
 		c.sendMR, c.sendOff = s.pool.mr, s.pool.sendOff(c.slot)
 		c.recvMR, c.recvOff = s.pool.mr, s.pool.recvOff(c.slot)
 	default:
-		if c.sendMR, err = s.pd.RegMR(s.cfg.MsgSize, fabric.AccessLocalWrite); err != nil {
+		if c.sendMR, err = s.pd.RegMR(depth*size, fabric.AccessLocalWrite); err != nil {
 			return exchange.Msg{}, result.OutcomeQPCreate, err
 		}
 		c.own = append(c.own, c.sendMR)
-		if c.recvMR, err = s.pd.RegMR(s.cfg.MsgSize, fabric.AccessLocalWrite); err != nil {
+		if c.recvMR, err = s.pd.RegMR(depth*size, fabric.AccessLocalWrite); err != nil {
 			return exchange.Msg{}, result.OutcomeQPCreate, err
 		}
 		c.own = append(c.own, c.recvMR)
 	}
+	if s.shared != nil && s.shared.events {
+		c.inflight = make([]uint64, s.wr)
+		c.pending = make([]pendingEcho, 0, max(maxPending, depth))
+	}
+	if s.region != nil {
+		if c.remote, err = s.region.get(); err != nil {
+			return exchange.Msg{}, result.OutcomeQPCreate, err
+		}
+	}
 	attr := fabric.QPInitAttr{
 		SendCQ: c.sendCQ, RecvCQ: c.recvCQ,
-		MaxSendWR: QPMaxSendWR, MaxRecvWR: QPMaxRecvWR, MaxSendSGE: 1, MaxRecvSGE: 1,
+		MaxSendWR: s.wr, MaxRecvWR: s.wr, MaxSendSGE: 1, MaxRecvSGE: 1,
 	}
 	if c.sub != nil && c.sub.group.srq != nil {
 		attr.SRQ, attr.MaxRecvWR, attr.MaxRecvSGE = c.sub.group.srq, 0, 0
@@ -95,14 +109,28 @@ func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
 	if c.sub != nil {
 		c.sub.bind(c.qp.QPN(), c)
 	}
-	if err := c.qp.ToInit(fabric.InitAttr{Port: s.port.Port, Access: fabric.AccessLocalWrite}); err != nil {
+	access := fabric.AccessLocalWrite
+	var remote exchange.Remote
+	if s.region != nil {
+		access |= fabric.AccessRemoteWrite | fabric.AccessRemoteRead
+		buf := s.region.slice(c.remote)
+		for j := 0; j < depth; j++ {
+			payload.Fill(buf[j*size:], payload.RegionSeq(c.qp.QPN(), j), size)
+		}
+		remote = exchange.Remote{Addr: s.region.mr.Addr() + uint64(c.remote*s.region.per),
+			RKey: s.region.mr.RKey(), Len: uint32(s.region.per)}
+	}
+	if err := c.qp.ToInit(fabric.InitAttr{Port: s.port.Port, Access: access}); err != nil {
 		return exchange.Msg{}, result.OutcomeInit, err
 	}
-	// The receive is posted before RTR so the client's first SEND always
-	// finds a buffer (in srq mode the SRQ is stocked already).
+	// The receives are posted before RTR so the client's first SEND always
+	// finds a buffer (in srq mode the SRQ is stocked already); a receive's
+	// wrID is its buffer's index.
 	if attr.SRQ == nil {
-		if err := c.qp.PostRecv(0, c.recvMR, c.recvOff, s.cfg.MsgSize); err != nil {
-			return exchange.Msg{}, result.OutcomeInit, err
+		for j := 0; j < depth; j++ {
+			if err := c.qp.PostRecv(uint64(j), c.recvMR, c.recvOff+j*size, size); err != nil {
+				return exchange.Msg{}, result.OutcomeInit, err
+			}
 		}
 	}
 	psn, err := s.newPSN()
@@ -124,7 +152,7 @@ func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
 		typ = exchange.Detached
 	}
 	return exchange.Msg{Type: typ, QPN: c.qp.QPN(), PSN: psn,
-		LID: s.port.LID, MTU: s.port.ActiveMTU, GID: s.port.GID}, "", nil
+		LID: s.port.LID, MTU: s.port.ActiveMTU, GID: s.port.GID, Remote: remote}, "", nil
 }
 
 // newPSN draws a 24-bit PSN from crypto/rand, unique among the PSNs this
@@ -180,6 +208,9 @@ func (c *conn) destroy() (released bool) {
 	}
 	if c.slot >= 0 {
 		c.s.pool.put(c.slot)
+	}
+	if c.remote >= 0 {
+		c.s.region.put(c.remote)
 	}
 	if c.sub == nil {
 		for _, cq := range []fabric.CQ{c.sendCQ, c.recvCQ} {

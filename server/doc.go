@@ -96,6 +96,22 @@
 // all (the verbs promise none after destroy): it is not reposted before
 // the server stops.
 //
+// # Traffic: depth and the remote buffer
+//
+// The traffic phase (client.TrafficConfig) keeps up to Config.Depth
+// messages outstanding per client. Each client QP then takes
+// max(Depth, 2) sends and receives, groups hold ⌊max_cqe/that⌋ clients,
+// and the echo buffers are Depth of each kind: per-client and shared-cq
+// register 2 MRs of Depth·M, the pool is 2·N·Depth·M, and in srq mode a
+// client may hold Depth echoes in flight plus max(2, Depth) waiting for a
+// send slot. With Config.Remote (serve --remote) every mode also
+// registers, at start, one buffer of N·Depth·M with remote write and
+// read: a client's slice of it is in its accept (exchange.Remote), its
+// QP allows RDMA WRITE and READ, and each of its slots starts filled
+// with payload.RegionSeq(the client's QPN, slot) for READs to verify.
+// One-sided operations cost the server no CPU and no completion: only
+// its device serves them.
+//
 // What each mode costs when measured (verbs objects, mappings and memory
 // per client) and what detaching saves are in the README, with the
 // commands that produced the figures.

@@ -18,11 +18,12 @@ import (
 // when the client leaves. c.mu serialises them for one client.
 
 // maxPending bounds the verified messages of one client that wait for a
-// free send slot (its QP has QPMaxSendWR). A client waits for each echo
-// before sending again, but the send completion of echo i may be routed
-// after the receive completion of message i+1 (they are on different
-// CQs); a client with more outstanding than QPMaxSendWR + maxPending
-// breaks the protocol and is dropped.
+// free send slot (its QP has max(QPMaxSendWR, Config.Depth)), unless
+// Config.Depth is larger. A client waits for each echo before sending
+// again, but the send completion of echo i may be routed after the
+// receive completion of message i+1 (they are on different CQs); a client
+// with more outstanding than its send slots + cap(pending) breaks the
+// protocol and is dropped.
 const maxPending = 2
 
 type pendingEcho struct{ buf, n int }
@@ -36,11 +37,10 @@ func (c *conn) received(wc fabric.WC, k int) {
 	if !c.released {
 		var n int
 		if n, err = c.verify(wc, k); err == nil {
-			if c.npending == maxPending {
-				err = fmt.Errorf("message with %d echoes outstanding: the client does not wait for its echoes", QPMaxSendWR+maxPending)
+			if len(c.pending) == cap(c.pending) {
+				err = fmt.Errorf("message with %d echoes outstanding: the client does not wait for its echoes", len(c.inflight)+cap(c.pending))
 			} else {
-				c.pending[c.npending] = pendingEcho{k, n}
-				c.npending++
+				c.pending = append(c.pending, pendingEcho{k, n})
 				k = -1 // the pending list holds it
 				err = c.echoLocked()
 			}
@@ -96,7 +96,7 @@ func (c *conn) verify(wc fabric.WC, k int) (int, error) {
 // arrived in; the buffer returns to the SRQ when the send completes.
 func (c *conn) echoLocked() error {
 	g, pool := c.sub.group, c.s.pool
-	for c.npending > 0 {
+	for len(c.pending) > 0 {
 		slot := -1
 		for i, id := range c.inflight {
 			if id == 0 {
@@ -113,27 +113,34 @@ func (c *conn) echoLocked() error {
 			return err // the buffer stays pending; release returns it
 		}
 		c.inflight[slot] = id
-		copy(c.pending[:], c.pending[1:c.npending])
-		c.npending--
+		c.pending = append(c.pending[:0], c.pending[1:]...)
 	}
 	return nil
 }
 
 // receivedOwn handles a receive completion of a pool-mode client: the
-// message is in its receive slot, where the QP's own receive queue put it.
+// message is in the receive slot its wrID names, where the QP's own
+// receive queue put it.
 func (c *conn) receivedOwn(wc fabric.WC) {
 	var err error
 	c.mu.Lock()
 	if !c.released {
+		size, r := c.s.cfg.MsgSize, int(min(wc.WRID, uint64(c.s.cfg.Depth-1)))
 		if wc.Status != fabric.WCSuccess {
 			err = &fabric.WCError{Op: "recv", Status: wc.Status}
 		} else {
-			n := min(max(wc.ByteLen, 0), c.s.cfg.MsgSize)
-			if err = checkMessage(c.recvMR.Buf()[c.recvOff : c.recvOff+n]); err == nil {
-				// Held in the receive slot until the send slot is free;
-				// the client's next message waits (RNR) until then.
-				c.pending[0], c.npending = pendingEcho{n: n}, 1
-				err = c.echoOwnLocked()
+			n := min(max(wc.ByteLen, 0), size)
+			off := c.recvOff + r*size
+			if err = checkMessage(c.recvMR.Buf()[off : off+n]); err == nil {
+				// Held in its receive slot until a send slot is free; the
+				// client's further messages wait (RNR) while every
+				// receive slot is held.
+				if len(c.pending) == cap(c.pending) {
+					err = fmt.Errorf("message with %d held: the client does not wait for its echoes", len(c.pending))
+				} else {
+					c.pending = append(c.pending, pendingEcho{buf: r, n: n})
+					err = c.echoOwnLocked()
+				}
 			}
 		}
 		c.s.ended(err)
@@ -164,9 +171,14 @@ func (c *conn) afterSendLocked(wc fabric.WC, next func() error) error {
 func (c *conn) sentOwn(wc fabric.WC) {
 	var err error
 	c.mu.Lock()
-	if !c.released && wc.WRID != 0 && wc.WRID == c.inflight[0] {
-		c.inflight[0] = 0
-		err = c.afterSendLocked(wc, c.echoOwnLocked)
+	if !c.released && wc.WRID != 0 {
+		for j, id := range c.inflight {
+			if id == wc.WRID {
+				c.inflight[j] = 0
+				err = c.afterSendLocked(wc, c.echoOwnLocked)
+				break
+			}
+		}
 	}
 	c.mu.Unlock()
 	if err != nil {
@@ -174,23 +186,35 @@ func (c *conn) sentOwn(wc fabric.WC) {
 	}
 }
 
-// echoOwnLocked echoes the message held in the receive slot if the send
-// slot is free: copy, repost the receive, send.
+// echoOwnLocked echoes the messages held in receive slots, oldest first,
+// while send slots are free: copy, repost the receive, send. Send slot j
+// is c's send buffer j (pool mode has Config.Depth of each).
 func (c *conn) echoOwnLocked() error {
-	if c.npending == 0 || c.inflight[0] != 0 {
-		return nil
+	size, depth := c.s.cfg.MsgSize, c.s.cfg.Depth
+	for len(c.pending) > 0 {
+		j := -1
+		for k, id := range c.inflight[:depth] {
+			if id == 0 {
+				j = k
+				break
+			}
+		}
+		if j < 0 {
+			return nil
+		}
+		p := c.pending[0]
+		c.pending = append(c.pending[:0], c.pending[1:]...)
+		roff, soff := c.recvOff+p.buf*size, c.sendOff+j*size
+		copy(c.sendMR.Buf()[soff:soff+p.n], c.recvMR.Buf()[roff:roff+p.n])
+		if err := c.qp.PostRecv(uint64(p.buf), c.recvMR, roff, size); err != nil {
+			return err
+		}
+		c.sends++
+		if err := c.qp.PostSend(c.sends, c.sendMR, soff, p.n); err != nil {
+			return err
+		}
+		c.inflight[j] = c.sends
 	}
-	n := c.pending[0].n
-	c.npending = 0
-	copy(c.sendMR.Buf()[c.sendOff:c.sendOff+n], c.recvMR.Buf()[c.recvOff:c.recvOff+n])
-	if err := c.qp.PostRecv(0, c.recvMR, c.recvOff, c.s.cfg.MsgSize); err != nil {
-		return err
-	}
-	c.sends++
-	if err := c.qp.PostSend(c.sends, c.sendMR, c.sendOff, n); err != nil {
-		return err
-	}
-	c.inflight[0] = c.sends
 	return nil
 }
 
@@ -239,8 +263,8 @@ func (c *conn) release() {
 		return
 	}
 	c.released = true
-	inflight, pending := c.inflight, c.pending[:c.npending]
-	c.npending = 0
+	inflight, pending := c.inflight, c.pending
+	c.pending = nil
 	unwatch, raw := c.unwatch, c.raw
 	c.mu.Unlock()
 

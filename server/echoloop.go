@@ -39,13 +39,19 @@ func (c *conn) await(ctx context.Context, cq fabric.CQ, ch chan fabric.WC) (fabr
 	}
 }
 
-// echo returns each verified payload to the client until ctx ends.
+// echo returns each verified payload to the client until ctx ends. At
+// most Config.Depth echoes are in flight, each from a send buffer of its
+// own; once they all are, the loop awaits one's send before taking the
+// next message (with the default depth of 1: each echo's send, as the
+// predecessor's server did).
 func (c *conn) echo(ctx context.Context) error {
 	var sendCh, recvCh chan fabric.WC
 	if c.sub != nil {
 		sendCh, recvCh = c.sub.send, c.sub.recv
 	}
-	size := c.s.cfg.MsgSize
+	size, depth := c.s.cfg.MsgSize, c.s.cfg.Depth
+	busy := make([]bool, depth) // send buffers with an echo in flight
+	inflight := 0
 	for {
 		wc, err := c.await(ctx, c.recvCQ, recvCh)
 		if err != nil {
@@ -55,18 +61,33 @@ func (c *conn) echo(ctx context.Context) error {
 		if err := c.handle(wc, in); err != nil {
 			return err
 		}
-		if err := c.qp.PostRecv(0, c.recvMR, c.recvOff, size); err != nil {
+		r := min(wc.WRID, uint64(depth-1)) // the receive buffer it came in
+		j := 0
+		for busy[j] {
+			j++
+		}
+		copy(c.sendMR.Buf()[c.sendOff+j*size:], in)
+		if err := c.qp.PostRecv(r, c.recvMR, c.recvOff+int(r)*size, size); err != nil {
 			return err
 		}
-		if err := c.qp.PostSend(1, c.sendMR, c.sendOff, len(in)); err != nil {
+		// A send's wrID is its buffer's index + 1.
+		if err := c.qp.PostSend(uint64(j)+1, c.sendMR, c.sendOff+j*size, len(in)); err != nil {
 			return err
 		}
-		wc, err = c.await(ctx, c.sendCQ, sendCh)
-		if err != nil {
-			return err
-		}
-		if wc.Status != fabric.WCSuccess {
-			return &fabric.WCError{Op: "send", Status: wc.Status}
+		busy[j] = true
+		inflight++
+		for inflight == depth {
+			wc, err = c.await(ctx, c.sendCQ, sendCh)
+			if err != nil {
+				return err
+			}
+			if wc.Status != fabric.WCSuccess {
+				return &fabric.WCError{Op: "send", Status: wc.Status}
+			}
+			if k := int(wc.WRID) - 1; k >= 0 && k < depth && busy[k] {
+				busy[k] = false
+				inflight--
+			}
 		}
 	}
 }
@@ -95,20 +116,18 @@ func (c *conn) saidGoodbye() bool {
 	return errors.Is(c.handle(wc, c.inbound(wc)), errBye)
 }
 
-// inbound is the message a receive completion of c left in its receive
-// buffer.
+// inbound is the message a receive completion of c left in the receive
+// buffer its wrID names.
 func (c *conn) inbound(wc fabric.WC) []byte {
-	return c.recvMR.Buf()[c.recvOff : c.recvOff+min(max(wc.ByteLen, 0), c.s.cfg.MsgSize)]
+	size := c.s.cfg.MsgSize
+	off := c.recvOff + int(min(wc.WRID, uint64(c.s.cfg.Depth-1)))*size
+	return c.recvMR.Buf()[off : off+min(max(wc.ByteLen, 0), size)]
 }
 
-// handle checks a received payload and copies it to the send buffer.
+// handle checks a received payload.
 func (c *conn) handle(wc fabric.WC, in []byte) error {
 	if wc.Status != fabric.WCSuccess {
 		return &fabric.WCError{Op: "recv", Status: wc.Status}
 	}
-	if err := checkMessage(in); err != nil {
-		return err
-	}
-	copy(c.sendMR.Buf()[c.sendOff:c.sendOff+len(in)], in)
-	return nil
+	return checkMessage(in)
 }

@@ -5,17 +5,17 @@ package server_test
 import (
 	"testing"
 
-	"github.com/rdmaprobe/rdmaprobe/fabric"
 	"github.com/rdmaprobe/rdmaprobe/fabric/sim"
 )
 
 // timeScale stretches the harness's timeouts; sim runs on the host.
 const timeScale = 1
 
-// testFabric: the server (with caps) and the clients each on their own
-// simulated device; the server's device is the one counted.
-func testFabric(t *testing.T, caps fabric.Caps) fabricUnderTest {
-	srv := sim.New(sim.Options{Caps: caps})
+// testFabric: the server (with opts: caps, a service delay) and the
+// clients each on their own simulated device; the server's device is the
+// one counted.
+func testFabric(t *testing.T, opts sim.Options) fabricUnderTest {
+	srv := sim.New(opts)
 	return fabricUnderTest{server: srv, client: sim.New(sim.Options{}), inUse: srv.InUse,
 		clientIdle: map[string]int{}, clientHeld: func(int) map[string]int { return nil }}
 }

@@ -3,6 +3,7 @@
 package server_test
 
 import (
+	"context"
 	"os"
 	"testing"
 	"time"
@@ -27,10 +28,10 @@ var timeScale = func() time.Duration {
 // (the Soft-RoCE guest: TestGuestSuites in app), the server and clients
 // share the real device and the kernel's own resource count is watched.
 // Elsewhere it falls back to sim (with caps; a real device has its own).
-func testFabric(t *testing.T, caps fabric.Caps) fabricUnderTest {
+func testFabric(t *testing.T, opts sim.Options) fabricUnderTest {
 	ents, err := os.ReadDir("/sys/class/infiniband")
 	if err != nil || len(ents) == 0 {
-		srv := sim.New(sim.Options{Caps: caps})
+		srv := sim.New(opts)
 		return fabricUnderTest{server: srv, client: sim.New(sim.Options{}), inUse: srv.InUse,
 			clientIdle: map[string]int{}, clientHeld: func(int) map[string]int { return nil }}
 	}
@@ -44,11 +45,18 @@ func testFabric(t *testing.T, caps fabric.Caps) fabricUnderTest {
 		return map[string]int{"pd": m["pd"], "cq": m["cq"], "mr": m["mr"], "qp": m["qp"], "srq": m["srq"]}
 	}
 	p := verbs.New()
+	d, err := p.Open(context.Background(), fabric.DeviceConfig{Name: dev, GIDIndex: -1})
+	if err != nil {
+		t.Fatalf("open %s: %v", dev, err)
+	}
+	per := client.GroupSize(d.Caps(), 1)
+	d.Close()
 	// The clients' dialer keeps its PD until the test ends; each
-	// connected client holds a QP and a CQ on the same device, and its
-	// buffers come from regions of client.SlabClients clients each.
+	// connected client holds a QP on the same device, its CQ is shared
+	// by up to client.GroupSize clients, and its buffers come from
+	// regions of client.SlabClients clients each.
 	return fabricUnderTest{server: p, client: p, inUse: count, clientIdle: map[string]int{"pd": 1},
 		clientHeld: func(n int) map[string]int {
-			return map[string]int{"qp": n, "cq": n, "mr": (n + client.SlabClients - 1) / client.SlabClients}
+			return map[string]int{"qp": n, "cq": (n + per - 1) / per, "mr": (n + client.SlabClients - 1) / client.SlabClients}
 		}}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/exchange"
 	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/fabric/sim"
 	"github.com/rdmaprobe/rdmaprobe/server"
 )
 
@@ -34,6 +35,8 @@ type harness struct {
 	clientHeld func(n int) map[string]int
 	rounds     int
 	mode       string
+	depth      int
+	server     fabric.Provider // the server's device
 	addr       string
 	serverPair certs.Pair
 	clientPair certs.Pair
@@ -80,6 +83,14 @@ type harnessOpts struct {
 	srqDepth int
 	// detach is the server's Config.Detach.
 	detach bool
+	// depth is the server's and the dialer's Config.Depth; remote the
+	// server's Config.Remote.
+	depth  int
+	remote bool
+	// simDelay and simDelayFrom are the server's simulated device's
+	// service delay (sim.Options); a real device ignores them.
+	simDelay     time.Duration
+	simDelayFrom int
 }
 
 func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
@@ -94,8 +105,9 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 		o.rounds = 2
 	}
 	handshake, exchange := o.handshake, o.exchange
-	fab := testFabric(t, o.simCaps)
-	h := &harness{t: t, inUse: fab.inUse, served: make(chan error, 1), clientHeld: fab.clientHeld, rounds: o.rounds, mode: o.mode}
+	fab := testFabric(t, sim.Options{Caps: o.simCaps, ServiceDelay: o.simDelay, ServiceDelayFrom: o.simDelayFrom})
+	h := &harness{t: t, inUse: fab.inUse, served: make(chan error, 1), clientHeld: fab.clientHeld, rounds: o.rounds, mode: o.mode,
+		depth: o.depth, server: fab.server}
 	pre := h.inUse()
 	var err error
 	if h.serverPair, err = certs.SelfSigned(); err != nil {
@@ -112,7 +124,8 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 	h.cancel = cancel
 	h.srv, err = server.New(ctx, server.Config{Listen: "127.0.0.1:0", MaxClients: maxClients, Mode: o.mode,
 		TLS: stls, Provider: fab.server, Device: fabric.DeviceConfig{GIDIndex: -1}, MsgSize: 256,
-		HandshakeTimeout: handshake, ExchangeTimeout: exchange, SRQDepth: o.srqDepth, Detach: o.detach})
+		HandshakeTimeout: handshake, ExchangeTimeout: exchange, SRQDepth: o.srqDepth, Detach: o.detach,
+		Depth: o.depth, Remote: o.remote})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -141,7 +154,7 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 
 func (h *harness) newDialer(dev fabric.Device, conf *tls.Config) *client.Dialer {
 	h.t.Helper()
-	d, err := client.NewDialer(dev, client.Config{Addr: h.addr, TLS: conf, Rounds: h.rounds, MsgSize: 256, Timeout: guard})
+	d, err := client.NewDialer(dev, client.Config{Addr: h.addr, TLS: conf, Rounds: h.rounds, MsgSize: 256, Timeout: guard, Depth: h.depth})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -91,6 +91,16 @@ type Config struct {
 	// slot until the server stops or an echo to it fails: nothing else
 	// tells an RC responder that its peer is gone.
 	Detach bool
+	// Depth is how many messages a client may have outstanding (1 if 0):
+	// each client's QP takes max(Depth, 2) sends and receives, and its
+	// echo buffers (per-client, shared-cq, pool) are Depth of each.
+	Depth int
+	// Remote lends each client a region of Depth × MsgSize bytes of one
+	// buffer registered at start for RDMA WRITE and READ
+	// (exchange.Remote in the accept), each slot filled with
+	// payload.RegionSeq(the client's QPN, slot); the clients' QPs allow
+	// remote write and read.
+	Remote bool
 	// InUse, if set, reports the fabric objects in use ("qp", "cq", "mr",
 	// "pd"); the server keeps the highest counts in its stats. The sim
 	// fabric provides it: its device lives in this process, out of
@@ -109,6 +119,9 @@ type Server struct {
 	active atomic.Int64
 	shared *sharedCQs
 	pool   *memPool // pool and srq modes
+	region *region  // Config.Remote
+	// wr is each client QP's send and receive queue depth.
+	wr int
 
 	mu    sync.Mutex
 	stats result.ServerStats
@@ -142,6 +155,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.MsgSize <= 0 {
 		cfg.MsgSize = 4096
 	}
+	if cfg.Depth <= 0 {
+		cfg.Depth = 1
+	}
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = 30 * time.Second
 	}
@@ -161,21 +177,27 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, dev: dev, pd: pd, port: dev.Port(), psns: map[uint32]struct{}{},
-		hellos: map[helloKey]struct{}{}}
+		hellos: map[helloKey]struct{}{}, wr: max(QPMaxSendWR, cfg.Depth)}
 	s.stats.Failures = map[string]int{}
 	s.stats.Detached = cfg.Detach
 	s.stats.Errors = map[string]int{}
 	caps := dev.Caps()
-	per := groupSize(caps, cfg.MaxClients)
-	switch cfg.Mode {
-	case ModeSharedCQ:
-		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, false, nil, 0)
-	case ModePool:
-		if s.pool, err = newMemPool(pd, caps, cfg.MaxClients, cfg.MsgSize); err != nil {
+	per := groupSize(caps, cfg.MaxClients, s.wr)
+	if cfg.Remote {
+		if s.region, err = newRegion(pd, caps, cfg.MaxClients, cfg.Depth*cfg.MsgSize); err != nil {
 			s.teardown()
 			return nil, err
 		}
-		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, true, nil, 0)
+	}
+	switch cfg.Mode {
+	case ModeSharedCQ:
+		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, s.wr, false, nil, 0)
+	case ModePool:
+		if s.pool, err = newMemPool(pd, caps, cfg.MaxClients, cfg.Depth, cfg.MsgSize); err != nil {
+			s.teardown()
+			return nil, err
+		}
+		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, s.wr, true, nil, 0)
 	case ModeSRQ:
 		depth := srqDepth(caps, per, cfg.SRQDepth)
 		groups := (cfg.MaxClients + per - 1) / per
@@ -183,7 +205,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			s.teardown()
 			return nil, err
 		}
-		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, true, s.pool, depth)
+		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, s.wr, true, s.pool, depth)
 	}
 	lc := net.ListenConfig{}
 	ln, err := listen(ctx, lc, cfg.Listen, cfg.Backlog)
@@ -214,6 +236,9 @@ func (s *Server) teardown() {
 	}
 	if s.pool != nil {
 		s.pool.close()
+	}
+	if s.region != nil {
+		s.region.close()
 	}
 	if s.pd != nil {
 		s.pd.Dealloc()

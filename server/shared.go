@@ -22,6 +22,7 @@ type sharedCQs struct {
 	events   bool     // pool and srq modes: the routers echo
 	pool     *memPool // srq mode: where the SRQ buffers live; else nil
 	perGroup int
+	wr       int // each QP's send and receive queue depth
 	depth    int // srq mode: buffers per group's SRQ
 	max      int // the server's capacity
 
@@ -84,8 +85,8 @@ type subscription struct {
 // groupSize is how many clients share a CQ pair: a group's receive CQ
 // holds every receive its clients can have outstanding (in srq mode fewer
 // can be: at most the SRQ's buffers).
-func groupSize(caps fabric.Caps, maxClients int) int {
-	per := caps.MaxCQE / QPMaxRecvWR
+func groupSize(caps fabric.Caps, maxClients, wr int) int {
+	per := caps.MaxCQE / wr
 	if per <= 0 || per > maxClients {
 		per = maxClients
 	}
@@ -108,9 +109,9 @@ func srqDepth(caps fabric.Caps, perGroup, want int) int {
 // newSharedCQs prepares groups of perGroup clients. With events the
 // routers echo (pool and srq modes); with srqPool set (srq mode) each
 // group also gets an SRQ of depth buffers of the pool.
-func newSharedCQs(dev fabric.Device, pd fabric.PD, maxClients, perGroup int, events bool, srqPool *memPool, depth int) *sharedCQs {
+func newSharedCQs(dev fabric.Device, pd fabric.PD, maxClients, perGroup, wr int, events bool, srqPool *memPool, depth int) *sharedCQs {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &sharedCQs{dev: dev, pd: pd, events: events, pool: srqPool, perGroup: perGroup, depth: depth,
+	return &sharedCQs{dev: dev, pd: pd, events: events, pool: srqPool, perGroup: perGroup, wr: wr, depth: depth,
 		max: maxClients, ctx: ctx, cancel: cancel, stopped: make(chan struct{})}
 }
 
@@ -138,13 +139,13 @@ func (s *sharedCQs) subscribe() (*subscription, error) {
 		}
 		s.groups = append(s.groups, g)
 		s.wg.Add(2)
-		go s.route(g, g.send, true, s.perGroup*QPMaxSendWR)
-		go s.route(g, g.recv, false, s.perGroup*QPMaxRecvWR)
+		go s.route(g, g.send, true, s.perGroup*s.wr)
+		go s.route(g, g.recv, false, s.perGroup*s.wr)
 	}
 	g.users++
 	sub := &subscription{owner: s, group: g}
 	if !s.events {
-		sub.send, sub.recv = make(chan fabric.WC, QPMaxSendWR), make(chan fabric.WC, QPMaxRecvWR)
+		sub.send, sub.recv = make(chan fabric.WC, s.wr), make(chan fabric.WC, s.wr)
 	}
 	return sub, nil
 }
@@ -154,11 +155,11 @@ func (s *sharedCQs) subscribe() (*subscription, error) {
 // every earlier one is full, so there are at most ⌈max/perGroup⌉ groups,
 // and the pool holds depth buffers for each.
 func (s *sharedCQs) newGroup(idx int) (*cqGroup, error) {
-	send, err := s.dev.CreateCQ(s.perGroup * QPMaxSendWR)
+	send, err := s.dev.CreateCQ(s.perGroup * s.wr)
 	if err != nil {
 		return nil, fmt.Errorf("shared send CQ: %w", err)
 	}
-	recv, err := s.dev.CreateCQ(s.perGroup * QPMaxRecvWR)
+	recv, err := s.dev.CreateCQ(s.perGroup * s.wr)
 	if err != nil {
 		send.Destroy()
 		return nil, fmt.Errorf("shared recv CQ: %w", err)

@@ -1,0 +1,631 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/hist"
+	"github.com/rdmaprobe/rdmaprobe/payload"
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// The traffic phase: once every client of a point is connected, each
+// exchanges verified messages with the server for a fixed time.
+//
+// Closed loop (Rate 0): each client keeps Depth messages outstanding and
+// posts the next as soon as one completes. Open loop (Rate > 0): each
+// client is due a message every 1/Rate seconds, the clients' schedules
+// staggered evenly over one interval; a message's latency runs from the
+// time it was due, not from when it went out, so a server (or a
+// generator) that falls behind shows as latency rather than vanishing
+// from it (no coordinated omission). A due message waits while Depth are
+// outstanding ("blocked", the server's doing); one sent an interval or
+// more after it was due although a slot was free is "late", the
+// generator's doing (k6's dropped iterations): more than 1% of them make
+// the phase the harness's limit (result.Traffic.Summarize).
+//
+// Operations:
+//   - send: a checksummed payload (payload.Fill) that the server echoes;
+//     the message counts when its echo arrived byte for byte.
+//   - write: an RDMA WRITE of a checksummed payload into the client's
+//     slot of the server's buffer; it counts when its completion says the
+//     server's device placed it. After the phase each client reads each
+//     slot back and checks it holds the last message written there.
+//   - read: an RDMA READ of the client's slot, which the server filled
+//     with payload.RegionSeq(its QPN, slot); it counts when the bytes
+//     arrived and verify (the header is cleared before each read, so a
+//     read that placed nothing cannot pass).
+//
+// No goroutine per client: the group routers (group.go) run each
+// client's completions through its flow, one ticker goroutine paces the
+// open loop, notices messages outstanding past Timeout and ends the
+// phase. A client stops at its first failure; the messages it had
+// outstanding are counted under what ended it (a completion status
+// name, timeout, verify, post), and nothing it completes later counts.
+
+// TrafficConfig is one traffic phase.
+type TrafficConfig struct {
+	Op       string        // result.OpSend (default), OpWrite, OpRead
+	Duration time.Duration // the window messages are sent in
+	Depth    int           // messages outstanding per client (≤ Config.Depth)
+	Rate     float64       // messages/s per client; 0 = closed loop
+	// Timeout is how long a message may stay outstanding before its
+	// client is failed as "timeout" (the peer stopped answering).
+	Timeout time.Duration
+}
+
+// DefaultMsgTimeout is TrafficConfig.Timeout when unset.
+const DefaultMsgTimeout = 5 * time.Second
+
+// wrID kinds: a work request's ID is kind<<32 | slot (or receive buffer).
+const (
+	kindSend = iota + 1
+	kindRecv
+	kindWrite
+	kindRead
+	kindVerify
+)
+
+func wrid(kind, j int) uint64        { return uint64(kind)<<32 | uint64(uint32(j)) }
+func unwrid(id uint64) (kind, j int) { return int(id >> 32), int(uint32(id)) }
+
+// engine is one generator's phase.
+type engine struct {
+	cfg      TrafficConfig
+	size     int
+	start    time.Time
+	end      time.Time // of the window
+	interval time.Duration
+	stopped  atomic.Bool // interrupted: post nothing more
+	active   atomic.Int64
+	flows    []*flow
+}
+
+// slot is one outstanding-message position of a client.
+type slot struct {
+	busy     bool
+	seq      uint64
+	due      time.Time // latency runs from here
+	posted   time.Time
+	sent     bool // send: the send completed
+	echoed   bool // send: its echo verified
+	verified bool // write: read back after the phase
+}
+
+// flow is one client's traffic. mu serialises the router, the ticker and
+// the end of the phase.
+type flow struct {
+	e   *engine
+	c   *Conn
+	lat *hist.Hist // the client's group's: only its router records
+
+	mu        sync.Mutex
+	slots     []slot
+	busy      int
+	seq       uint64
+	count     int64 // messages completed in the window
+	finished  bool
+	failClass string
+	failText  string
+	lost      int64
+	// open loop
+	nextDue       time.Time
+	late, blocked int64
+	dueInWindow   int64
+	lastSeq       []uint64 // write: the last message of each slot
+	verifyStarted bool
+	verifyPending int
+}
+
+// Traffic runs the traffic phase of conns (connected by d) and reports
+// it. ctx ending stops it at once: outstanding messages are counted as
+// interrupted and the report's Error says so.
+func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) result.Traffic {
+	if cfg.Op == "" {
+		cfg.Op = result.OpSend
+	}
+	if cfg.Depth < 1 {
+		cfg.Depth = 1
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultMsgTimeout
+	}
+	rep := result.Traffic{Op: cfg.Op, MsgBytes: d.cfg.MsgSize, Depth: cfg.Depth, RatePerClient: cfg.Rate,
+		Clients: len(conns), LatencyHist: hist.Latency(), ClientHist: hist.Counts(),
+		GeneratorCores: runtime.GOMAXPROCS(0)}
+	if err := d.checkTraffic(conns, cfg); err != nil {
+		rep.Error = err.Error()
+		return rep
+	}
+	if len(conns) == 0 || cfg.Duration <= 0 {
+		return rep
+	}
+	e := &engine{cfg: cfg, size: d.cfg.MsgSize}
+	if cfg.Rate > 0 {
+		e.interval = time.Duration(float64(time.Second) / cfg.Rate)
+		rep.Schedule = &result.Schedule{}
+	}
+	lats := map[*cqGroup]*hist.Hist{}
+	for _, c := range conns {
+		h := lats[c.group]
+		if h == nil {
+			h = hist.Latency()
+			lats[c.group] = h
+		}
+		f := &flow{e: e, c: c, lat: h, slots: make([]slot, cfg.Depth)}
+		if cfg.Op == result.OpWrite {
+			f.lastSeq = make([]uint64, cfg.Depth)
+		}
+		e.flows = append(e.flows, f)
+	}
+	cpu0 := cpuTime()
+	e.active.Store(int64(len(e.flows)))
+	// Receives for the echoes: the connect left one posted, in buffer 0.
+	if cfg.Op == result.OpSend {
+		for _, f := range e.flows {
+			for j := 1; j < cfg.Depth; j++ {
+				if err := f.c.qp.PostRecv(wrid(kindRecv, j), f.c.buf.mr, f.c.buf.recvOff(j), e.size); err != nil {
+					f.failLocked(result.TrafficPost, fmt.Errorf("post receive %d: %w", j, err))
+				}
+			}
+		}
+	}
+	e.start = time.Now()
+	e.end = e.start.Add(cfg.Duration)
+	for i, f := range e.flows {
+		f.c.flow.Store(f)
+		f.mu.Lock()
+		if f.finished {
+			// Failed before it started.
+		} else if e.interval > 0 {
+			// Staggered over one interval, so the clients' messages do not
+			// all fall due at once.
+			f.nextDue = e.start.Add(e.interval * time.Duration(i) / time.Duration(len(e.flows)))
+			f.paceLocked(e.start)
+		} else {
+			f.fillLocked(e.start)
+		}
+		f.mu.Unlock()
+	}
+	e.tick(ctx)
+	elapsed := time.Since(e.start)
+	for _, f := range e.flows {
+		f.c.flow.Store(nil)
+	}
+	cpu := cpuTime() - cpu0
+
+	window := min(elapsed, cfg.Duration)
+	rep.DurationSec = window.Seconds()
+	rep.GeneratorCPU = cpu.Seconds() / elapsed.Seconds()
+	if e.stopped.Load() {
+		rep.Error = fmt.Sprintf("interrupted after %.1fs of the %v phase", elapsed.Seconds(), cfg.Duration)
+	}
+	for _, h := range lats {
+		rep.LatencyHist.Merge(h)
+	}
+	for _, f := range e.flows {
+		f.mu.Lock()
+		rep.ClientHist.Record(f.count)
+		rep.Messages += f.count
+		if f.failClass != "" {
+			if rep.Errors == nil {
+				rep.Errors, rep.ErrorText = map[string]int64{}, map[string]string{}
+			}
+			rep.Errors[f.failClass] += max(f.lost, 1)
+			if _, ok := rep.ErrorText[f.failClass]; !ok {
+				rep.ErrorText[f.failClass] = f.failText
+			}
+			if f.failClass != result.TrafficInterrupted {
+				rep.ClientsFailed++
+			}
+		}
+		if s := rep.Schedule; s != nil {
+			unsent := int64(0)
+			if f.failClass == "" && f.nextDue.Before(e.end) {
+				unsent = int64((e.end.Sub(f.nextDue) + e.interval - 1) / e.interval)
+			}
+			s.Due += f.dueInWindow + unsent
+			s.Late += f.late
+			s.Blocked += f.blocked
+			s.Unsent += unsent
+		}
+		f.mu.Unlock()
+	}
+	rep.Bytes = rep.Messages * int64(e.size)
+	rep.Summarize()
+	return rep
+}
+
+// checkTraffic refuses a phase the clients cannot run.
+func (d *Dialer) checkTraffic(conns []*Conn, cfg TrafficConfig) error {
+	switch cfg.Op {
+	case result.OpSend, result.OpWrite, result.OpRead:
+	default:
+		return fmt.Errorf("unknown traffic operation %q (want send, write or read)", cfg.Op)
+	}
+	if cfg.Depth > d.cfg.Depth {
+		return fmt.Errorf("depth %d is more than the %d the clients were connected for", cfg.Depth, d.cfg.Depth)
+	}
+	if cfg.Op == result.OpSend {
+		return nil
+	}
+	need := uint64(cfg.Depth) * uint64(d.cfg.MsgSize)
+	for _, c := range conns {
+		if c.remote.Len == 0 {
+			return fmt.Errorf("RDMA %s needs a server buffer, and the server offered none (serve --remote)", cfg.Op)
+		}
+		if uint64(c.remote.Len) < need {
+			return fmt.Errorf("RDMA %s of depth %d × %d bytes needs %d bytes of the server's buffer per client; it offered %d",
+				cfg.Op, cfg.Depth, d.cfg.MsgSize, need, c.remote.Len)
+		}
+	}
+	return nil
+}
+
+// cpuTime is this process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// tick runs until every flow finished: it paces the open loop, fails
+// clients whose messages are outstanding past the timeout, ends the
+// window, and stops everything when ctx ends.
+func (e *engine) tick(ctx context.Context) {
+	period := min(e.cfg.Timeout/4, 50*time.Millisecond)
+	if e.interval > 0 {
+		period = min(period, max(e.interval/4, 200*time.Microsecond))
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for e.active.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			e.stopped.Store(true)
+			for _, f := range e.flows {
+				f.mu.Lock()
+				if !f.finished {
+					f.lost = int64(f.busy)
+					f.failClass, f.failText = result.TrafficInterrupted, "the phase was interrupted with the message outstanding"
+					f.finishLocked()
+				}
+				f.mu.Unlock()
+			}
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		for _, f := range e.flows {
+			f.mu.Lock()
+			if !f.finished {
+				if e.interval > 0 {
+					f.paceLocked(now)
+				}
+				f.checkLocked(now)
+			}
+			f.mu.Unlock()
+		}
+		t.Reset(period)
+	}
+}
+
+// done reports whether the window is over (or the phase interrupted).
+func (e *engine) done(now time.Time) bool { return e.stopped.Load() || !now.Before(e.end) }
+
+// fillLocked posts messages into every free slot (closed loop), or ends
+// the client's phase once the window is over and nothing is outstanding.
+func (f *flow) fillLocked(now time.Time) {
+	if f.finished {
+		return
+	}
+	if f.e.done(now) {
+		f.drainedLocked()
+		return
+	}
+	for f.busy < len(f.slots) && f.failClass == "" {
+		f.postLocked(now, now)
+	}
+}
+
+// paceLocked posts the open loop's messages due by now while slots are
+// free; from the ticker, those an interval late are the generator's.
+func (f *flow) paceLocked(now time.Time) {
+	f.postDueLocked(now, true)
+}
+
+// postDueLocked posts due messages into free slots. byPacer tells who
+// found them: the ticker (lateness is the generator's) or a completion
+// that freed a slot (the message waited for it).
+func (f *flow) postDueLocked(now time.Time, byPacer bool) {
+	e := f.e
+	for f.failClass == "" && f.busy < len(f.slots) && !f.nextDue.After(now) && !e.done(now) {
+		due := f.nextDue
+		f.nextDue = due.Add(e.interval)
+		f.dueInWindow++
+		if now.Sub(due) >= e.interval {
+			if byPacer {
+				f.late++
+			} else {
+				f.blocked++
+			}
+		}
+		f.postLocked(due, now)
+	}
+	if e.done(now) || !f.nextDue.Before(e.end) {
+		f.drainedLocked()
+	}
+}
+
+// postLocked posts one message into a free slot.
+func (f *flow) postLocked(due, now time.Time) {
+	j := 0
+	for f.slots[j].busy {
+		j++
+	}
+	c, e := f.c, f.e
+	f.seq++
+	s := &f.slots[j]
+	*s = slot{busy: true, seq: f.seq, due: due, posted: now}
+	var err error
+	switch e.cfg.Op {
+	case result.OpSend:
+		payload.Fill(c.sendBuf(j), f.seq, e.size)
+		err = c.qp.PostSend(wrid(kindSend, j), c.buf.mr, c.buf.sendOff(j), e.size)
+	case result.OpWrite:
+		payload.Fill(c.sendBuf(j), f.seq, e.size)
+		err = c.qp.PostWrite(wrid(kindWrite, j), c.buf.mr, c.buf.sendOff(j), e.size,
+			c.remote.Addr+uint64(j*e.size), c.remote.RKey)
+	case result.OpRead:
+		clear(c.recvBuf(j)[:payload.HeaderLen])
+		err = c.qp.PostRead(wrid(kindRead, j), c.buf.mr, c.buf.recvOff(j), e.size,
+			c.remote.Addr+uint64(j*e.size), c.remote.RKey)
+	}
+	if err != nil {
+		s.busy = false
+		f.failLocked(result.TrafficPost, err)
+		return
+	}
+	f.busy++
+}
+
+// handle is a completion of this client, from its group's router.
+func (f *flow) handle(wc fabric.WC) {
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.finished {
+		if wc.Status != fabric.WCSuccess && f.failClass == fabric.WCWRFlushErr.Name() && wc.Status != fabric.WCWRFlushErr {
+			// A flushed receive came first; this is what failed.
+			f.failClass, f.failText = wc.Status.Name(), (&fabric.WCError{Op: wc.Opcode.String(), Status: wc.Status}).Error()
+		}
+		return
+	}
+	if wc.Status != fabric.WCSuccess {
+		f.failLocked(wc.Status.Name(), &fabric.WCError{Op: wc.Opcode.String(), Status: wc.Status})
+		return
+	}
+	kind, j := unwrid(wc.WRID)
+	if kind == 0 && j == 0 && wc.Opcode == fabric.WCRecv {
+		kind = kindRecv // the receive the connect left posted in buffer 0
+	}
+	if j < 0 || j >= len(f.slots) {
+		return
+	}
+	e, c := f.e, f.c
+	switch kind {
+	case kindSend:
+		if s := &f.slots[j]; s.busy && !s.sent {
+			s.sent = true
+			f.echoDoneLocked(j, now)
+		}
+	case kindRecv:
+		if err := f.echoLocked(wc, j, now); err != nil {
+			f.failLocked(result.TrafficVerify, err)
+			return
+		}
+		if err := c.qp.PostRecv(wrid(kindRecv, j), c.buf.mr, c.buf.recvOff(j), e.size); err != nil {
+			f.failLocked(result.TrafficPost, fmt.Errorf("repost receive: %w", err))
+		}
+	case kindWrite:
+		s := &f.slots[j]
+		if !s.busy {
+			return
+		}
+		f.lastSeq[j] = s.seq
+		f.doneLocked(j, now)
+	case kindRead:
+		s := &f.slots[j]
+		if !s.busy {
+			return
+		}
+		want := payload.RegionSeq(c.serverQPN, j)
+		// Not wc.ByteLen: verbs leaves it undefined for a READ.
+		if err := checkRegion(c.recvBuf(j), e.size, want); err != nil {
+			f.failLocked(result.TrafficVerify, fmt.Errorf("read of slot %d: %w", j, err))
+			return
+		}
+		f.doneLocked(j, now)
+	case kindVerify:
+		f.verifyPending--
+		if err := checkRegion(c.recvBuf(j), e.size, f.lastSeq[j]); err != nil {
+			f.failLocked(result.TrafficVerify, fmt.Errorf("slot %d read back after the phase: %w", j, err))
+			return
+		}
+		if !bytes.Equal(c.recvBuf(j), c.sendBuf(j)) {
+			f.failLocked(result.TrafficVerify, fmt.Errorf("slot %d read back after the phase differs from the message written", j))
+			return
+		}
+		f.slots[j].verified = true
+		f.drainedLocked()
+	}
+}
+
+// checkRegion verifies a message read from the server's buffer.
+func checkRegion(b []byte, size int, want uint64) error {
+	if len(b) != size {
+		return fmt.Errorf("%d bytes, want %d", len(b), size)
+	}
+	seq, err := payload.Check(b)
+	if err != nil {
+		return err
+	}
+	if seq != want {
+		return fmt.Errorf("holds message %#x, want %#x", seq, want)
+	}
+	return nil
+}
+
+// echoLocked verifies an echo that arrived in receive buffer r and marks
+// its message's slot.
+func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time) error {
+	size := f.e.size
+	if wc.ByteLen != size {
+		return fmt.Errorf("echo of %d bytes, sent %d", wc.ByteLen, size)
+	}
+	echo := f.c.recvBuf(r)
+	seq, err := payload.Check(echo)
+	if err != nil {
+		return fmt.Errorf("echo: %w", err)
+	}
+	for j := range f.slots {
+		s := &f.slots[j]
+		if s.busy && !s.echoed && s.seq == seq {
+			if !bytes.Equal(echo, f.c.sendBuf(j)) {
+				return fmt.Errorf("echo of message %d differs from the message", seq)
+			}
+			s.echoed = true
+			f.lat.RecordDuration(now.Sub(s.due))
+			f.echoDoneLocked(j, now)
+			return nil
+		}
+	}
+	return fmt.Errorf("echo of message %d, which is not outstanding", seq)
+}
+
+// echoDoneLocked completes a send slot once both its send and its echo
+// are in (in either order).
+func (f *flow) echoDoneLocked(j int, now time.Time) {
+	if s := &f.slots[j]; s.sent && s.echoed {
+		f.completeLocked(j, now)
+	}
+}
+
+// doneLocked completes a WRITE or READ slot.
+func (f *flow) doneLocked(j int, now time.Time) {
+	f.lat.RecordDuration(now.Sub(f.slots[j].due))
+	f.completeLocked(j, now)
+}
+
+// completeLocked frees slot j, counts its message if it completed in the
+// window, and sends what is next.
+func (f *flow) completeLocked(j int, now time.Time) {
+	f.slots[j].busy = false
+	f.busy--
+	if now.Before(f.e.end) {
+		f.count++
+	}
+	if f.e.interval > 0 {
+		f.postDueLocked(now, false)
+	} else {
+		f.fillLocked(now)
+	}
+}
+
+// drainedLocked ends the client's phase once the window is over and
+// nothing is outstanding; a writer first reads its slots back.
+func (f *flow) drainedLocked() {
+	if f.finished || f.busy > 0 || f.failClass != "" {
+		return
+	}
+	if f.e.interval > 0 && f.nextDue.Before(f.e.end) && !f.e.done(time.Now()) {
+		return // more messages are due in the window
+	}
+	if f.e.cfg.Op == result.OpWrite && !f.e.stopped.Load() {
+		if !f.verifyStarted {
+			f.verifyStarted = true
+			f.verifyLocked()
+			if f.failClass != "" {
+				return
+			}
+		}
+		if f.verifyPending > 0 {
+			return
+		}
+	}
+	f.finishLocked()
+}
+
+// verifyLocked reads back every slot the client wrote.
+func (f *flow) verifyLocked() {
+	c, size := f.c, f.e.size
+	now := time.Now()
+	for j, seq := range f.lastSeq {
+		if seq == 0 {
+			continue
+		}
+		clear(c.recvBuf(j)[:payload.HeaderLen])
+		err := c.qp.PostRead(wrid(kindVerify, j), c.buf.mr, c.buf.recvOff(j), size,
+			c.remote.Addr+uint64(j*size), c.remote.RKey)
+		if err != nil {
+			f.failLocked(result.TrafficPost, fmt.Errorf("read back slot %d: %w", j, err))
+			return
+		}
+		f.slots[j].posted = now
+		f.verifyPending++
+	}
+}
+
+// checkLocked fails the client if a message (or a read-back) has been
+// outstanding longer than the timeout.
+func (f *flow) checkLocked(now time.Time) {
+	limit := f.e.cfg.Timeout
+	for j := range f.slots {
+		s := &f.slots[j]
+		if (s.busy || (f.verifyPending > 0 && f.lastSeq[j] != 0 && !s.verified)) && now.Sub(s.posted) > limit {
+			f.failLocked(result.TrafficTimeout, fmt.Errorf("no completion for message %d within %v", s.seq, limit))
+			return
+		}
+	}
+	if f.e.interval == 0 && f.e.done(now) {
+		f.drainedLocked()
+	}
+}
+
+// failLocked ends the client's phase at its first failure: the messages
+// it has outstanding are lost to class.
+func (f *flow) failLocked(class string, err error) {
+	if f.failClass != "" {
+		return
+	}
+	f.failClass, f.failText = class, err.Error()
+	f.lost = int64(max(f.busy, f.verifyPending, 1))
+	f.finishLocked()
+}
+
+// cqBroken fails the client when its group's CQ can no longer be read.
+func (f *flow) cqBroken(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.finished {
+		f.failLocked("cq-error", err)
+	}
+}
+
+// finishLocked marks the client done with the phase.
+func (f *flow) finishLocked() {
+	if f.finished {
+		return
+	}
+	f.finished = true
+	f.e.active.Add(-1)
+}

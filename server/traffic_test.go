@@ -1,0 +1,224 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/client"
+	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/fabric/sim"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/server"
+)
+
+// connectAll connects n clients of h and fails the test unless all did.
+func connectAll(t *testing.T, h *harness, n int) []*client.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*guard)
+	defer cancel()
+	recs, conns := client.Run(ctx, h.dialer, client.Load{N: n}, nil)
+	t.Cleanup(func() { client.CloseAll(conns) })
+	for _, r := range recs {
+		if r.Outcome != result.OutcomeOK {
+			t.Fatalf("client %d: %s: %s", r.ID, r.Outcome, r.Error)
+		}
+	}
+	return conns
+}
+
+// wantClean checks a phase in which nothing failed.
+func wantClean(t *testing.T, tr result.Traffic, n int) {
+	t.Helper()
+	if tr.Error != "" || tr.ErrorCount() != 0 || tr.ClientsFailed != 0 {
+		t.Fatalf("phase failed: %q, errors %v (%v)", tr.Error, tr.Errors, tr.ErrorText)
+	}
+	if tr.Clients != n || tr.Messages < int64(n) || tr.PerClient.Min <= 0 {
+		t.Fatalf("%d clients, %d messages, slowest client %.1f msg/s: every client should have exchanged messages",
+			tr.Clients, tr.Messages, tr.PerClient.Min)
+	}
+	// Every message counted was timed (and those that completed after
+	// the window too).
+	if tr.Latency.N < tr.Messages || tr.Latency.P50 <= 0 || tr.Latency.P99 < tr.Latency.P50 || tr.Latency.Max < tr.Latency.P99 {
+		t.Fatalf("latency %+v for %d messages", tr.Latency, tr.Messages)
+	}
+	if tr.Bytes != tr.Messages*int64(tr.MsgBytes) || tr.MsgRate <= 0 || tr.MBps <= 0 {
+		t.Fatalf("bytes %d, %.0f msg/s, %.3f MB/s", tr.Bytes, tr.MsgRate, tr.MBps)
+	}
+}
+
+// TestTraffic runs a short phase in every resource mode with every
+// operation: every client exchanges verified messages, nothing fails on
+// either side. Under the verbs tag (TestGuestSuites) it runs on rxe0.
+func TestTraffic(t *testing.T) {
+	const n = 4
+	window := 150 * time.Millisecond * timeScale
+	type tc struct {
+		op    string
+		depth int
+	}
+	var cases []tc
+	for _, depth := range []int{1, 3} {
+		cases = append(cases, tc{result.OpSend, depth})
+	}
+	cases = append(cases, tc{result.OpWrite, 2}, tc{result.OpRead, 2})
+	for _, mode := range server.Modes {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%s/%s/depth%d", mode, c.op, c.depth), func(t *testing.T) {
+				h := newHarnessOpts(t, n, harnessOpts{mode: mode, depth: c.depth, remote: c.op != result.OpSend})
+				conns := connectAll(t, h, n)
+				tr := h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{
+					Op: c.op, Duration: window, Depth: c.depth, Timeout: guard})
+				wantClean(t, tr, n)
+				if tr.Op != c.op || tr.Depth != c.depth || tr.DurationSec > window.Seconds()+0.001 {
+					t.Errorf("report says op %s depth %d over %.3fs", tr.Op, tr.Depth, tr.DurationSec)
+				}
+				st := h.srv.Stats()
+				if len(st.Failures) != 0 {
+					t.Errorf("server failures %v (%v)", st.Failures, st.Errors)
+				}
+				t.Logf("%d msgs, %.0f msg/s, p50 %.0fus p99 %.0fus, per client %.0f..%.0f msg/s",
+					tr.Messages, tr.MsgRate, tr.Latency.P50, tr.Latency.P99, tr.PerClient.Min, tr.PerClient.Max)
+			})
+		}
+	}
+}
+
+// TestTrafficOpenLoop: at a rate the server keeps up with, the open
+// loop sends what is due, and times it from when it was due.
+func TestTrafficOpenLoop(t *testing.T) {
+	if testing.Short() && timeScale > 1 {
+		t.Skip("the schedule needs a fast host, not the TCG guest")
+	}
+	const n, rate = 4, 100.0
+	window := 500 * time.Millisecond
+	h := newHarnessOpts(t, n, harnessOpts{mode: server.ModeSRQ})
+	conns := connectAll(t, h, n)
+	tr := h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{Duration: window, Rate: rate, Timeout: guard})
+	wantClean(t, tr, n)
+	s := tr.Schedule
+	due := int64(n * rate * window.Seconds())
+	if s == nil || s.Due < due-int64(n) || s.Due > due+int64(n) {
+		t.Fatalf("schedule %+v, want about %d due", s, due)
+	}
+	if tr.Messages+s.Unsent+int64(n) < s.Due || tr.Messages > s.Due {
+		t.Errorf("%d messages of %d due (%d unsent)", tr.Messages, s.Due, s.Unsent)
+	}
+	if tr.RatePerClient != rate || tr.PerClient.Max > rate*1.1 {
+		t.Errorf("rate %v per client, fastest client %.1f msg/s", tr.RatePerClient, tr.PerClient.Max)
+	}
+}
+
+// TestTrafficServerGone: the server stops mid-phase (its QPs destroyed):
+// each client's outstanding RDMA WRITE gets no acknowledgement and fails
+// with a completion error, classified by status and counted, and the
+// phase still reports what went before. (With SEND, a client whose
+// message the server took before stopping waits for an echo that never
+// comes: TestTrafficPeerSilent.)
+func TestTrafficServerGone(t *testing.T) {
+	const n = 3
+	h := newHarnessOpts(t, n, harnessOpts{mode: server.ModeSRQ, remote: true})
+	conns := connectAll(t, h, n)
+	go func() {
+		time.Sleep(100 * time.Millisecond * timeScale) // mid-phase: the phase lasts far longer
+		h.stop()
+	}()
+	tr := h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{Op: result.OpWrite, Duration: 20 * time.Second, Timeout: 60 * time.Second})
+	if tr.ClientsFailed != n {
+		t.Fatalf("%d of %d clients failed (errors %v)", tr.ClientsFailed, n, tr.Errors)
+	}
+	if tr.Errors["RETRY_EXC_ERR"] != n || !strings.Contains(tr.ErrorText["RETRY_EXC_ERR"], "write completion: transport retry counter exceeded") {
+		t.Errorf("errors %v (%v), want RETRY_EXC_ERR for each client", tr.Errors, tr.ErrorText)
+	}
+	if tr.Messages == 0 || tr.Latency.N == 0 {
+		t.Errorf("the messages before the stop were lost: %d, latency %+v", tr.Messages, tr.Latency)
+	}
+}
+
+// TestTrafficInterrupted: the phase's context ends (Ctrl-C) mid-phase:
+// it stops at once, says so, and keeps what it measured.
+func TestTrafficInterrupted(t *testing.T) {
+	const n = 3
+	h := newHarnessOpts(t, n, harnessOpts{mode: server.ModePool})
+	conns := connectAll(t, h, n)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		time.Sleep(100 * time.Millisecond * timeScale)
+		cancel()
+	}()
+	start := time.Now()
+	tr := h.dialer.Traffic(ctx, conns, client.TrafficConfig{Duration: time.Minute, Timeout: guard})
+	if el := time.Since(start); el > 20*time.Second {
+		t.Fatalf("an interrupted phase took %v", el)
+	}
+	if !strings.Contains(tr.Error, "interrupted") || tr.DurationSec >= 60 {
+		t.Fatalf("error %q, duration %.1fs", tr.Error, tr.DurationSec)
+	}
+	if tr.Messages == 0 || tr.ClientsFailed != 0 {
+		t.Errorf("%d messages, %d clients failed (errors %v)", tr.Messages, tr.ClientsFailed, tr.Errors)
+	}
+	// With a message always outstanding, the interrupt caught some.
+	if tr.Errors[result.TrafficInterrupted] == 0 {
+		t.Errorf("errors %v, want messages counted as interrupted", tr.Errors)
+	}
+	// The clients are usable afterwards (they leave cleanly).
+	client.CloseAll(conns)
+}
+
+// TestTrafficNeedsRemote: RDMA WRITE against a server that lends no
+// buffer is refused in one line, before anything is sent.
+func TestTrafficNeedsRemote(t *testing.T) {
+	h := newHarnessOpts(t, 1, harnessOpts{})
+	conns := connectAll(t, h, 1)
+	tr := h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{Op: result.OpWrite, Duration: time.Second})
+	if !strings.Contains(tr.Error, "serve --remote") || tr.Messages != 0 {
+		t.Fatalf("error %q, %d messages", tr.Error, tr.Messages)
+	}
+	tr = h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{Duration: time.Second, Depth: 4})
+	if !strings.Contains(tr.Error, "depth 4 is more than the 1") {
+		t.Fatalf("error %q", tr.Error)
+	}
+}
+
+// TestTrafficPeerSilent: the server's device stops answering mid-phase
+// (on sim: a service delay of an hour per frame, switched on by one more
+// QP on that device). Each client's outstanding message times out: the
+// client is failed as "timeout", counted, and the phase ends within the
+// message timeout instead of waiting for the peer.
+func TestTrafficPeerSilent(t *testing.T) {
+	const n = 3
+	h := newHarnessOpts(t, n, harnessOpts{mode: server.ModeSharedCQ, simDelay: time.Hour, simDelayFrom: n + 1})
+	p, ok := h.server.(*sim.Provider)
+	if !ok {
+		t.Skip("needs the simulated device's service delay")
+	}
+	conns := connectAll(t, h, n)
+	go func() {
+		time.Sleep(100 * time.Millisecond) // mid-phase
+		dev, err := p.Open(context.Background(), fabric.DeviceConfig{GIDIndex: -1})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		t.Cleanup(func() { dev.Close() })
+		pd, _ := dev.AllocPD()
+		cq, _ := dev.CreateCQ(4)
+		if _, err := pd.CreateQP(fabric.QPInitAttr{SendCQ: cq, RecvCQ: cq, MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}); err != nil {
+			t.Error(err)
+		}
+	}()
+	const timeout = 500 * time.Millisecond
+	start := time.Now()
+	tr := h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{Duration: 30 * time.Second, Timeout: timeout})
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("the phase took %v with its peer silent", el)
+	}
+	if tr.ClientsFailed != n || tr.Errors[result.TrafficTimeout] != n {
+		t.Fatalf("%d clients failed, errors %v (%v): want all %d timed out", tr.ClientsFailed, tr.Errors, tr.ErrorText, n)
+	}
+	if !strings.Contains(tr.ErrorText[result.TrafficTimeout], "within 500ms") || tr.Messages == 0 {
+		t.Errorf("error text %q, %d messages before", tr.ErrorText[result.TrafficTimeout], tr.Messages)
+	}
+}
