@@ -16,6 +16,10 @@ pkgs=(
   rdmacm-utils         # rping, ucmatose: third-party rdma_cm servers probed in the suite
   gcc                  # cgo
   chromium             # renders the HTML report in the test suite (headless)
+  openssh-server       # sshd of the SSH launcher's test hosts (scripts/testhosts.sh) and of the second Soft-RoCE guest
+  openssh-client       # ssh: the SSH launcher, and the test hosts' readiness check
+  slurm-wlm            # slurmctld, slurmd, srun: the Slurm launcher's one-node test cluster (scripts/testslurm.sh)
+  munge                # Slurm's authentication, started by scripts/testslurm.sh
   ca-certificates
 )
 
