@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -111,16 +112,11 @@ func TestReadLimitsThisProcess(t *testing.T) {
 func TestSessionSamples(t *testing.T) {
 	s := Start(context.Background(), Config{Interval: 10 * time.Millisecond, Device: "nosuch0",
 		Procs: func() []Proc { return []Proc{{Role: "server", PID: os.Getpid()}, {Role: "clients-0", PID: 1 << 22}} }})
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually.Within(5*time.Second, func() bool {
 		s.mu.Lock()
-		n := len(s.samples)
-		s.mu.Unlock()
-		if n >= 3 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond) // polling a test condition, not standing in for work
-	}
+		defer s.mu.Unlock()
+		return len(s.samples) >= 3
+	}) // Stop must run either way; the count is checked below
 	samples, peak, errs := s.Stop()
 	if len(samples) < 3 {
 		t.Fatalf("%d samples", len(samples))

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 )
 
 func start(t *testing.T, spec Spec) *Proc {
@@ -176,16 +178,10 @@ func TestDaemonLeavesGroup(t *testing.T) {
 		Match: regexp.MustCompile(`^child \d+$`),
 	})
 	child := childPID(t, waitMatch(t, p))
-	var moved bool
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		if st, err := readStat(child); err == nil && st.pgid == child {
-			moved = true
-			break
-		}
-	}
-	if !moved {
-		t.Fatal("setsid did not move the child to its own group")
-	}
+	eventually.True(t, 10*time.Second, "setsid has moved the child to its own group", func() bool {
+		st, err := readStat(child)
+		return err == nil && st.pgid == child
+	})
 	if tree := p.Tree(); !containsInt(tree, child) {
 		t.Fatalf("tree %v lacks the daemon %d", tree, child)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/client"
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 	"github.com/rdmaprobe/rdmaprobe/server"
 )
 
@@ -49,13 +50,13 @@ func TestDetach(t *testing.T) {
 			// Detached, and in the pool and srq modes the routers echo as
 			// soon as its QP is bound: the client may finish its round
 			// trips before its handler has counted it. Wait for the count.
-			waitFor(func() bool { return h.srv.Stats().Connected == n })
+			eventually.Within(guard, func() bool { return h.srv.Stats().Connected == n })
 			st := h.srv.Stats()
 			if st.Connected != n || st.PeakActive != n || st.Released != 0 {
 				t.Errorf("connected: stats connected %d, peak %d, released %d; want %d, %d, 0", st.Connected, st.PeakActive, st.Released, n, n)
 			}
 			client.CloseAll(conns)
-			if !waitFor(func() bool { return h.srv.Stats().Released == n }) {
+			if !eventually.Within(guard, func() bool { return h.srv.Stats().Released == n }) {
 				t.Fatalf("after %d goodbyes the server released %d clients", n, h.srv.Stats().Released)
 			}
 			if st := h.srv.Stats(); len(st.Failures) != 0 || st.Goodbyes != n || !st.Detached {
@@ -63,7 +64,7 @@ func TestDetach(t *testing.T) {
 					st.Failures, st.Errors, st.Goodbyes, st.Detached, n)
 			}
 			h.stop()
-			if !waitFor(func() bool { return reflect.DeepEqual(h.inUse(), h.idle) }) {
+			if !eventually.Within(guard, func() bool { return reflect.DeepEqual(h.inUse(), h.idle) }) {
 				t.Errorf("after the server stopped the fabric holds %v, want %v", h.inUse(), h.idle)
 			}
 		})

@@ -11,6 +11,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/exchange"
 	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 	"github.com/rdmaprobe/rdmaprobe/payload"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/server"
@@ -39,8 +40,8 @@ func noGoroutinePerClient(t *testing.T, mode string) {
 	// One client first, so the group's routers and the fabric's wire
 	// between the two devices are up before the count.
 	first := h.connectOK(ctx, n)
-	eventually(t, "the first client is connected", func() bool { return h.srv.Stats().Connected == 1 })
-	time.Sleep(50 * time.Millisecond) // its handler returns
+	eventually.True(t, guard, "the first client is connected", func() bool { return h.srv.Stats().Connected == 1 })
+	eventually.True(t, guard, "the first client's handler has returned", func() bool { return handlersRunning() == 0 })
 	before := runtime.NumGoroutine()
 	recs, conns := client.Run(ctx, h.dialer, client.Load{N: n}, nil)
 	defer func() { client.CloseAll(conns) }()
@@ -49,11 +50,11 @@ func noGoroutinePerClient(t *testing.T, mode string) {
 			t.Fatalf("client %d: %s: %s", r.ID, r.Outcome, r.Error)
 		}
 	}
-	eventually(t, "the server counts every client connected", func() bool { return h.srv.Stats().Connected == n+1 })
+	eventually.True(t, guard, "the server counts every client connected", func() bool { return h.srv.Stats().Connected == n+1 })
 	// Handlers return right after the exchange; give the last ones a
 	// moment to finish, then count.
 	var during int
-	waitFor(func() bool {
+	eventually.Within(guard, func() bool {
 		during = runtime.NumGoroutine()
 		return during-before <= 5
 	})
@@ -69,11 +70,11 @@ func noGoroutinePerClient(t *testing.T, mode string) {
 	client.CloseAll(conns)
 	conns = nil
 	first.Close()
-	eventually(t, "every client is released", func() bool {
+	eventually.True(t, guard, "every client is released", func() bool {
 		st := h.srv.Stats()
 		return st.Released == n+1
 	})
-	eventually(t, "every SRQ buffer is posted again", func() bool {
+	eventually.True(t, guard, "every SRQ buffer is posted again", func() bool {
 		posted, total := h.srv.SRQBuffers()
 		return posted == total && (total > 0) == (mode == server.ModeSRQ)
 	})
@@ -214,18 +215,18 @@ func expectDroppedPeer(t *testing.T, h *harness, p *rdmaPeer, failures int) {
 	if _, err := awaitClose(p.tc); err != nil {
 		t.Errorf("server kept the peer's connection: %v", err)
 	}
-	eventually(t, "the peer is released", func() bool {
+	eventually.True(t, guard, "the peer is released", func() bool {
 		st := h.srv.Stats()
 		return st.Released == st.Connected && st.Failures[result.OutcomeMessage] == failures
 	})
-	eventually(t, "every SRQ buffer is posted again", func() bool {
+	eventually.True(t, guard, "every SRQ buffer is posted again", func() bool {
 		posted, total := h.srv.SRQBuffers()
 		return posted == total
 	})
 	p.close()
 	// What is left is the group the peer was in: its CQs (and SRQ).
 	left := plus(h.baseline, 1, modeCosts[h.mode].perGroup)
-	eventually(t, "the device holds only the server's group", func() bool { return reflect.DeepEqual(h.inUse(), left) })
+	eventually.True(t, guard, "the device holds only the server's group", func() bool { return reflect.DeepEqual(h.inUse(), left) })
 }
 
 // In every mode, with a goroutine per client or with the routers echoing
@@ -273,7 +274,7 @@ func TestSRQClientNotWaiting(t *testing.T) {
 	for seq := uint64(1); seq <= server.QPMaxSendWR+2; seq++ {
 		p.sendMsg(seq, false)
 	}
-	eventually(t, "the server holds the peer's messages", func() bool {
+	eventually.True(t, guard, "the server holds the peer's messages", func() bool {
 		posted, total := h.srv.SRQBuffers()
 		return total-posted == server.QPMaxSendWR+2
 	})
@@ -298,6 +299,9 @@ func TestPoolClientNotWaiting(t *testing.T) {
 	if err := p.qp.PostSend(3, p.send, 0, p.size); err != nil {
 		t.Fatal(err)
 	}
+	// A window, not a wait for work: what is checked is that nothing
+	// happens (no drop, message 3 not taken), and an absence has no
+	// event to wait on. 100 ms is tens of round trips on either fabric.
 	time.Sleep(100 * time.Millisecond * timeScale)
 	if st := h.srv.Stats(); st.Released != 0 || len(st.Failures) != 0 {
 		t.Fatalf("peer dropped: %+v", st)
@@ -308,14 +312,14 @@ func TestPoolClientNotWaiting(t *testing.T) {
 		t.Fatalf("peer's CQ: %d completions %v, %v; want none (message 3 waiting on RNR)", n, wcs[:n], err)
 	}
 	p.tc.Close()
-	eventually(t, "the peer is released", func() bool {
+	eventually.True(t, guard, "the peer is released", func() bool {
 		st := h.srv.Stats()
 		return st.Released == 1 && len(st.Failures) == 0
 	})
 	p.close()
 	c := h.connectOK(context.Background(), 1)
 	c.Close()
-	eventually(t, "every client is released", func() bool {
+	eventually.True(t, guard, "every client is released", func() bool {
 		return h.srv.Stats().Released == 2 && reflect.DeepEqual(h.inUse(), plus(h.baseline, 1, modeCosts[server.ModePool].perGroup))
 	})
 }

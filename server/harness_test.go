@@ -1,12 +1,14 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
 
@@ -245,25 +247,20 @@ func awaitClose(c net.Conn) ([]byte, error) {
 	return b, nil
 }
 
-// eventually polls cond until it holds or the guard expires; it waits for
-// the server's handlers to finish releasing, not for time to pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	if !waitFor(cond) {
-		t.Fatalf("timed out waiting until %s", what)
-	}
-}
-
-// waitFor is eventually for callers that report the details themselves.
-func waitFor(cond func() bool) bool {
-	deadline := time.Now().Add(guard)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
+// handlersRunning counts the connection handlers still running: the
+// goroutines Serve starts, one per accepted connection (it starts no
+// others), found in a dump of every goroutine's stack.
+func handlersRunning() int {
+	buf := make([]byte, 1<<16)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
 		}
-		time.Sleep(2 * time.Millisecond)
+		buf = make([]byte, 2*len(buf))
 	}
-	return true
+	return bytes.Count(buf, []byte("created by github.com/rdmaprobe/rdmaprobe/server.(*Server).Serve in goroutine "))
 }
 
 func (h *harness) inUseIsBaseline() bool {

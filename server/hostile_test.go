@@ -15,6 +15,7 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/exchange"
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -209,7 +210,7 @@ func TestHostilePeers(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tc.Close()
-		eventually(t, "the server accepted the stalled peers", func() bool { return h.srv.Stats().Accepted >= before+4 })
+		eventually.True(t, guard, "the server accepted the stalled peers", func() bool { return h.srv.Stats().Accepted >= before+4 })
 		if !h.inUseIsBaseline() {
 			t.Errorf("in use %v with stalled peers connected, baseline %v", h.inUse(), h.baseline)
 		}
@@ -240,7 +241,7 @@ func TestHostilePeers(t *testing.T) {
 		// A TLS 1.3 client reads the server's alert before the server has
 		// counted its failure: wait for the count so the next phase starts
 		// from settled stats.
-		eventually(t, "the server counted the failures", func() bool {
+		eventually.True(t, guard, "the server counted the failures", func() bool {
 			st := h.srv.Stats()
 			return st.Failures[result.OutcomeTLS] == 5 && st.Failures[result.OutcomeExchange] == 1
 		})
@@ -354,11 +355,11 @@ func TestHostilePeers(t *testing.T) {
 			}
 			return true
 		}
-		eventually(t, "every admitted client is released", func() bool {
+		eventually.True(t, guard, "every admitted client is released", func() bool {
 			st := h.srv.Stats()
 			return st.Released == st.Connected && h.inUseIsBaseline()
 		})
-		waitFor(func() bool { return counted(h.srv.Stats()) })
+		eventually.Within(guard, func() bool { return counted(h.srv.Stats()) })
 		st := h.srv.Stats()
 		for class, n := range want {
 			if got := st.Failures[class] - start.Failures[class]; got != n {
@@ -392,7 +393,7 @@ func TestHostilePeers(t *testing.T) {
 			t.Errorf("client beyond MaxClients: %s: %s", rec.Outcome, rec.Error)
 		}
 		client.CloseAll(conns)
-		eventually(t, "every client is released", func() bool {
+		eventually.True(t, guard, "every client is released", func() bool {
 			st := h.srv.Stats()
 			return st.Released == st.Connected && h.inUseIsBaseline()
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/fabric"
 	"github.com/rdmaprobe/rdmaprobe/fabric/sim"
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 	"github.com/rdmaprobe/rdmaprobe/server"
 )
 
@@ -128,7 +129,7 @@ func TestModes(t *testing.T) {
 					wave, n, h.rounds, got, h.baseline, groups, perGroup)
 				client.CloseAll(conns)
 				left := plus(h.baseline, groups, cost.perGroup)
-				if !waitFor(func() bool { return reflect.DeepEqual(h.inUse(), left) }) {
+				if !eventually.Within(guard, func() bool { return reflect.DeepEqual(h.inUse(), left) }) {
 					t.Fatalf("wave %d: after the clients left the fabric holds %v, want %v", wave, h.inUse(), left)
 				}
 				if tt.mode == server.ModeSRQ {
@@ -136,20 +137,20 @@ func TestModes(t *testing.T) {
 					if tt.srqDepth > 0 {
 						depth = tt.srqDepth
 					}
-					eventually(t, "every SRQ buffer is posted again", func() bool {
+					eventually.True(t, guard, "every SRQ buffer is posted again", func() bool {
 						posted, total := h.srv.SRQBuffers()
 						return posted == total && total == groups*depth
 					})
 				}
 			}
 			// A release is counted last, after its resources are gone.
-			waitFor(func() bool { return h.srv.Stats().Released == 2*n })
+			eventually.Within(guard, func() bool { return h.srv.Stats().Released == 2*n })
 			st := h.srv.Stats()
 			if st.Connected != 2*n || st.Released != 2*n || st.PeakActive != n || len(st.Failures) != 0 {
 				t.Errorf("stats: connected %d, released %d, peak %d, failures %v", st.Connected, st.Released, st.PeakActive, st.Failures)
 			}
 			h.stop()
-			if !waitFor(func() bool { return reflect.DeepEqual(h.inUse(), h.idle) }) {
+			if !eventually.Within(guard, func() bool { return reflect.DeepEqual(h.inUse(), h.idle) }) {
 				t.Errorf("after the server stopped the fabric holds %v, want %v", h.inUse(), h.idle)
 			}
 		})

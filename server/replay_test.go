@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rdmaprobe/rdmaprobe/exchange"
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -35,7 +36,7 @@ func TestReplayedHelloRefused(t *testing.T) {
 
 	// After the original leaves the endpoint stays spent.
 	first.Close()
-	eventually(t, "the first client is released", func() bool { return h.srv.Stats().Released == 1 })
+	eventually.True(t, guard, "the first client is released", func() bool { return h.srv.Stats().Released == 1 })
 	reply, late := h.sendHello(m)
 	late.Close()
 	if reply.Type != exchange.Refuse || reply.Reason != exchange.ReasonReplayed {
@@ -53,7 +54,7 @@ func TestReplayedHelloRefused(t *testing.T) {
 	c := h.connectOK(context.Background(), 1)
 	c.Close()
 
-	eventually(t, "every client is released", func() bool {
+	eventually.True(t, guard, "every client is released", func() bool {
 		st := h.srv.Stats()
 		return st.Released == st.Connected && h.inUseIsBaseline()
 	})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/collectors"
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 	"github.com/rdmaprobe/rdmaprobe/server"
 )
 
@@ -68,7 +69,7 @@ func soak(t *testing.T, mode string) {
 			}
 		}
 		client.CloseAll(conns)
-		eventually(t, "the cycle's clients are released", func() bool {
+		eventually.True(t, guard, "the cycle's clients are released", func() bool {
 			st := h.srv.Stats()
 			return st.Released == st.Connected && reflect.DeepEqual(h.inUse(), idle)
 		})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 )
 
 // remotePair connects a requester QP on a to a responder QP on b whose
@@ -156,7 +157,7 @@ func TestWriteBehindHeldSend(t *testing.T) {
 	if err := qa.PostWrite(2, buf, 0, 10, region.Addr(), region.RKey()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the send and the write held", func() bool { return heldCount(qb) == 2 })
+	eventually.True(t, guard, "the send and the write are held", func() bool { return heldCount(qb) == 2 })
 	if region.Buf()[0] != 0 {
 		t.Fatal("the write overtook the held send")
 	}

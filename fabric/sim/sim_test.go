@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 )
 
 // side is one simulated host: a device context and a PD.
@@ -137,18 +138,8 @@ func wantEmpty(t testing.TB, c fabric.CQ) {
 	}
 }
 
-// eventually waits for cond without sleeping: it yields until cond holds
-// or the deadline passes.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		runtime.Gosched()
-	}
-}
+// guard bounds a wait for the fabric's goroutines to get somewhere.
+const guard = 5 * time.Second
 
 func gidOf(s string) fabric.GID {
 	var g fabric.GID
@@ -761,7 +752,7 @@ func TestHoldUntilPosted(t *testing.T) {
 	if err := qa.PostSend(2, m, 6, 6); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "both messages held", func() bool { return heldCount(qb) == 2 })
+	eventually.True(t, guard, "both messages are held", func() bool { return heldCount(qb) == 2 })
 	// Held messages are not acknowledged: the sends stay outstanding.
 	wantEmpty(t, acq)
 	wantEmpty(t, bcq)
@@ -1123,7 +1114,7 @@ func TestCloseReleasesGoroutines(t *testing.T) {
 	}()
 	// Close waits for its own goroutines; what may linger are timer
 	// callbacks already running, which return at once.
-	eventually(t, "goroutines to exit", func() bool { return runtime.NumGoroutine() <= before })
+	eventually.True(t, guard, "the goroutines have exited", func() bool { return runtime.NumGoroutine() <= before })
 }
 
 func BenchmarkRoundTrip(b *testing.B) {
@@ -1244,8 +1235,22 @@ func TestStarvedResponderIsNotLost(t *testing.T) {
 		resp.mu.Unlock()
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // 100 local ACK timeouts
-	resp.mu.Unlock()
+	// Starve the responder until the requester's local ACK timer has
+	// expired ten times its retry budget: each expiry on a live link
+	// re-arms it one timeout later instead of counting a retry.
+	req := qa.(*qp)
+	req.mu.Lock()
+	first, budget := req.deadline, 10*time.Duration(req.retryCnt+1)*req.rto
+	req.mu.Unlock()
+	starved := eventually.Within(guard, func() bool {
+		req.mu.Lock()
+		defer req.mu.Unlock()
+		return !first.IsZero() && req.deadline.Sub(first) >= budget
+	})
+	resp.mu.Unlock() // before failing: the cleanup destroys the QP
+	if !starved {
+		t.Fatalf("the requester's ACK timer did not run ten times its retry budget (%v) while the responder was starved", budget)
+	}
 	if got := await(t, acq); got.WRID != 1 || got.Status != fabric.WCSuccess {
 		t.Fatalf("send to a starved responder: %+v, want success", got)
 	}
@@ -1267,20 +1272,7 @@ func TestHeldThenDestroyed(t *testing.T) {
 	if err := qa.PostSend(1, m, 0, 8); err != nil {
 		t.Fatal(err)
 	}
-	resp := qb.(*qp)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		resp.mu.Lock()
-		held := resp.held.n
-		resp.mu.Unlock()
-		if held == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("responder never held the message")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually.True(t, guard, "the responder holds the message", func() bool { return heldCount(qb) == 1 })
 	start := time.Now()
 	if err := qb.Destroy(); err != nil {
 		t.Fatal(err)

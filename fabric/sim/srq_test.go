@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 )
 
 func (s *side) srq(t testing.TB, maxWR int) fabric.SRQ {
@@ -294,7 +295,7 @@ func TestSRQHoldUntilPosted(t *testing.T) {
 	if err := qa.PostSend(2, m, 6, 6); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "both messages held", func() bool { return heldCount(qb) == 2 })
+	eventually.True(t, guard, "both messages are held", func() bool { return heldCount(qb) == 2 })
 	wantEmpty(t, acq)
 	wantEmpty(t, bcq)
 	for i, want := range []string{"first", "second"} {
