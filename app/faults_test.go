@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -16,19 +18,18 @@ import (
 // subcommand sub ("serve", "clients"), waiting for it to appear.
 func child(t *testing.T, sub string) int {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	var pid int
+	eventually.True(t, 60*time.Second, "a "+sub+" child appears", func() bool {
 		for _, k := range children(t) {
-			pid, _ := strconv.Atoi(strings.Fields(k)[0])
+			pid, _ = strconv.Atoi(strings.Fields(k)[0])
 			cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 			if strings.Contains(string(cmd), "\x00"+sub+"\x00") {
-				return pid
+				return true
 			}
 		}
-		time.Sleep(10 * time.Millisecond) // polling the process table
-	}
-	t.Fatalf("no %s child appeared", sub)
-	return 0
+		return false
+	})
+	return pid
 }
 
 // serving waits until process pid holds more than n sockets: a server
@@ -36,8 +37,7 @@ func child(t *testing.T, sub string) int {
 // their existence says nothing).
 func serving(t *testing.T, pid, n int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	eventually.True(t, 60*time.Second, fmt.Sprintf("process %d holds more than %d sockets", pid, n), func() bool {
 		ents, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
 		socks := 0
 		for _, e := range ents {
@@ -45,12 +45,8 @@ func serving(t *testing.T, pid, n int) {
 				socks++
 			}
 		}
-		if socks > n {
-			return
-		}
-		time.Sleep(10 * time.Millisecond) // polling /proc
-	}
-	t.Fatalf("process %d never held %d sockets", pid, n)
+		return socks > n
+	})
 }
 
 type runResult struct {
@@ -171,19 +167,7 @@ func TestFaultGuestDies(t *testing.T) {
 	done := runAsync(t, "ramp", "--backend", "vm", "--clients", "8,2000", "--rounds", "1",
 		"--vm-mem", "2048", "--results", root)
 	// Wait until the first point is saved, then kill QEMU.
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		runs, _ := filepath.Glob(filepath.Join(root, "*", result.FileName))
-		if len(runs) == 1 {
-			if r, err := result.Load(runs[0]); err == nil && len(r.Points) == 1 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("first point never saved")
-		}
-		time.Sleep(20 * time.Millisecond) // polling the results directory
-	}
+	eventually.True(t, 3*time.Minute, "the first point is saved", func() bool { return savedPoints(root) == 1 })
 	qemu := child(t, "-nic")
 	if err := syscall.Kill(qemu, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -26,6 +27,21 @@ func loadOnlyRun(t *testing.T, root string) *result.Run {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// savedPoints is how many points the one run under root holds on disk
+// so far (0 before it is written); a run written mid-save does not load
+// and counts 0 until the next look.
+func savedPoints(root string) int {
+	runs, _ := filepath.Glob(filepath.Join(root, "*", result.FileName+"*"))
+	if len(runs) != 1 {
+		return 0
+	}
+	r, err := result.Load(runs[0])
+	if err != nil {
+		return 0
+	}
+	return len(r.Points)
 }
 
 // A simulated device cap makes the true capacity a known number: with
@@ -282,19 +298,7 @@ func TestInterruptSavesCompletedPoints(t *testing.T) {
 			"--rounds", "1", "--msg-size", "64", "--results", root}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errb})
 	}()
 	// Interrupt as soon as the first point is on disk.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		runs, _ := filepath.Glob(filepath.Join(root, "*", result.FileName))
-		if len(runs) == 1 {
-			if r, err := result.Load(runs[0]); err == nil && len(r.Points) > 0 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no point saved within 30 s")
-		}
-		time.Sleep(5 * time.Millisecond) // polling the file: there is no other signal to wait on
-	}
+	eventually.True(t, 30*time.Second, "the first point is saved", func() bool { return savedPoints(root) > 0 })
 	cancel()
 	code := <-done
 	if code != 130 {

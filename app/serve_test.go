@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 )
 
 // serve --detach with its own clients, as an operator runs them: the
@@ -28,15 +30,13 @@ func TestServeDetachedWithClients(t *testing.T) {
 			Streams{In: bytes.NewReader(nil), Out: &out, Err: &errOut})
 	}()
 	var addr []byte
-	deadline := time.Now().Add(10 * time.Second)
-	for len(addr) == 0 {
-		if time.Now().After(deadline) {
-			cancel()
-			<-done
-			t.Fatalf("server not ready: %s %s", out.String(), errOut.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !eventually.Within(10*time.Second, func() bool {
 		addr, _ = os.ReadFile(f("addr"))
+		return len(addr) > 0
+	}) {
+		cancel()
+		<-done
+		t.Fatalf("server not ready: %s %s", out.String(), errOut.String())
 	}
 	cout, cerr, code := run(t, "clients", "--backend", "sim", "--addr", strings.TrimSpace(string(addr)), "--n", "5",
 		"--rounds", "2", "--msg-size", "64", "--timeout", "20s", "--ca", f("ca.pem"), "--cert", f("cert.pem"), "--key", f("key.pem"))

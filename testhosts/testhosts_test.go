@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 )
 
 // TestSSHHosts logs in to every host and checks that each is its own
@@ -97,21 +99,20 @@ func TestSSHHosts(t *testing.T) {
 
 func waitProgram(t *testing.T, s *SSH, host, comm string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		procs, err := s.Programs(host)
-		if err != nil {
+	var procs []Proc
+	if !eventually.Within(20*time.Second, func() bool {
+		var err error
+		if procs, err = s.Programs(host); err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range procs {
 			if p.Comm == comm {
-				return
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not running on %s after 20 s: %v", comm, host, procs)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("%s not running on %s after 20 s: %v", comm, host, procs)
 	}
 }
 
