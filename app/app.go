@@ -75,7 +75,8 @@ func Main(args []string, s Streams) int {
 
 // MainContext is Main under ctx: cancelling it is Ctrl-C.
 func MainContext(ctx context.Context, args []string, s Streams) int {
-	err := New(s).RunContext(ctx, args)
+	app := New(s)
+	err := app.RunContext(ctx, flagsFirst(app, args))
 	if err == nil {
 		return 0
 	}

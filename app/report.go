@@ -45,7 +45,7 @@ func reportCommand(s Streams) *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return fail(2, "report takes one RUN.json, flags first: rdmaprobe report [--format md,html] [--out DIR] RUN.json (got %d arguments)", c.NArg())
+				return fail(2, "report takes one RUN.json: rdmaprobe report RUN.json [--format md,html] [--out DIR] (got %d arguments)", c.NArg())
 			}
 			fs, err := formats(c)
 			if err != nil {
@@ -103,12 +103,7 @@ func compareCommand(s Streams) *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() < 2 {
-				return fail(2, "compare takes two or more run.json (or bench.json) files, flags first: rdmaprobe compare [--out DIR] A.json B.json ...")
-			}
-			for _, a := range c.Args().Slice() {
-				if strings.HasPrefix(a, "-") {
-					return fail(2, "compare: flag %s after the files: put flags first", a)
-				}
+				return fail(2, "compare takes two or more run.json (or bench.json) files: rdmaprobe compare A.json B.json ... [--out DIR]")
 			}
 			fs, err := formats(c)
 			if err != nil {

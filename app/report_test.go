@@ -83,7 +83,7 @@ func TestReportBadInput(t *testing.T) {
 			t.Errorf("compare with %s: exit %d, stderr %q", name, code, errOut)
 		}
 	}
-	for _, args := range [][]string{{"report"}, {"report", "a.json", "--out", "x"}, {"report", "--format", "pdf", "x.json"}, {"compare", "a.json"}} {
+	for _, args := range [][]string{{"report"}, {"report", "a.json", "b.json"}, {"report", "--format", "pdf", "x.json"}, {"compare", "a.json"}} {
 		if _, errOut, code := run(t, args...); code != 2 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}

@@ -12,9 +12,9 @@ import (
 // followed by the whole help text.
 //
 // It also refuses what urfave would otherwise pass over in silence: an
-// unknown command, and arguments to a command that takes none (flag
-// parsing stops at the first argument, so `ramp 100 --backend sim` would
-// run the defaults and ignore the rest).
+// unknown command, and arguments to a command that takes none (`ramp 100
+// --backend sim` is `ramp --backend sim 100` once flagsFirst has moved
+// the flags, and 100 means nothing to ramp).
 func onUsageErrors(app *cli.App) {
 	app.OnUsageError = usageError("", app.Flags)
 	app.Action = func(c *cli.Context) error {
