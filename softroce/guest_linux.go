@@ -65,6 +65,9 @@ func GuestMain(h Handler) {
 	if err == nil && os.Getenv(netdevEnv) == "1" {
 		err = step("netdev", setupNetdev)
 	}
+	if arg := os.Getenv(linkEnv); err == nil && arg != "" {
+		err = step("link", func() error { return setupLink(arg) })
+	}
 	if err != nil {
 		logf("rdmaprobe guest: fatal: %v", err)
 		msg, _ := json.Marshal(err.Error())
@@ -120,7 +123,10 @@ func mountAll() error {
 			return fmt.Errorf("mount %s on %s: %w", m.fstype, m.dst, err)
 		}
 	}
-	return nil
+	// The initramfs's root is a tmpfs whose mode is 1777 by default; sshd
+	// (in a guest that runs one) refuses keys under a directory anyone
+	// may write to, and nothing else here needs / writable by all.
+	return os.Chmod("/", 0o755)
 }
 
 // raiseLimits lifts the two limits that cap verbs clients long before the
@@ -364,6 +370,12 @@ func dispatch(ctx context.Context, req request, h Handler, progress func(any), s
 			return nil, err
 		}
 		return len(files), applyFiles("/", files)
+	case OpListening:
+		var port int
+		if err := json.Unmarshal(req.Payload, &port); err != nil {
+			return nil, fmt.Errorf("%s: %w", OpListening, err)
+		}
+		return tcpListening(port), nil
 	case OpSysctl:
 		var set map[string]string
 		if err := json.Unmarshal(req.Payload, &set); err != nil {
@@ -558,6 +570,7 @@ func guestInfo(ctx context.Context, setup map[string]int64) (Info, error) {
 		n.PortState, n.GIDs = portInfo(NetdevRxe)
 		info.Netdev = n
 	}
+	info.Link = linkInfo()
 	var rl unix.Rlimit
 	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil {
 		info.Limits["RLIMIT_NOFILE"] = strconv.FormatUint(rl.Cur, 10)

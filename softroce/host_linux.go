@@ -53,6 +53,10 @@ type BootConfig struct {
 	// Netdev also sets up NetdevRxe on a dummy netdev in the guest, for
 	// servers that need GID index 0 or rdma_cm (see netdev.go).
 	Netdev bool
+	// Link, if set, is this guest's end of a link to another guest: a
+	// virtio-net NIC with LinkRxe on it (see link.go). Boot takes it
+	// over and closes the host's copy once QEMU has it.
+	Link *LinkEnd
 }
 
 // Guest is a running softroce VM.
@@ -138,6 +142,14 @@ func Boot(ctx context.Context, cfg BootConfig) (*Guest, error) {
 	if cfg.Netdev {
 		append_ += " " + netdevEnv + "=1"
 	}
+	if cfg.Link != nil {
+		if cfg.Link.conn == nil {
+			return nil, errors.New("softroce: BootConfig.Link was already used or closed")
+		}
+		// Closed on every path: QEMU holds its own copy once started.
+		defer cfg.Link.Close()
+		append_ += " " + cfg.Link.linkArg()
+	}
 	cpuModel := cfg.CPUModel
 	if cpuModel == "" {
 		cpuModel = DefaultCPUModel
@@ -154,8 +166,17 @@ func Boot(ctx context.Context, cfg BootConfig) (*Guest, error) {
 		"-device", "virtio-serial-pci,id=vser",
 		"-device", "virtserialport,bus=vser.0,chardev=ctl,name=" + portName,
 	}
+	if cfg.Link != nil {
+		// fd 5; romfile= leaves out the NIC's PXE option ROM, which
+		// nothing here boots from.
+		args = append(args, "-netdev", "socket,id=link,fd=5",
+			"-device", "virtio-net-pci,netdev=link,romfile=,mac="+cfg.Link.MAC)
+	}
 	cmd := exec.Command(qemu, args...)
 	cmd.ExtraFiles = []*os.File{conPW, qemuEnd} // fd 3, fd 4
+	if cfg.Link != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, cfg.Link.conn)
+	}
 	stderr := newConsoleTail(nil)
 	cmd.Stderr = stderr
 	// QEMU must not outlive us even if we are killed without running Close.

@@ -533,8 +533,16 @@ func planImage(cfg ImageConfig, rel string) (*plan, []string, error) {
 		return nil, nil, err
 	}
 	p.inline(netdevModList, cpioReg|0o644, []byte(strings.Join(nmods, "\n")+"\n"))
-	p.inline("/etc/passwd", cpioReg|0o644, []byte("root:x:0:0:root:/root:/bin/sh\n"))
-	p.inline("/etc/group", cpioReg|0o644, []byte("root:x:0:\n"))
+	// Likewise the link's NIC driver, loaded only with a link.
+	lmods, err := planModules(p, rel, linkModules)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.inline(linkModList, cpioReg|0o644, []byte(strings.Join(lmods, "\n")+"\n"))
+	// sshd, in a guest that runs one (a load-generator host at the far
+	// end of a link), drops privileges to its own user.
+	p.inline("/etc/passwd", cpioReg|0o644, []byte("root:x:0:0:root:/root:/bin/sh\nsshd:x:100:65534::/run/sshd:/usr/sbin/nologin\n"))
+	p.inline("/etc/group", cpioReg|0o644, []byte("root:x:0:\nnogroup:x:65534:\n"))
 	p.inline("/etc/hosts", cpioReg|0o644, []byte("127.0.0.1\tlocalhost\n::1\tlocalhost\n"))
 	p.inline("/etc/nsswitch.conf", cpioReg|0o644, []byte("hosts: files\n"))
 	return p, mods, nil

@@ -28,6 +28,7 @@ type BootConfig struct {
 	KernelArgs   []string
 	CPUModel     string
 	Netdev       bool
+	Link         *LinkEnd
 }
 
 // Guest is a running softroce VM.
@@ -45,6 +46,8 @@ func GuestMain(Handler) {
 }
 
 func Boot(context.Context, BootConfig) (*Guest, error) { return nil, errNotLinux }
+
+func NewLink() (a, b *LinkEnd, err error) { return nil, nil, errNotLinux }
 
 func (g *Guest) Call(context.Context, string, any, func(json.RawMessage)) (json.RawMessage, error) {
 	return nil, errNotLinux

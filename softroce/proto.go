@@ -77,8 +77,12 @@ const (
 	OpExec     = "exec"
 	OpExecPair = "exec-pair"
 	OpSysctl   = "sysctl"
-	OpPoweroff = "poweroff"
-	opCancel   = "cancel"
+	// OpListening reports whether a TCP port (the payload) is listening
+	// in the guest: how a test knows a server another guest connects to
+	// is ready, without connecting to it.
+	OpListening = "listening"
+	OpPoweroff  = "poweroff"
+	opCancel    = "cancel"
 )
 
 // lineWriter writes one JSON value per line; a line is written with a
@@ -203,6 +207,8 @@ type Info struct {
 	Limits        map[string]string `json:"limits,omitempty"`
 	UptimeS       float64           `json:"uptime_s"`
 	// Netdev is the netdev device, when the boot asked for it.
-	Netdev  *NetdevInfo      `json:"netdev,omitempty"`
+	Netdev *NetdevInfo `json:"netdev,omitempty"`
+	// Link is the link device, when the guest was booted with a link.
+	Link    *LinkInfo        `json:"link,omitempty"`
 	SetupMS map[string]int64 `json:"setup_ms,omitempty"`
 }
