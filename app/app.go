@@ -43,7 +43,7 @@ func New(s Streams) *cli.App {
 		Version: Version,
 		Description: "rdmaprobe starts a secure verbs server for N clients, ramps N real clients at it,\n" +
 			"searches the largest N that still connects at the target success rate, and saves\n" +
-			"every run as versioned JSON under results/.",
+			"every run as versioned JSON under results/.\n\n" + exitHelp(),
 		Reader:    s.In,
 		Writer:    s.Out,
 		ErrWriter: s.Err,
@@ -80,7 +80,7 @@ func MainContext(ctx context.Context, args []string, s Streams) int {
 	if err == nil {
 		return 0
 	}
-	code := 1
+	code := ExitRunError
 	var ee *exitError
 	if errors.As(err, &ee) {
 		code = ee.code

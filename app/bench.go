@@ -51,7 +51,11 @@ func benchCommand(s Streams) *cli.Command {
 		Action: func(c *cli.Context) error {
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return runBench(ctx, c, s)
+			err := runBench(ctx, c, s)
+			if err != nil && ctx.Err() != nil {
+				return fail(ExitInterrupted, "interrupted: %v", err)
+			}
+			return err
 		},
 	}
 }
@@ -60,14 +64,14 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 	req := runner.BenchRequest{N: c.Int("n"), Concurrency: c.Int("concurrency"), Warmup: c.Int("warmup"), Passes: c.Int("passes"),
 		MsgSize: c.Int("msg-size"), Timeout: c.Duration("op-timeout"), Kex: c.String("tls-kex")}
 	if err := checkTLSKex(c); err != nil {
-		return fail(2, "--tls-kex: %v", err)
+		return fail(ExitUsage, "--tls-kex: %v", err)
 	}
 	if req.N < 1 || req.Concurrency < 1 || req.Passes < 1 || req.Warmup < 0 {
-		return fail(2, "--n, --concurrency and --passes must be at least 1, --warmup at least 0")
+		return fail(ExitUsage, "--n, --concurrency and --passes must be at least 1, --warmup at least 0")
 	}
 	be, err := chooseBackend(c)
 	if err != nil {
-		return fail(2, "%v", err)
+		return fail(ExitUsage, "%v", err)
 	}
 	if be.Name == "verbs" && !runner.HasVerbs() {
 		return fmt.Errorf("--backend verbs: this binary was built without libibverbs; build it with `go build -tags verbs`")

@@ -56,7 +56,7 @@ func generatorSpec(c *cli.Context, in *bufio.Reader) (runner.GeneratorSpec, bool
 	}
 	for _, f := range []string{"ca", "cert", "key"} {
 		if c.String(f) == "" {
-			return spec, false, fail(2, "clients: --%s is required (or --spec)", f)
+			return spec, false, fail(ExitUsage, "clients: --%s is required (or --spec)", f)
 		}
 	}
 	var err error

@@ -63,14 +63,14 @@ func searchCommand(s Streams) *cli.Command {
 		Action: func(c *cli.Context) error {
 			lo, hi := c.Int("lo"), c.Int("hi")
 			if lo < 1 {
-				return fail(2, "--lo must be at least 1 (got %d)", lo)
+				return fail(ExitUsage, "--lo must be at least 1 (got %d)", lo)
 			}
 			if hi != 0 && hi < lo {
-				return fail(2, "--hi %d is below --lo %d", hi, lo)
+				return fail(ExitUsage, "--hi %d is below --lo %d", hi, lo)
 			}
 			res, err := probe.ParseResolution(c.String("resolution"))
 			if err != nil {
-				return fail(2, "--resolution %v", err)
+				return fail(ExitUsage, "--resolution %v", err)
 			}
 			return runProbe(c, s, "search", func(ctx context.Context, cfg probe.Config, m probe.Measure, obs func(probe.Event)) (result.Search, []result.Point, error) {
 				cfg.Lo, cfg.Hi, cfg.MaxN, cfg.Resolution = lo, hi, c.Int("max-n"), res
@@ -91,7 +91,7 @@ func rampCommand(s Streams) *cli.Command {
 		Action: func(c *cli.Context) error {
 			list, err := parseCounts(c.String("clients"))
 			if err != nil {
-				return fail(2, "--clients: %v", err)
+				return fail(ExitUsage, "--clients: %v", err)
 			}
 			return runProbe(c, s, "ramp", func(ctx context.Context, cfg probe.Config, m probe.Measure, obs func(probe.Event)) (result.Search, []result.Point, error) {
 				return probe.Ramp(ctx, list, cfg, m, obs)
@@ -123,11 +123,11 @@ func parseCounts(s string) ([]int, error) {
 // session runs and saves the points while this prints them.
 func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) error {
 	if err := checkTLSKex(c); err != nil {
-		return fail(2, "--tls-kex: %v", err)
+		return fail(ExitUsage, "--tls-kex: %v", err)
 	}
 	be, err := chooseBackend(c)
 	if err != nil {
-		return fail(2, "%v", err)
+		return fail(ExitUsage, "%v", err)
 	}
 	prog := newProgress(s.Err)
 	o := session.Options{
@@ -157,7 +157,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 		o.Clients, _ = parseCounts(c.String("clients"))
 	}
 	if err := o.Check(); err != nil {
-		return fail(2, "%v", err)
+		return fail(ExitUsage, "%v", err)
 	}
 	fmt.Fprintf(s.Out, "backend: %s (%s)\n", be.Description, be.Reason)
 
@@ -166,6 +166,9 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 	ss, err := session.Run(ctx, o)
 	prog.clear()
 	if err != nil {
+		if ctx.Err() != nil {
+			return fail(ExitInterrupted, "interrupted: %v", err)
+		}
 		return err
 	}
 	run, path := ss.Run, ss.Path
@@ -193,9 +196,9 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 	}
 	if perr := ss.Err; perr != nil {
 		if errors.Is(perr, context.Canceled) {
-			return fail(130, "interrupted: %d points saved in %s", len(run.Points), path)
+			return fail(ExitInterrupted, "interrupted: %d points saved in %s", len(run.Points), path)
 		}
-		return fail(1, "%v (%d points saved in %s)", perr, len(run.Points), path)
+		return fail(ExitRunError, "%v (%d points saved in %s)", perr, len(run.Points), path)
 	}
 	return nil
 }

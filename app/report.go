@@ -24,12 +24,12 @@ func formats(c *cli.Context) ([]string, error) {
 			continue
 		}
 		if f != "md" && f != "html" {
-			return nil, fail(2, "--format %q: want md, html or md,html", c.String("format"))
+			return nil, fail(ExitUsage, "--format %q: want md, html or md,html", c.String("format"))
 		}
 		out = append(out, f)
 	}
 	if len(out) == 0 {
-		return nil, fail(2, "--format is empty: want md, html or md,html")
+		return nil, fail(ExitUsage, "--format is empty: want md, html or md,html")
 	}
 	return out, nil
 }
@@ -45,7 +45,7 @@ func reportCommand(s Streams) *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return fail(2, "report takes one RUN.json: rdmaprobe report RUN.json [--format md,html] [--out DIR] (got %d arguments)", c.NArg())
+				return fail(ExitUsage, "report takes one RUN.json: rdmaprobe report RUN.json [--format md,html] [--out DIR] (got %d arguments)", c.NArg())
 			}
 			fs, err := formats(c)
 			if err != nil {
@@ -54,7 +54,7 @@ func reportCommand(s Streams) *cli.Command {
 			path := c.Args().First()
 			f, err := loadFile(path)
 			if err != nil {
-				return fail(1, "%v", err)
+				return fail(ExitRunError, "%v", err)
 			}
 			out := c.String("out")
 			if out == "" {
@@ -63,7 +63,7 @@ func reportCommand(s Streams) *cli.Command {
 			if f.bench != nil {
 				files, err := report.WriteBench(f.bench, out, fs)
 				if err != nil {
-					return fail(1, "write report in %s: %v", out, err)
+					return fail(ExitRunError, "write report in %s: %v", out, err)
 				}
 				sayReports(s, files, "report.", "report")
 				return nil
@@ -77,7 +77,7 @@ func reportCommand(s Streams) *cli.Command {
 func writeReport(s Streams, run *result.Run, dir string, fs []string) error {
 	files, err := report.WriteAll(run, dir, fs)
 	if err != nil {
-		return fail(1, "write report in %s: %v", dir, err)
+		return fail(ExitRunError, "write report in %s: %v", dir, err)
 	}
 	sayReports(s, files, "report.", "report")
 	return nil
@@ -103,7 +103,7 @@ func compareCommand(s Streams) *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() < 2 {
-				return fail(2, "compare takes two or more run.json (or bench.json) files: rdmaprobe compare A.json B.json ... [--out DIR]")
+				return fail(ExitUsage, "compare takes two or more run.json (or bench.json) files: rdmaprobe compare A.json B.json ... [--out DIR]")
 			}
 			fs, err := formats(c)
 			if err != nil {
@@ -113,12 +113,12 @@ func compareCommand(s Streams) *cli.Command {
 			loaded := make([]savedFile, len(paths))
 			for i, p := range paths {
 				if loaded[i], err = loadFile(p); err != nil {
-					return fail(1, "%v", err)
+					return fail(ExitRunError, "%v", err)
 				}
 			}
 			for i := range paths {
 				if loaded[i].kind != loaded[0].kind {
-					return fail(2, "compare: %s is %s but %s is %s: compare runs with runs and bench files with bench files",
+					return fail(ExitUsage, "compare: %s is %s but %s is %s: compare runs with runs and bench files with bench files",
 						paths[0], kindName(loaded[0].kind), paths[i], kindName(loaded[i].kind))
 				}
 			}
@@ -138,7 +138,7 @@ func compareCommand(s Streams) *cli.Command {
 				files, err = report.WriteComparison(runs, out, fs)
 			}
 			if err != nil {
-				return fail(1, "write comparison in %s: %v", out, err)
+				return fail(ExitRunError, "write comparison in %s: %v", out, err)
 			}
 			sayReports(s, files, "compare.", "comparison")
 			return nil

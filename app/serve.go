@@ -67,7 +67,7 @@ func detachFlag() cli.Flag {
 // serverSpec is what serve's flags ask for.
 func serverSpec(c *cli.Context) (runner.ServerSpec, error) {
 	if !c.IsSet("max-clients") {
-		return runner.ServerSpec{}, fail(2, "serve: --max-clients is required (rdmaprobe serve --help lists the flags)")
+		return runner.ServerSpec{}, fail(ExitUsage, "serve: --max-clients is required (rdmaprobe serve --help lists the flags)")
 	}
 	pair, err := serverPair(c)
 	if err != nil {

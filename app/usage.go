@@ -19,7 +19,7 @@ func onUsageErrors(app *cli.App) {
 	app.OnUsageError = usageError("", app.Flags)
 	app.Action = func(c *cli.Context) error {
 		if c.Args().Present() {
-			return fail(2, "unknown command %q (rdmaprobe --help lists the commands)", c.Args().First())
+			return fail(ExitUsage, "unknown command %q (rdmaprobe --help lists the commands)", c.Args().First())
 		}
 		return cli.ShowAppHelp(c)
 	}
@@ -29,7 +29,7 @@ func onUsageErrors(app *cli.App) {
 			name := c.Name
 			c.Before = func(c *cli.Context) error {
 				if c.Args().Present() {
-					return fail(2, "%s: unexpected argument %q: %s takes flags only (rdmaprobe %s --help lists them)",
+					return fail(ExitUsage, "%s: unexpected argument %q: %s takes flags only (rdmaprobe %s --help lists them)",
 						name, c.Args().First(), name, name)
 				}
 				return nil
@@ -57,7 +57,7 @@ func usageError(name string, flags []cli.Flag) cli.OnUsageErrorFunc {
 		} else if m := undefinedFlag.FindStringSubmatch(msg); m != nil {
 			msg = "unknown flag --" + m[1]
 		}
-		return fail(2, "%s%s (%s lists the flags)", head, msg, help)
+		return fail(ExitUsage, "%s%s (%s lists the flags)", head, msg, help)
 	}
 }
 

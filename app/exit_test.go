@@ -1,0 +1,132 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Every exit status --help documents is what a command of that kind
+// returns, each produced here for real.
+func TestExitStatuses(t *testing.T) {
+	root := t.TempDir()
+	file := filepath.Join(root, "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cheap := []string{"--backend", "sim", "--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--sample-interval", "0", "--results", root}
+	cases := map[int][][]string{
+		ExitMeasured: {
+			append([]string{"ramp", "--clients", "3"}, cheap...),
+			// A capacity below the count asked is a finding, not an error.
+			append([]string{"ramp", "--clients", "3", "--sim-max-qp", "2"}, cheap...),
+		},
+		ExitRunError: {
+			{"report", filepath.Join(root, "missing.json")},
+			append(append([]string{"ramp", "--clients", "3"}, cheap...), "--results", filepath.Join(file, "results")),
+		},
+		ExitUsage: {{"ramp", "--bogus"}, {"search", "--lo", "x"}, {"frobnicate"}, {"report", "a.json", "b.json"}},
+	}
+	for code, runs := range cases {
+		for _, args := range runs {
+			_, errOut, got := run(t, args...)
+			if got != code {
+				t.Errorf("%q: exit %d, want %d (%s)\n%s", args, got, code, meaning(code), errOut)
+			}
+		}
+	}
+
+	// Interrupted mid-point: cancelling MainContext's context is what
+	// SIGINT does to the probe's.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	var errOut bytes.Buffer
+	go func() {
+		done <- MainContext(ctx, append([]string{"rdmaprobe", "ramp", "--clients", "500", "--rate", "50"}, cheap...),
+			Streams{In: bytes.NewReader(nil), Out: &bytes.Buffer{}, Err: &errOut})
+	}()
+	serving(t, child(t, "serve"), 5)
+	cancel()
+	if got := <-done; got != ExitInterrupted || !strings.Contains(errOut.String(), "interrupted") {
+		t.Errorf("interrupted ramp: exit %d, stderr %q; want %d", got, errOut.String(), ExitInterrupted)
+	}
+	noChildren(t)
+	cases[ExitInterrupted] = nil
+
+	// 3 is --require's (issue 19): reserved, and said to be, until the
+	// flag exists; then a requirement the run cannot meet must exit 3.
+	if hasFlag(t, "ramp", "require") {
+		args := append([]string{"ramp", "--clients", "3", "--sim-max-qp", "2", "--require", "3"}, cheap...)
+		if _, errOut, got := run(t, args...); got != exitRequirement {
+			t.Errorf("%q: exit %d, want %d\n%s", args, got, exitRequirement, errOut)
+		}
+	} else if !strings.Contains(meaning(exitRequirement), "reserved") {
+		t.Errorf("exit status %d is documented as %q, but --require does not exist", exitRequirement, meaning(exitRequirement))
+	}
+	cases[exitRequirement] = nil
+
+	help, _, _ := run(t, "--help")
+	for _, s := range exitStatuses {
+		if _, ok := cases[s.code]; !ok {
+			t.Errorf("exit status %d (%s) is documented but not tested here", s.code, s.meaning)
+		}
+		if !strings.Contains(help, strconv.Itoa(s.code)+"  "+s.meaning) {
+			t.Errorf("--help does not list exit status %d", s.code)
+		}
+	}
+}
+
+func meaning(code int) string {
+	for _, s := range exitStatuses {
+		if s.code == code {
+			return s.meaning
+		}
+	}
+	return "undocumented"
+}
+
+func hasFlag(t *testing.T, cmd, flag string) bool {
+	t.Helper()
+	c := New(Streams{}).Command(cmd)
+	if c == nil {
+		t.Fatalf("no command %s", cmd)
+	}
+	for _, f := range c.Flags {
+		for _, n := range f.Names() {
+			if n == flag {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// The README's exit status table is exitStatuses (-update rewrites it).
+func TestREADMEExitStatuses(t *testing.T) {
+	const path, begin, end = "../README.md", "<!-- exit:begin -->\n", "<!-- exit:end -->"
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	i, j := strings.Index(readme, begin), strings.Index(readme, end)
+	if i < 0 || j < i {
+		t.Fatalf("README lacks the %q ... %q markers", strings.TrimSpace(begin), end)
+	}
+	want := ExitTable()
+	if readme[i+len(begin):j] == want {
+		return
+	}
+	if *update {
+		if err := os.WriteFile(path, []byte(readme[:i+len(begin)]+want+readme[j:]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Errorf("README's exit statuses differ from the code's; run go test ./app -run TestREADMEExitStatuses -update\nwant:\n%s", want)
+}
