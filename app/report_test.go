@@ -123,7 +123,7 @@ func TestReportBench(t *testing.T) {
 	}
 
 	runPath := "../report/testdata/predecessor.json"
-	out, errOut, code = run(t, "compare", "--out", t.TempDir(), runPath, benchPath)
+	_, errOut, code = run(t, "compare", "--out", t.TempDir(), runPath, benchPath)
 	if code != 2 || !strings.Contains(errOut, benchPath+" is a bench file") || !strings.Contains(errOut, "is a capacity run") ||
 		strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 		t.Errorf("compare run with bench: exit %d, stderr %q; want 2 and one line saying which is which", code, errOut)

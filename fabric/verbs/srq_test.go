@@ -44,7 +44,6 @@ type srqSide struct {
 	srq  fabric.SRQ
 	pool fabric.MR
 	qps  []fabric.QP
-	psns []uint32
 }
 
 // TestSRQRoundTrips runs verified echoes between client endpoints (own

@@ -197,3 +197,31 @@ func errnoOf(err error, def syscall.Errno) syscall.Errno {
 func verr(verb string, errno syscall.Errno, detail string) error {
 	return &fabric.VerbError{Verb: verb, Errno: errno, Detail: detail}
 }
+
+// portState names enum ibv_port_state as ibv_devinfo prints it.
+func portState(s int) string {
+	switch s {
+	case 0:
+		return "NOP"
+	case 1:
+		return "DOWN"
+	case 2:
+		return "INIT"
+	case 3:
+		return "ARMED"
+	case 4:
+		return "ACTIVE"
+	case 5:
+		return "ACTIVE_DEFER"
+	}
+	return "UNKNOWN"
+}
+
+// linkLayer names the port's link layer; IBV_LINK_LAYER_UNSPECIFIED is what
+// older InfiniBand drivers report.
+func linkLayer(l int) string {
+	if l == 2 {
+		return "Ethernet"
+	}
+	return "InfiniBand"
+}
