@@ -173,7 +173,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 	}
 	run, path := ss.Run, ss.Path
 	fmt.Fprintln(s.Out)
-	if err := report.Terminal(s.Out, run, func(k, n int) (float64, float64) { return probe.Wilson(k, n, probe.Z95) }); err != nil {
+	if err := report.Terminal(s.Out, run); err != nil {
 		return err
 	}
 	if d := run.Diagnosis; d != nil {

@@ -226,7 +226,7 @@ func TestStepReasons(t *testing.T) {
 		t.Fatalf("fixture has %d steps", len(r.Search.Steps))
 	}
 	var old bytes.Buffer
-	if err := Terminal(&old, r, nil); err != nil {
+	if err := Terminal(&old, r); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(old.String(), "Steps:") {
@@ -247,7 +247,7 @@ func TestStepReasons(t *testing.T) {
 		t.Fatal(err)
 	}
 	var term bytes.Buffer
-	if err := Terminal(&term, r, nil); err != nil {
+	if err := Terminal(&term, r); err != nil {
 		t.Fatal(err)
 	}
 	for name, out := range map[string]string{"markdown": string(md), "html": string(html), "terminal": term.String()} {

@@ -47,11 +47,7 @@ func Status(r analysis.Count) string {
 }
 
 // Terminal writes the success-rate table and the verdict.
-//
-// The last parameter is unused: intervals come from analysis.Pool. It stays
-// until app/probe.go, which passes probe.Wilson, is rewritten (issue 17's
-// session package); then it goes, with probe.Wilson and probe.Z95.
-func Terminal(w io.Writer, run *result.Run, _ func(k, n int) (float64, float64)) error {
+func Terminal(w io.Writer, run *result.Run) error {
 	rows := analysis.Pool(run.Points, run.Config.Threshold)
 	t := tablewriter.NewTable(w,
 		tablewriter.WithRenderer(renderer.NewBlueprint()),
