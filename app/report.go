@@ -68,6 +68,9 @@ func reportCommand(s Streams) *cli.Command {
 				sayReports(s, files, "report.", "report")
 				return nil
 			}
+			if err := measured(path, f.run); err != nil {
+				return err
+			}
 			return writeReport(s, f.run, out, fs)
 		},
 	}
@@ -117,6 +120,9 @@ func compareCommand(s Streams) *cli.Command {
 				}
 			}
 			for i := range paths {
+				if err := measured(paths[i], loaded[i].run); err != nil {
+					return err
+				}
 				if loaded[i].kind != loaded[0].kind {
 					return fail(ExitUsage, "compare: %s is %s but %s is %s: compare runs with runs and bench files with bench files",
 						paths[0], kindName(loaded[0].kind), paths[i], kindName(loaded[i].kind))
@@ -144,6 +150,22 @@ func compareCommand(s Streams) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// measured refuses, in one line, a run (nil: a bench file) that holds
+// no point to report: one that never started says why, one that stopped
+// before its first point says what stopped it.
+func measured(path string, run *result.Run) error {
+	if run == nil || len(run.Points) > 0 {
+		return nil
+	}
+	switch {
+	case strings.HasPrefix(run.Error, result.NotStarted):
+		return fail(ExitRunError, "%s: the run never started: %s", path, strings.TrimPrefix(run.Error, result.NotStarted))
+	case run.Error != "":
+		return fail(ExitRunError, "%s: no point was measured: the run stopped (%s)", path, run.Error)
+	}
+	return fail(ExitRunError, "%s: no point was measured yet (the run may still be in progress)", path)
 }
 
 // savedFile is a saved run or bench file, read once.

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
 )
 
 // `rdmaprobe report` on a run saved by search reproduces, byte for byte,
@@ -139,5 +142,58 @@ func TestReportBench(t *testing.T) {
 	cmp, _ := os.ReadFile(filepath.Join(cmpDir, "compare.md"))
 	if !strings.Contains(string(cmp), "comparison of 2 bench runs") || !strings.Contains(string(cmp), "sim (simulated) 2026-11-23 13:32 #2") {
 		t.Errorf("compare.md:\n%s", cmp)
+	}
+}
+
+// A run with no point to report says why in one line, whether it never
+// started, stopped before its first point or is still running; compare
+// refuses it the same way.
+func TestReportRunWithoutPoints(t *testing.T) {
+	for _, tc := range []struct {
+		err, want string
+	}{
+		{result.NotStarted + "guest not ready after 1m0s", "the run never started: guest not ready after 1m0s"},
+		{"measure 10 clients (trial 1): server not ready", "no point was measured: the run stopped (measure 10 clients"},
+		{"", "no point was measured yet"},
+	} {
+		dir := t.TempDir()
+		path, err := result.SaveRun(dir, &result.Run{SchemaVersion: result.SchemaVersion, Tool: "rdmaprobe",
+			Mode: "ramp", Backend: result.Backend{Name: "vm"}, Points: []result.Point{}, Error: tc.err})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := t.TempDir()
+		_, errOut, code := run(t, "report", path, "--out", out)
+		if code != ExitRunError || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, path+": "+tc.want) {
+			t.Errorf("report of a run with error %q: exit %d, stderr %q; want one line with %q", tc.err, code, errOut, tc.want)
+		}
+		if files, _ := os.ReadDir(out); len(files) != 0 {
+			t.Errorf("report wrote %d files for a run without points", len(files))
+		}
+		_, errOut, code = run(t, "compare", "../report/testdata/predecessor.json", path, "--out", out)
+		if code != ExitRunError || !strings.Contains(errOut, tc.want) {
+			t.Errorf("compare with it: exit %d, stderr %q", code, errOut)
+		}
+	}
+}
+
+// A binary without the verbs fabric, outside a source tree to build one
+// from, asked for --backend vm: one line, exit 1, and no run directory
+// (it used to leave run.json with "points": null).
+func TestRunThatCannotStartLeavesNothing(t *testing.T) {
+	if runner.HasVerbs() {
+		t.Skip("this test binary has the verbs fabric (built with -tags verbs): the run would start")
+	}
+	root := t.TempDir()
+	t.Chdir(t.TempDir()) // no go.mod above: nothing to build a verbs binary from
+	_, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "5", "--results", root)
+	if code != ExitRunError || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("exit %d, stderr %q; want %d and one line", code, errOut, ExitRunError)
+	}
+	if ok, _ := runner.GuestAvailable(); ok && !strings.Contains(errOut, "no verbs fabric") {
+		t.Errorf("stderr %q does not say the binary has no verbs fabric", errOut)
+	}
+	if ents, _ := os.ReadDir(root); len(ents) != 0 {
+		t.Errorf("a run that never started left %v in the results directory", ents)
 	}
 }

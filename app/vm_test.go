@@ -366,3 +366,31 @@ FAIL`
 		t.Errorf("failLines:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// A guest that cannot boot (a CPU model QEMU does not know): the run
+// never started, so its directory keeps only the console log and a
+// run.json that says why, which report says in one line.
+func TestVMBootFailureSaysWhy(t *testing.T) {
+	needVM(t)
+	root := t.TempDir()
+	_, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "5", "--vm-cpu-model", "no-such-cpu", "--results", root)
+	runs, _ := filepath.Glob(filepath.Join(root, "*", result.FileName))
+	if code != ExitRunError || strings.Count(errOut, "\n") != 1 || len(runs) != 1 || !strings.Contains(errOut, runs[0]) {
+		t.Fatalf("exit %d, stderr %q, runs %v; want %d, one line naming the one run.json", code, errOut, runs, ExitRunError)
+	}
+	r, err := result.Load(runs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(r.Error, result.NotStarted) || len(r.Points) != 0 {
+		t.Errorf("run.json: error %q, %d points", r.Error, len(r.Points))
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(runs[0]), "guest-console.log")); err != nil {
+		t.Error(err)
+	}
+	_, errOut, code = run(t, "report", runs[0], "--out", t.TempDir())
+	if code != ExitRunError || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "the run never started: ") {
+		t.Errorf("report: exit %d, stderr %q", code, errOut)
+	}
+	noChildren(t)
+}

@@ -69,10 +69,16 @@ type Run struct {
 	// Diagnosis is the limiting factor at the breaking point.
 	Diagnosis *Diagnosis `json:"diagnosis,omitempty"`
 	// Complete is false while a run is in progress or when it was
-	// interrupted; Error says why it stopped early.
+	// interrupted; Error says why it stopped early, and starts with
+	// NotStarted when the run never measured a point because it could
+	// not start.
 	Complete bool   `json:"complete"`
 	Error    string `json:"error,omitempty"`
 }
+
+// NotStarted begins the Error of a run that could not start (a guest
+// that did not boot): such a run has no points.
+const NotStarted = "not started: "
 
 // Backend says where the QPs came from.
 type Backend struct {

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -80,7 +81,8 @@ type Session struct {
 }
 
 // Run runs the probe. The error is for what kept the run from starting
-// or from being saved; completed points are on disk either way.
+// or from being saved; completed points are on disk either way. A run
+// that cannot start leaves nothing behind (see notStarted).
 func Run(ctx context.Context, o Options) (*Session, error) {
 	dir, err := result.NewRunDir(o.ResultsDir, o.Backend.Name, time.Now())
 	if err != nil {
@@ -88,18 +90,20 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 	}
 	s := &Session{Dir: dir, Run: newRun(o)}
 	run := s.Run
+	pairs, err := certs.NewPairs()
+	if err != nil {
+		return nil, s.notStarted(err)
+	}
+	// The directory exists before the runner opens, because a guest
+	// writes its console log there while it boots.
+	r, err := o.Open(ctx, o.Spec, dir, runner.LocalOptions{Certs: pairs, ProfileDir: o.ProfileDir, Progress: o.Progress})
+	if err != nil {
+		return nil, s.notStarted(err)
+	}
+	defer r.Close()
 	if s.Path, err = result.SaveRun(dir, run); err != nil {
 		return nil, err
 	}
-	pairs, err := certs.NewPairs()
-	if err != nil {
-		return nil, err
-	}
-	r, err := o.Open(ctx, o.Spec, dir, runner.LocalOptions{Certs: pairs, ProfileDir: o.ProfileDir, Progress: o.Progress})
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
 	describe := func() {
 		if run.Environment.Device == nil {
 			run.Environment.Device = r.Device()
@@ -166,13 +170,33 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 	return s, saveErr
 }
 
+// notStarted is why the run never started, as Run returns it. The run
+// directory is removed if nothing was written there, so that a run
+// which could not start (no verbs fabric in this binary, a bad option
+// the runner found) leaves no empty results behind. A runner that left
+// evidence there (the console log of a guest that did not boot) keeps
+// it, and run.json beside it says why the run never started, with no
+// points; `rdmaprobe report` says that in one line.
+func (s *Session) notStarted(why error) error {
+	if os.Remove(s.Dir) == nil { // removes only an empty directory
+		return why
+	}
+	s.Run.FinishedAt = time.Now().UTC()
+	s.Run.Error = result.NotStarted + why.Error()
+	p, err := result.SaveRun(s.Dir, s.Run)
+	if err != nil {
+		return fmt.Errorf("%w (and saving why in %s: %v)", why, s.Dir, err)
+	}
+	return fmt.Errorf("%w (%s says so, beside what was written there before it stopped)", why, p)
+}
+
 // newRun is the run record before its first point.
 func newRun(o Options) *result.Run {
 	sp := o.Spec
 	run := &result.Run{
 		SchemaVersion: result.SchemaVersion, Tool: "rdmaprobe", ToolVersion: o.ToolVersion,
 		Command: o.Command, Mode: o.Mode, StartedAt: time.Now().UTC(),
-		Backend: o.Backend, Environment: collectors.Environment(),
+		Backend: o.Backend, Environment: collectors.Environment(), Points: []result.Point{},
 		Config: result.Config{
 			ResourceMode: sp.Mode, Rounds: sp.Rounds, PayloadBytes: sp.MsgSize,
 			ClientTimeout: sp.Timeout.Seconds(), Rate: sp.Rate, Procs: sp.Procs, InFlight: sp.InFlight,

@@ -3,7 +3,9 @@ package session
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/rdmaprobe/rdmaprobe/probe"
@@ -155,5 +157,46 @@ func TestCheck(t *testing.T) {
 		if err := tc.o.Check(); (err != nil) != tc.fail {
 			t.Errorf("Check(%+v) = %v, want failure %v", tc.o, err, tc.fail)
 		}
+	}
+}
+
+// A run whose runner cannot open leaves no run directory behind, unless
+// the runner wrote there (a guest's console log from a failed boot):
+// then run.json says why the run never started, with no points.
+func TestRunThatCannotStart(t *testing.T) {
+	f := &fakeRunner{cap: 10}
+	var opened int
+	o := options(t, f, &opened)
+	why := errors.New("this rdmaprobe has no verbs fabric")
+	o.Open = func(ctx context.Context, spec runner.Spec, dir string, local runner.LocalOptions) (runner.Runner, error) {
+		return nil, why
+	}
+	s, err := Run(context.Background(), o)
+	if !errors.Is(err, why) || s != nil {
+		t.Fatalf("Run = %v, %v; want nil and the runner's error", s, err)
+	}
+	if ents, _ := os.ReadDir(o.ResultsDir); len(ents) != 0 {
+		t.Errorf("a run that never started left %d entries in the results directory", len(ents))
+	}
+
+	o.ResultsDir = t.TempDir()
+	o.Open = func(ctx context.Context, spec runner.Spec, dir string, local runner.LocalOptions) (runner.Runner, error) {
+		os.WriteFile(filepath.Join(dir, "guest-console.log"), []byte("Kernel panic\n"), 0o644)
+		return nil, errors.New("guest not ready after 1m0s")
+	}
+	_, err = Run(context.Background(), o)
+	runs, _ := filepath.Glob(filepath.Join(o.ResultsDir, "*", result.FileName))
+	if err == nil || len(runs) != 1 || !strings.Contains(err.Error(), runs[0]) {
+		t.Fatalf("error %v, runs %v: want the error to name the one run.json", err, runs)
+	}
+	r, err := result.Load(runs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Error != result.NotStarted+"guest not ready after 1m0s" || len(r.Points) != 0 || r.Complete {
+		t.Errorf("run: error %q, %d points, complete %v", r.Error, len(r.Points), r.Complete)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(runs[0]), "guest-console.log")); err != nil {
+		t.Errorf("console log: %v", err)
 	}
 }
