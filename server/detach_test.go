@@ -5,7 +5,6 @@ import (
 	"os"
 	"reflect"
 	"testing"
-	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
@@ -32,8 +31,7 @@ func TestDetach(t *testing.T) {
 	const n = 40
 	for _, mode := range server.Modes {
 		t.Run(mode, func(t *testing.T) {
-			h := newHarnessOpts(t, n, harnessOpts{mode: mode, detach: true,
-				handshake: 30 * time.Second, exchange: 30 * time.Second})
+			h := newHarnessOpts(t, n, harnessOpts{mode: mode, detach: true})
 			before := openFiles(t)
 			recs, conns := client.Run(context.Background(), h.dialer, client.Load{N: n}, nil)
 			for _, r := range recs {
@@ -79,8 +77,7 @@ func TestDetachGoodbyesBeforeStop(t *testing.T) {
 	const n = 40
 	for _, mode := range server.Modes {
 		t.Run(mode, func(t *testing.T) {
-			h := newHarnessOpts(t, n, harnessOpts{mode: mode, detach: true,
-				handshake: 30 * time.Second, exchange: 30 * time.Second})
+			h := newHarnessOpts(t, n, harnessOpts{mode: mode, detach: true})
 			recs, conns := client.Run(context.Background(), h.dialer, client.Load{N: n}, nil)
 			for _, r := range recs {
 				if r.Outcome != "ok" {

@@ -34,8 +34,7 @@ func noGoroutinePerClient(t *testing.T, mode string) {
 	if timeScale > 1 {
 		n = 100 // the TCG guest: handshakes cost ~15x
 	}
-	h := newHarnessOpts(t, n+1, harnessOpts{mode: mode, rounds: 3,
-		handshake: 30 * time.Second, exchange: 30 * time.Second})
+	h := newHarnessOpts(t, n+1, harnessOpts{mode: mode, rounds: 3})
 	ctx := context.Background()
 	// One client first, so the group's routers and the fabric's wire
 	// between the two devices are up before the count.

@@ -8,7 +8,8 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/fabric/sim"
 )
 
-// timeScale stretches the harness's timeouts; sim runs on the host.
+// timeScale is how much slower than the host the device's machine runs
+// (tests size their load and waits by it); sim runs on the host.
 const timeScale = 1
 
 // testFabric: the server (with opts: caps, a service delay) and the

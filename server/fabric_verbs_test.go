@@ -15,7 +15,8 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/fabric/verbs"
 )
 
-// timeScale stretches the harness's timeouts: the only device these tests
+// timeScale is how much slower than the host the device's machine runs
+// (tests size their load and waits by it): the only device these tests
 // meet is rxe0 in the QEMU TCG guest, where crypto runs ~15x slower.
 var timeScale = func() time.Duration {
 	if ents, err := os.ReadDir("/sys/class/infiniband"); err == nil && len(ents) > 0 {

@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/certs"
 	"github.com/rdmaprobe/rdmaprobe/client"
@@ -96,8 +95,7 @@ func TestModes(t *testing.T) {
 			name += fmt.Sprintf("/srq_depth=%d", tt.srqDepth)
 		}
 		t.Run(name, func(t *testing.T) {
-			h := newHarnessOpts(t, n, harnessOpts{mode: tt.mode, simCaps: fabric.Caps{MaxCQE: tt.maxCQE}, rounds: 5,
-				handshake: 30 * time.Second, exchange: 30 * time.Second, srqDepth: tt.srqDepth})
+			h := newHarnessOpts(t, n, harnessOpts{mode: tt.mode, simCaps: fabric.Caps{MaxCQE: tt.maxCQE}, rounds: 5, srqDepth: tt.srqDepth})
 			caps := h.srv.Device().Caps()
 			if tt.maxCQE > 0 && caps.MaxCQE != tt.maxCQE {
 				t.Skipf("the device's max_cqe is %d, not the sim's %d", caps.MaxCQE, tt.maxCQE)
