@@ -33,6 +33,11 @@ type DeviceConfig struct {
 	Name     string // "" = first device
 	Port     int    // 0 = 1
 	GIDIndex int    // -1 = auto (first RoCE v2 IPv4-mapped GID, else 0)
+	// Addr is the IPv4 address the simulated device's port has (its
+	// wire listens there, and its GID is ::ffff:Addr), so simulated
+	// QPs can connect across hosts; "" = 127.0.0.1. A real device's
+	// addresses are its netdev's, and it ignores Addr.
+	Addr string
 }
 
 // Caps are the device attributes that bound capacity (ibv_query_device).

@@ -20,6 +20,9 @@ type Fabric struct {
 	Device   string `json:"device,omitempty"`
 	Port     int    `json:"port,omitempty"`
 	GIDIndex int    `json:"gid_index"`
+	// Addr is the simulated port's IPv4 address (fabric.DeviceConfig):
+	// where a sim server or generator on another host is reached.
+	Addr string `json:"addr,omitempty"`
 	// SimMax* are the simulated server device's caps (0 = what rxe
 	// reports). They apply to the server only: the simulated device
 	// lives in one process, and what the caps model is the device of
@@ -32,7 +35,7 @@ type Fabric struct {
 
 // DeviceConfig is the device to open.
 func (f Fabric) DeviceConfig() fabric.DeviceConfig {
-	return fabric.DeviceConfig{Name: f.Device, Port: f.Port, GIDIndex: f.GIDIndex}
+	return fabric.DeviceConfig{Name: f.Device, Port: f.Port, GIDIndex: f.GIDIndex, Addr: f.Addr}
 }
 
 // SimCaps are the simulated device's caps: rxe's, lowered by SimMax*.

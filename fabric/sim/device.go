@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"syscall"
 
@@ -15,12 +16,13 @@ type device struct {
 	prov *Provider
 	port fabric.PortInfo
 	ln   net.Listener
+	addr netip.Addr      // the wire's address, the GID's
 	ctx  context.Context // ends at Close; bounds dials
 	stop context.CancelFunc
 
 	mu     sync.Mutex
 	closed bool
-	out    map[uint16]*link // connections we dialed, by peer LID
+	out    map[netip.AddrPort]*link // connections we dialed, by peer address and LID
 	in     map[*link]struct{}
 	pds    map[*pd]struct{}
 	cqs    map[*cq]struct{}
@@ -33,13 +35,19 @@ type device struct {
 
 var _ fabric.Device = (*device)(nil)
 
-// loopbackGID is ::ffff:127.0.0.1, the RoCE v2 IPv4-mapped GID rxe on lo
-// puts at index 1. The sim reports it at whatever index was asked for:
-// routing is by LID, so rxe's failure of RTR with GID index 0 (fe80::) is
-// not reproduced.
-var loopbackGID = fabric.GID{10: 0xff, 11: 0xff, 12: 127, 15: 1}
+// mappedGID is addr as a RoCE v2 IPv4-mapped GID (for 127.0.0.1 the
+// ::ffff:127.0.0.1 rxe on lo puts at index 1). The sim reports it at
+// whatever index was asked for: routing is by the GID's address and the
+// LID, so rxe's failure of RTR with GID index 0 (fe80::) is not
+// reproduced.
+func mappedGID(addr netip.Addr) fabric.GID { return fabric.GID(addr.As16()) }
 
-func newDevice(p *Provider, ln net.Listener, gidx int) *device {
+// loopback is the default address, 127.0.0.1.
+var loopback = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+
+var loopbackGID = mappedGID(loopback)
+
+func newDevice(p *Provider, ln net.Listener, gidx int, addr netip.Addr) *device {
 	ctx, stop := context.WithCancel(context.Background())
 	return &device{
 		prov: p,
@@ -49,13 +57,14 @@ func newDevice(p *Provider, ln net.Listener, gidx int) *device {
 			LID:       uint16(ln.Addr().(*net.TCPAddr).Port),
 			ActiveMTU: fabric.MTU4096,
 			GIDIndex:  gidx,
-			GID:       loopbackGID,
+			GID:       mappedGID(addr),
 			LinkLayer: "simulated",
 		},
 		ln:   ln,
 		ctx:  ctx,
 		stop: stop,
-		out:  make(map[uint16]*link),
+		addr: addr,
+		out:  make(map[netip.AddrPort]*link),
 		in:   make(map[*link]struct{}),
 		pds:  make(map[*pd]struct{}),
 		cqs:  make(map[*cq]struct{}),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"sync"
 	"syscall"
 	"time"
@@ -108,6 +109,7 @@ type qp struct {
 	// Responder side, set at RTR.
 	destQPN uint32
 	dlid    uint16
+	dip     netip.Addr // the address of the peer's GID
 	epsn    uint32 // next PSN expected from the peer
 	lastIn  uint32 // last PSN placed in a receive buffer
 	rq      ring[recvWR]
@@ -269,11 +271,18 @@ func (q *qp) ToRTR(a fabric.RTRAttr) error {
 	case a.Port != 0 && a.Port != portNum:
 		return bad("port %d (device has port 1 only)", a.Port)
 	case a.DLID == 0:
-		// Real RoCE routes by DGID; the sim routes by DLID, the peer
-		// wire's port, and accepts any DGID.
-		return bad("DLID 0: the sim routes by DLID (the peer's Port().LID)")
+		// Real RoCE routes by DGID alone; the sim's wire is the DGID's
+		// address and, as the port on it, the DLID.
+		return bad("DLID 0: the sim routes by DGID and DLID (the peer's Port().LID)")
 	}
 	q.destQPN, q.dlid = a.DestQPN, a.DLID
+	// A GID that is not IPv4-mapped (index 0's fe80::) names no wire
+	// address; such a peer is taken to be on this host, as every sim
+	// peer was before devices had addresses.
+	q.dip = loopback
+	if ip := netip.AddrFrom16(a.DGID).Unmap(); ip.Is4() {
+		q.dip = ip
+	}
 	q.epsn, q.lastIn = a.RQPSN, psnAdd(a.RQPSN, -1)
 	q.state = fabric.QPSRTR
 	return nil
@@ -481,7 +490,7 @@ func (q *qp) Destroy() error {
 func (q *qp) xmitLocked(e *sendWR) {
 	l := q.link
 	if l == nil || l.dead.Load() {
-		l = q.dev.linkTo(q.dlid)
+		l = q.dev.linkTo(netip.AddrPortFrom(q.dip, q.dlid))
 		q.link = l
 	}
 	if l == nil {
@@ -614,7 +623,7 @@ func (q *qp) onRequest(from *link, h header, payload []byte) {
 		q.dev.dropped(from, h) // a QP not ready to receive drops packets; the requester retries
 		return
 	}
-	if h.srcQPN != q.destQPN || h.srcLID != q.dlid {
+	if h.srcQPN != q.destQPN || h.srcLID != q.dlid || from.peer.Addr() != q.dip {
 		q.dev.dropped(from, h) // fails RC header validation: dropped, as in IB
 		return
 	}
@@ -667,13 +676,13 @@ func (q *qp) onRequest(from *link, h header, payload []byte) {
 
 // onResponse is the requester: an ACK, NAK or READ response for this
 // QP's requests.
-func (q *qp) onResponse(h header, payload []byte) {
+func (q *qp) onResponse(from *link, h header, payload []byte) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.destroyed || q.state != fabric.QPSRTS || q.sq.n == 0 {
 		return
 	}
-	if h.srcQPN != q.destQPN || h.srcLID != q.dlid {
+	if h.srcQPN != q.destQPN || h.srcLID != q.dlid || from.peer.Addr() != q.dip {
 		return
 	}
 	// k is the response PSN's place among the outstanding sends; a PSN

@@ -14,11 +14,14 @@
 //   - RC QPs follow the verbs state machine RESET→INIT→RTR→RTS; ERR is
 //     reached only through a transport or responder error, as there is no
 //     modify to ERR in the fabric interface.
-//   - The data path runs between processes over loopback TCP: each opened
-//     context listens on 127.0.0.1 (its "wire"), its LID is the wire's port,
-//     and RTR's DLID names the peer context. All QPs towards one peer share a
-//     single multiplexed connection, so 100,000 QPs cost two connections per
-//     process pair, not 100,000 sockets.
+//   - The data path runs between processes over TCP: each opened context
+//     listens on its address (DeviceConfig.Addr, default 127.0.0.1) as its
+//     "wire", its GID is that address IPv4-mapped (::ffff:a.b.c.d, as
+//     RoCE v2), its LID is the wire's port, and RTR's DGID and DLID name
+//     the peer context, so QPs connect across hosts as they would on
+//     RoCE. All QPs towards one peer share a single multiplexed
+//     connection, so 100,000 QPs cost two connections per process pair,
+//     not 100,000 sockets.
 //   - RC transport: one PSN per message, ACK per message, PSN sequence NAK,
 //     retransmission on timeout with retry_cnt, invalid-request NAK for a
 //     message longer than the posted receive, and RNR handled as
@@ -46,6 +49,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -180,7 +184,8 @@ func (p *Provider) Simulated() bool { return true }
 // Devices lists the one simulated device.
 func (p *Provider) Devices() ([]string, error) { return []string{p.name}, nil }
 
-// Open opens a context on the device and starts its wire on 127.0.0.1.
+// Open opens a context on the device and starts its wire on cfg.Addr
+// (default 127.0.0.1).
 func (p *Provider) Open(ctx context.Context, cfg fabric.DeviceConfig) (fabric.Device, error) {
 	if cfg.Name != "" && cfg.Name != p.name {
 		return nil, verr("ibv_open_device", syscall.ENODEV, fmt.Sprintf("no device %q (have %q)", cfg.Name, p.name))
@@ -199,12 +204,20 @@ func (p *Provider) Open(ctx context.Context, cfg fabric.DeviceConfig) (fabric.De
 	if gidx >= gidTblLen {
 		return nil, verr("ibv_query_gid", syscall.EINVAL, fmt.Sprintf("GID index %d (table has %d entries)", gidx, gidTblLen))
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("sim: start wire: %w", err)
+	addr := loopback
+	if cfg.Addr != "" {
+		a, err := netip.ParseAddr(cfg.Addr)
+		if err != nil || !a.Unmap().Is4() {
+			return nil, verr("ibv_open_device", syscall.EINVAL, fmt.Sprintf("address %q: the simulated port takes an IPv4 address", cfg.Addr))
+		}
+		addr = a.Unmap()
 	}
-	d := newDevice(p, ln, gidx)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", netip.AddrPortFrom(addr, 0).String())
+	if err != nil {
+		return nil, fmt.Errorf("sim: start wire on %s: %w", addr, err)
+	}
+	d := newDevice(p, ln, gidx, addr)
 	if p.opts.ServiceDelay > 0 {
 		d.delay = &delayLine{every: p.opts.ServiceDelay, from: p.opts.ServiceDelayFrom, q: make(chan delayed, delayQueue)}
 	}

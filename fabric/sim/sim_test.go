@@ -71,11 +71,15 @@ type path struct {
 	sqpsn    uint32
 	timeout  int
 	retryCnt int
+	dgid     fabric.GID // zero: loopbackGID
 }
 
 func rtr(p path) fabric.RTRAttr {
+	if p.dgid == (fabric.GID{}) {
+		p.dgid = loopbackGID
+	}
 	return fabric.RTRAttr{PathMTU: fabric.MTU4096, DestQPN: p.destQPN, RQPSN: p.rqpsn,
-		MaxDestRdAtomic: 1, MinRNRTimer: 12, DLID: p.dlid, DGID: loopbackGID, GIDIndex: 1, HopLimit: 64, Port: 1}
+		MaxDestRdAtomic: 1, MinRNRTimer: 12, DLID: p.dlid, DGID: p.dgid, GIDIndex: 1, HopLimit: 64, Port: 1}
 }
 
 func rts(p path) fabric.RTSAttr {

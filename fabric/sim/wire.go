@@ -6,7 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strconv"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,8 +90,12 @@ func parseHeader(b []byte) header {
 // across a syscall) and written in batches by the link's writer goroutine.
 type link struct {
 	dev      *device
-	outbound bool   // we dialed it; carries our SENDs and their responses
-	lid      uint16 // peer LID, outbound only
+	outbound bool // we dialed it; carries our SENDs and their responses
+	// peer is the peer wire's address and port (its GID's address and
+	// LID) on an outbound link; on an inbound one, the address the peer
+	// dialed from (its GID's: dials are made from the wire's address)
+	// and port 0.
+	peer netip.AddrPort
 	dead     atomic.Bool
 
 	mu    sync.Mutex
@@ -106,8 +110,8 @@ type link struct {
 // one burst does not pin memory for the life of the connection.
 const maxSpare = 1 << 20
 
-func newLink(d *device, outbound bool, lid uint16, c net.Conn) *link {
-	return &link{dev: d, outbound: outbound, lid: lid, conn: c,
+func newLink(d *device, outbound bool, peer netip.AddrPort, c net.Conn) *link {
+	return &link{dev: d, outbound: outbound, peer: peer, conn: c,
 		kick: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
@@ -184,8 +188,10 @@ func (l *link) writeLoop() {
 
 // dial connects an outbound link and starts its response reader.
 func (l *link) dial() bool {
-	var dl net.Dialer
-	c, err := dl.DialContext(l.dev.ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(l.lid))))
+	// From the wire's own address: the peer checks that a request comes
+	// from the address of the GID its QP was connected to.
+	dl := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(l.dev.addr, 0))}
+	c, err := dl.DialContext(l.dev.ctx, "tcp", l.peer.String())
 	if err != nil {
 		l.fail()
 		return false
@@ -256,7 +262,7 @@ func (d *device) dispatch(l *link, h header, p []byte) {
 	case isRequest(h.op) && !l.outbound:
 		q.onRequest(l, h, p)
 	case !isRequest(h.op) && l.outbound:
-		q.onResponse(h, p)
+		q.onResponse(l, h, p)
 	}
 }
 
@@ -304,7 +310,11 @@ func (d *device) acceptLoop() {
 			}
 			continue
 		}
-		l := newLink(d, false, 0, c)
+		var peer netip.AddrPort
+		if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			peer = netip.AddrPortFrom(ta.AddrPort().Addr().Unmap(), 0)
+		}
+		l := newLink(d, false, peer, c)
 		d.mu.Lock()
 		if d.closed {
 			d.mu.Unlock()
@@ -319,19 +329,20 @@ func (d *device) acceptLoop() {
 	}
 }
 
-// linkTo returns the connection towards the context whose LID is lid,
-// dialing it (in the link's writer goroutine) on first use.
-func (d *device) linkTo(lid uint16) *link {
+// linkTo returns the connection towards the context whose wire is peer
+// (its GID's address, its LID), dialing it (in the link's writer
+// goroutine) on first use.
+func (d *device) linkTo(peer netip.AddrPort) *link {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
 		return nil
 	}
-	if l := d.out[lid]; l != nil && !l.dead.Load() {
+	if l := d.out[peer]; l != nil && !l.dead.Load() {
 		return l
 	}
-	l := newLink(d, true, lid, nil)
-	d.out[lid] = l
+	l := newLink(d, true, peer, nil)
+	d.out[peer] = l
 	d.wg.Add(1)
 	go l.writeLoop()
 	return l
@@ -341,8 +352,8 @@ func (d *device) dropLink(l *link) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if l.outbound {
-		if d.out[l.lid] == l {
-			delete(d.out, l.lid)
+		if d.out[l.peer] == l {
+			delete(d.out, l.peer)
 		}
 	} else {
 		delete(d.in, l)
