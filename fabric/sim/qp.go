@@ -110,8 +110,8 @@ type qp struct {
 	destQPN uint32
 	dlid    uint16
 	dip     netip.Addr // the address of the peer's GID
-	epsn    uint32 // next PSN expected from the peer
-	lastIn  uint32 // last PSN placed in a receive buffer
+	epsn    uint32     // next PSN expected from the peer
+	lastIn  uint32     // last PSN placed in a receive buffer
 	rq      ring[recvWR]
 	held    ring[heldMsg]
 	srqWait bool // listed among srq.waiters; guarded by srq.mu

@@ -96,7 +96,7 @@ type link struct {
 	// dialed from (its GID's: dials are made from the wire's address)
 	// and port 0.
 	peer netip.AddrPort
-	dead     atomic.Bool
+	dead atomic.Bool
 
 	mu    sync.Mutex
 	conn  net.Conn // nil until an outbound dial completes
