@@ -105,12 +105,26 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 		what += ": " + f.errno
 	}
 
+	// Client commands the harness could not start: its own limit.
+	if f.class == result.OutcomeStart {
+		if n, errno := harnessLimited(pt); n > 0 {
+			d.Limit = "harness"
+			d.Summary = fmt.Sprintf("the harness could not start %s client commands (%s): its own limit on this machine, not the server's", num(n), errno)
+			d.Suggestion = "raise the harness's limits (ulimit -u, -n), pace launches with --rate or spread the clients over more machines"
+			return d
+		}
+	}
+	// A client command that says its server refused it at capacity.
+	refusedAtCap := f.class == result.OutcomeRefused || (f.class == result.OutcomeExit && saysAtCapacity(pt, f.class))
+
 	switch {
-	case f.class == result.OutcomeRefused && maxClients > 0 && pt.Clients > maxClients:
+	case refusedAtCap && maxClients > 0 && pt.Clients > maxClients:
 		d.Limit = "max-clients"
 		d.Summary = fmt.Sprintf("the server refused %s clients \"at capacity\": --max-clients %s is below the %s attempted",
 			num(f.count), num(maxClients), num(pt.Clients))
-		ev("server refused %s, peak %s active", num(pt.Server.Refused), num(pt.Server.PeakActive))
+		if f.class == result.OutcomeRefused {
+			ev("server refused %s, peak %s active", num(pt.Server.Refused), num(pt.Server.PeakActive))
+		}
 		d.Suggestion = "raise the server's --max-clients"
 		return d
 	}
@@ -222,6 +236,35 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 		d.Suggestion = "inspect the per-client errors in the run JSON"
 	}
 	return d
+}
+
+// saysAtCapacity reports whether most client commands failing as class
+// said, in their output, that the server was at capacity.
+func saysAtCapacity(pt result.Point, class string) bool {
+	n, said := 0, 0
+	for _, r := range pt.Records {
+		if r.Outcome != class || r.Command == nil {
+			continue
+		}
+		n++
+		if strings.Contains(strings.ReplaceAll(strings.ToLower(r.Command.Tail+r.Error), "-", " "), "at capacity") {
+			said++
+		}
+	}
+	return n > 0 && 2*said > n
+}
+
+// harnessLimited counts client commands that could not be started for
+// lack of the harness's own resources, and names the errno.
+func harnessLimited(pt result.Point) (int, string) {
+	n, errnos := 0, map[string]int{}
+	for _, r := range pt.Records {
+		if r.Command != nil && r.Command.HarnessLimit {
+			n++
+			errnos[r.Errno]++
+		}
+	}
+	return n, argmax(errnos)
 }
 
 // mostMaps is the process with the most memory mappings at any sample.

@@ -18,11 +18,34 @@ type backend struct {
 	fabric runner.Fabric
 	// guest, if set, runs the points inside a Soft-RoCE guest.
 	guest *runner.GuestOptions
+	// targetDirs go into the guest for server and client commands.
+	targetDirs []string
+}
+
+// targetDevice is the RDMA device a run with commands counts resources
+// on: in the guest, the netdev device (runner.NewGuest).
+func (b *backend) targetDevice(spec runner.Spec) string {
+	if b.guest != nil {
+		return runner.GuestNetdevDevice
+	}
+	return spec.Fabric.Device
+}
+
+// targetAddr is what client commands dial.
+func (b *backend) targetAddr(spec runner.Spec) string {
+	switch {
+	case spec.Server != nil && spec.Server.Addr != "":
+		return spec.Server.Addr
+	case b.guest != nil:
+		return runner.GuestNetdevAddr
+	}
+	return "127.0.0.1"
 }
 
 // open returns the Runner of spec's points: a Local one on this host, or
 // a Guest, which boots here. dir is the run's directory.
 func (b *backend) open(ctx context.Context, spec runner.Spec, dir string, local runner.LocalOptions) (runner.Runner, error) {
+	local.WorkDir = filepath.Join(dir, "points")
 	if b.guest == nil {
 		if spec.Fabric.Backend == "verbs" {
 			exe, err := runner.VerbsBinary(ctx)
@@ -35,6 +58,7 @@ func (b *backend) open(ctx context.Context, spec runner.Spec, dir string, local 
 	}
 	opts := *b.guest
 	opts.ConsoleLog = filepath.Join(dir, "guest-console.log")
+	opts.TargetDirs = b.targetDirs
 	opts.ProfileDir, opts.Progress = local.ProfileDir, local.Progress
 	return runner.NewGuest(ctx, spec, opts)
 }
@@ -104,8 +128,9 @@ func vmBackend(c *cli.Context, reason string) (*backend, error) {
 		Backend: result.Backend{Name: "vm", Reason: reason,
 			Description: "vm: rxe0 (Soft-RoCE in a QEMU guest)"},
 		// The guest's device, port 1, its first RoCE v2 IPv4-mapped GID.
-		fabric: runner.Fabric{Backend: "verbs", Port: 1, GIDIndex: -1},
-		guest:  &opts,
+		fabric:     runner.Fabric{Backend: "verbs", Port: 1, GIDIndex: -1},
+		guest:      &opts,
+		targetDirs: c.StringSlice("target-dir"),
 	}
 	if c.Bool("sim-in-vm") {
 		b.Backend = result.Backend{Name: "sim", Simulated: true, Reason: reason,

@@ -33,6 +33,7 @@ func clientsCommand(s Streams) *cli.Command {
 			&cli.StringFlag{Name: "cert", Usage: "client certificate PEM presented to the server (mutual TLS; required without --spec)"},
 			&cli.StringFlag{Name: "key", Usage: "client key PEM (required without --spec)"},
 			&cli.DurationFlag{Name: "hold", Usage: "keep connected clients open this long before exiting"},
+			&cli.BoolFlag{Name: "hold-stdin", Usage: "keep connected clients open until stdin ends (how a probe with --client-cmd holds them)"},
 			specFlag(),
 		}, append(fabricFlags(), profileFlag())...),
 		Action: func(c *cli.Context) error {
@@ -71,6 +72,6 @@ func generatorSpec(c *cli.Context, in *bufio.Reader) (runner.GeneratorSpec, bool
 		Rate: c.Float64("rate"), Fabric: fabricSpec(c, c.String("backend")),
 		CA: read("ca"), Cert: read("cert"), Key: read("key"), TLSResume: c.Bool("tls-resume"), TLSKex: c.String("tls-kex"),
 		InFlight: c.Int("inflight"), Timeout: c.Duration("timeout"), Rounds: c.Int("rounds"), MsgSize: c.Int("msg-size"),
-		CPUProfile: c.String("cpuprofile"), Hold: c.Duration("hold")}
+		CPUProfile: c.String("cpuprofile"), Hold: c.Duration("hold"), HoldStdin: c.Bool("hold-stdin")}
 	return spec, false, err
 }

@@ -46,7 +46,7 @@ func probeFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "stop-on-error", Usage: "stop at the first point that itself fails (server died, load generator crashed or hung) instead of counting it as failed and going on"},
 		&cli.DurationFlag{Name: "calibrate", Value: runner.DefaultCalibration, Usage: "measure this machine's speed (serial TLS handshakes in one process) for this long before and after each point, to tell a slow host from a slow server (0 = off)"},
 		&cli.DurationFlag{Name: "sample-interval", Value: 500 * time.Millisecond, Usage: "how often the collectors sample resources, processes and the host (0 = off)"},
-	}, append(append(append(vmFlags(), simInVMFlag()), limitFlags()...), fabricFlags()...)...)
+	}, append(append(append(append(vmFlags(), simInVMFlag()), limitFlags()...), fabricFlags()...), targetFlags()...)...)
 }
 
 func searchCommand(s Streams) *cli.Command {
@@ -129,10 +129,15 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 	if err != nil {
 		return fail(ExitUsage, "%v", err)
 	}
+	spec := probeSpec(c, be)
+	if err := targetSpec(c, &spec); err != nil {
+		return fail(2, "%v", err)
+	}
 	prog := newProgress(s.Err)
 	o := session.Options{
 		Mode: mode, Command: os.Args, ToolVersion: Version, ResultsDir: c.String("results"),
-		Backend: be.Backend, Spec: probeSpec(c, be), Trials: c.Int("trials"), StopOnError: c.Bool("stop-on-error"),
+		Backend: be.Backend, Spec: spec, Trials: c.Int("trials"), StopOnError: c.Bool("stop-on-error"),
+		Target:   targetRecord(spec, c.StringSlice("target-dir"), be.targetDevice(spec), be.targetAddr(spec)),
 		Strategy: strat, Open: be.open, ProfileDir: c.String("profile"),
 		Progress: prog.update,
 		PointStarts: func(n, trial int) {
@@ -183,11 +188,15 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 		}
 		fmt.Fprintln(s.Out)
 	}
-	fmt.Fprintf(s.Out, "PSNs: %d connections, %d distinct (client, server) pairs", run.PSN.Connections, run.PSN.DistinctPairs)
-	if !run.PSN.Unique {
-		fmt.Fprintf(s.Out, ", %d REPEATED", run.PSN.DuplicatePairs)
+	if t := run.Target; t != nil && len(t.Client) > 0 {
+		fmt.Fprintln(s.Out, "PSNs: not seen (client commands exchange their own)")
+	} else {
+		fmt.Fprintf(s.Out, "PSNs: %d connections, %d distinct (client, server) pairs", run.PSN.Connections, run.PSN.DistinctPairs)
+		if !run.PSN.Unique {
+			fmt.Fprintf(s.Out, ", %d REPEATED", run.PSN.DuplicatePairs)
+		}
+		fmt.Fprintln(s.Out)
 	}
-	fmt.Fprintln(s.Out)
 	fmt.Fprintf(s.Out, "saved %s\n", path)
 	// The same code as `rdmaprobe report run.json`, so a saved run
 	// renders again to the same bytes.

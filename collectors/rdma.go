@@ -167,7 +167,16 @@ func (c *rdmaCollector) byRole(procs []Proc) (map[string]map[string]int, error) 
 				pid = Tgid(tid)
 				tgids[tid] = pid
 			}
-			if r, ok := role[pid]; ok {
+			r, ok := role[pid]
+			if !ok && pid > 0 {
+				// A server command's workers, a generator's client
+				// commands: the role of the nearest ancestor that has
+				// one.
+				if r = roleOfAncestor(pid, role); r != "" {
+					role[pid], ok = r, true
+				}
+			}
+			if ok {
 				if out[r] == nil {
 					out[r] = map[string]int{}
 				}
@@ -179,6 +188,40 @@ func (c *rdmaCollector) byRole(procs []Proc) (map[string]map[string]int, error) 
 		}
 	}
 	return out, nil
+}
+
+// roleOfAncestor walks pid's parents (at most 16) to one with a role.
+func roleOfAncestor(pid int, role map[int]string) string {
+	for range 16 {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return ""
+		}
+		if pid = ParsePPid(data); pid <= 1 {
+			return ""
+		}
+		if r, ok := role[pid]; ok {
+			return r
+		}
+	}
+	return ""
+}
+
+// ParsePPid reads the parent's PID from a /proc/PID/stat line; the
+// command name may hold spaces and parentheses, so fields are counted
+// from the last ')'.
+func ParsePPid(stat []byte) int {
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
 }
 
 // Tgid returns the process (thread group) of thread tid, from

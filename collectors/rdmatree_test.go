@@ -75,3 +75,15 @@ func TestParseCMListening(t *testing.T) {
 		t.Error("malformed dump: no error")
 	}
 }
+
+func TestParsePPid(t *testing.T) {
+	for stat, want := range map[string]int{
+		"105 (rping) S 1 105 105 0 -1 4194560":         1,
+		"120 (a (b) c) R 105 105 105 0 -1 4194560 1 2": 105,
+		"garbage": 0,
+	} {
+		if got := ParsePPid([]byte(stat)); got != want {
+			t.Errorf("ParsePPid(%q) = %d, want %d", stat, got, want)
+		}
+	}
+}

@@ -94,7 +94,9 @@ func Start(spec Spec) (*Proc, error) {
 	if len(spec.Env) > 0 {
 		cmd.Env = append(os.Environ(), spec.Env...)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: should this process die, the kernel kills the program,
+	// so no server or client outlives the harness.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	p := &Proc{Argv: spec.Argv, cmd: cmd, done: make(chan struct{}), tree: map[int]uint64{}}
 	var err error
 	if spec.Stdin != "" || spec.Hold {

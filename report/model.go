@@ -36,8 +36,11 @@ type Model struct {
 	LimitAt int
 	Recs    []string
 	Method  Method
-	Plots   []Plot
-	Notes   []string // sampler errors and other caveats
+	// Target names a server or clients that are commands of the
+	// operator's, and the figures they cannot give (absent otherwise).
+	Target []string
+	Plots  []Plot
+	Notes  []string // sampler errors and other caveats
 }
 
 // Answer is the executive summary: analysis.Findings' capacities, with
@@ -141,6 +144,7 @@ func NewModel(run *result.Run) *Model {
 	m.phases(run)
 	m.Limit, m.LimitAt, m.Recs = f.Limit, f.LimitAt, f.Recommendations
 	m.method(run)
+	m.target(run)
 	for _, p := range run.Points {
 		for _, e := range p.SamplerErrors {
 			m.Notes = append(m.Notes, fmt.Sprintf("%d clients, trial %d: collector failed: %s", p.Clients, p.Trial, e))

@@ -165,6 +165,21 @@ var htmlFuncs = htmltemplate.FuncMap{
 	// svg inlines a plot rendered by gonum from numbers and fixed labels
 	// (safeLabel), never from run text.
 	"svg": func(b []byte) htmltemplate.HTML { return htmltemplate.HTML(b) },
+	// code turns `x` spans of a Markdown line into <code>x</code>, the
+	// rest escaped.
+	"code": codeHTML,
+}
+
+func codeHTML(s string) htmltemplate.HTML {
+	var b strings.Builder
+	for i, part := range strings.Split(s, "`") {
+		if i%2 == 1 {
+			b.WriteString("<code>" + htmltemplate.HTMLEscapeString(part) + "</code>")
+		} else {
+			b.WriteString(htmltemplate.HTMLEscapeString(part))
+		}
+	}
+	return htmltemplate.HTML(b.String())
 }
 
 func itoa(n int) string { return fmt.Sprint(n) }

@@ -8,8 +8,8 @@ func CheckPSNs(points []Point) PSNCheck {
 	var c PSNCheck
 	for _, p := range points {
 		for _, r := range p.Records {
-			if r.Outcome != OutcomeOK {
-				continue
+			if r.Outcome != OutcomeOK || r.Command != nil {
+				continue // a client command's PSNs are its own, unseen
 			}
 			c.Connections++
 			pairs[pair{r.LocalPSN, r.RemotePSN}]++

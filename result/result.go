@@ -28,10 +28,20 @@ const (
 	OutcomeTimeout    = "timeout"
 )
 
+// Outcome classes of a client command (--client-cmd): what the harness
+// sees of a client it did not write. OutcomeOK and OutcomeTimeout are
+// shared with the built-in client.
+const (
+	OutcomeExit     = "exit"            // an exit status other than 0
+	OutcomeSignal   = "signal"          // ended by a signal not the harness's
+	OutcomeMismatch = "output-mismatch" // exit 0, but no line matched --client-ok
+	OutcomeStart    = "start"           // could not be started
+)
+
 // Outcomes lists every outcome class in display order.
 var Outcomes = []string{OutcomeOK, OutcomeRefused, OutcomeTCPConnect, OutcomeTLS,
 	OutcomeExchange, OutcomeQPCreate, OutcomeInit, OutcomeRTR, OutcomeRTS,
-	OutcomeMessage, OutcomeTimeout}
+	OutcomeMessage, OutcomeTimeout, OutcomeExit, OutcomeSignal, OutcomeMismatch, OutcomeStart}
 
 // Connection phases timed per client, in order.
 const (
@@ -61,9 +71,12 @@ type Run struct {
 	Backend       Backend     `json:"backend"`
 	Environment   Environment `json:"environment"`
 	Config        Config      `json:"config"`
-	Points        []Point     `json:"points"`
-	Search        *Search     `json:"search,omitempty"`
-	PSN           PSNCheck    `json:"psn_check"`
+	// Target names the server under test and the clients when they are
+	// commands of the operator's, not rdmaprobe's own (absent then).
+	Target *Target  `json:"target,omitempty"`
+	Points []Point  `json:"points"`
+	Search *Search  `json:"search,omitempty"`
+	PSN    PSNCheck `json:"psn_check"`
 	// Limits are read once at the start of the run.
 	Limits *Limits `json:"limits,omitempty"`
 	// Diagnosis is the limiting factor at the breaking point.
@@ -239,6 +252,9 @@ type Point struct {
 	// Traffic is the traffic phase run once every client was connected
 	// (absent when the phase was off).
 	Traffic *Traffic `json:"traffic,omitempty"`
+
+	// Target is the server command as this point ran it (Run.Target).
+	Target *TargetPoint `json:"target,omitempty"`
 }
 
 // Percentiles summarises a sample.
@@ -294,6 +310,84 @@ type ClientRecord struct {
 	RemoteQPN  uint32 `json:"remote_qpn,omitempty"`
 	LocalPSN   uint32 `json:"local_psn,omitempty"`
 	RemotePSN  uint32 `json:"remote_psn,omitempty"`
+	// Command is what a client command did (--client-cmd); its
+	// ConnectUS is then spawn → the ok line (or exit), process start
+	// included, and no phase is timed.
+	Command *CommandRecord `json:"command,omitempty"`
+}
+
+// CommandRecord is one client command's end.
+type CommandRecord struct {
+	ExitCode int    `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
+	// HarnessLimit marks a client the harness could not start (fork or
+	// exec failed with EAGAIN, EMFILE, ENFILE or ENOMEM): the harness's
+	// own limit, which says nothing about the server.
+	HarnessLimit bool    `json:"harness_limit,omitempty"`
+	DurationMS   float64 `json:"duration_ms"`
+	// Tail is the end of its output (failed clients only).
+	Tail        string `json:"tail,omitempty"`
+	OutputBytes int64  `json:"output_bytes,omitempty"`
+}
+
+// Target is a server under test and clients that are commands of the
+// operator's (--server-cmd, --client-cmd).
+type Target struct {
+	// Server is the server command's argv template, BuildCommand the
+	// one run once per distinct N (--server-build); Port is a fixed port
+	// (--server-port), Ready the output line that says it is ready
+	// (--server-ready; else its port listening).
+	Server       []string `json:"server,omitempty"`
+	BuildCommand []string `json:"build,omitempty"`
+	Port         int      `json:"port,omitempty"`
+	Ready        string   `json:"ready,omitempty"`
+	// Client is the client command's argv template, with its stdin, the
+	// output line that says it is connected (--client-ok) and how "N at
+	// once" was counted: "held" (every client kept until all had printed
+	// their ok line) or "launched" (N started together, each doing its
+	// work and exiting: the server need not have held N at once).
+	Client      []string `json:"client,omitempty"`
+	ClientStdin string   `json:"client_stdin,omitempty"`
+	ClientOK    string   `json:"client_ok,omitempty"`
+	Counting    string   `json:"counting,omitempty"`
+	// Dirs are --target-dir directories shipped to the guest.
+	Dirs []string `json:"dirs,omitempty"`
+	// Binaries are the SHA-256 of the programs the commands name, by
+	// path, read when the run started (built programs: see each point).
+	Binaries map[string]string `json:"binaries,omitempty"`
+	// Device and Addr are the RDMA device the run counted resources on
+	// and the address clients dialled ({device}, {addr}).
+	Device string `json:"device,omitempty"`
+	Addr   string `json:"addr,omitempty"`
+}
+
+// TargetPoint is what a point's target command was.
+type TargetPoint struct {
+	// Argv is the server command as run; PID its process.
+	Argv []string `json:"argv"`
+	PID  int      `json:"pid,omitempty"`
+	// Build is the build for this N: its directory, whether it was
+	// cached, how long it took, and the SHA-256 of what it produced.
+	Build *Build `json:"build,omitempty"`
+	// Exit is how the server ended: "exit status 0", "killed by SIGKILL
+	// after ignoring SIGTERM for 10s"; Tail its last output.
+	Exit string `json:"exit,omitempty"`
+	Tail string `json:"tail,omitempty"`
+	// Processes counts the server's tree (itself, workers) at the
+	// end of the point; Left lists processes that could not be ended.
+	Processes int   `json:"processes,omitempty"`
+	Left      []int `json:"left,omitempty"`
+}
+
+// Build is one run of --server-build.
+type Build struct {
+	Argv        []string          `json:"argv"`
+	Dir         string            `json:"dir"`
+	Key         string            `json:"key"`
+	Cached      bool              `json:"cached"`
+	DurationSec float64           `json:"duration_sec"`
+	Outputs     map[string]string `json:"outputs,omitempty"` // file → SHA-256
+	Tail        string            `json:"tail,omitempty"`
 }
 
 // Search records how a search ran and what it concluded.

@@ -45,6 +45,15 @@ type GeneratorSpec struct {
 	// Hold keeps connected clients open this long before exiting (by
 	// hand only; the runner releases them by closing stdin).
 	Hold time.Duration `json:"hold,omitempty"`
+	// HoldStdin keeps connected clients open until stdin ends (by hand:
+	// how a client command of the built-in kind is held, --hold-stdin).
+	HoldStdin bool `json:"hold_stdin,omitempty"`
+	// Command, when set, runs a command per client instead of the
+	// built-in client (child_commands.go); Total is the point's client
+	// count and Dir its working directory, for its placeholders.
+	Command *ClientCommand `json:"command,omitempty"`
+	Total   int            `json:"total,omitempty"`
+	Dir     string         `json:"dir,omitempty"`
 }
 
 // ReadSpec reads one JSON line from in into v: how a child gets its
@@ -75,6 +84,9 @@ const DefaultInFlight = 256
 // spec.Addr and prints one line of counts.
 func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.Writer, events bool) error {
 	RaiseNoFile()
+	if spec.Command != nil {
+		return generateCommands(ctx, spec, in, out, events)
+	}
 	emit := NewEmitter(out)
 	failf := func(err error) error {
 		if events {
@@ -143,7 +155,15 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 		}
 	} else {
 		printCounts(out, recs, len(conns))
-		if spec.Hold > 0 {
+		if spec.HoldStdin && len(conns) < len(recs) {
+			// Held only when every client connected: a client command
+			// that failed must say so by its exit, now.
+			client.CloseAll(conns)
+			return fmt.Errorf("%d of %d clients did not connect", len(recs)-len(conns), len(recs))
+		}
+		if spec.HoldStdin {
+			io.Copy(io.Discard, in)
+		} else if spec.Hold > 0 {
 			t := time.NewTimer(spec.Hold)
 			select {
 			case <-t.C:

@@ -45,6 +45,12 @@ type GuestOptions struct {
 	ProfileDir string
 	// Progress, if set, receives live counts during a point.
 	Progress func(Progress)
+	// TargetDirs are host directories a server or client command needs
+	// in the guest (--target-dir), copied to the same paths.
+	TargetDirs []string
+	// BuildCache holds --server-build's outputs on the host; default
+	// DefaultBuildCache.
+	BuildCache string
 }
 
 func (o GuestOptions) cpuModel() string {
@@ -74,6 +80,10 @@ type Guest struct {
 	desc string
 	ref  *result.Reference
 	dev  *result.DeviceInfo
+	// build builds a server command on the host; pushed are the builds
+	// already copied into the guest, by key.
+	build  BuildFunc
+	pushed map[string]bool
 }
 
 // NewGuest boots the guest for spec's points and, on a real device,
@@ -81,11 +91,26 @@ type Guest struct {
 // inside the guest (for counts past this host's open-file limit).
 func NewGuest(ctx context.Context, spec Spec, opts GuestOptions) (*Guest, error) {
 	simulated := spec.Fabric.Backend == "sim"
-	g, err := bootGuest(ctx, opts, simulated)
+	var cmds *guestCommands
+	if spec.Server != nil || spec.Client != nil {
+		var err error
+		if cmds, err = commandsForGuest(spec, opts); err != nil {
+			return nil, err
+		}
+		spec = cmds.spec
+	}
+	g, err := bootGuestWith(ctx, opts, simulated, cmds)
 	if err != nil {
 		return nil, err
 	}
 	g.spec = spec
+	if cmds != nil && spec.Server != nil && len(spec.Server.Build) > 0 {
+		cache := opts.BuildCache
+		if cache == "" {
+			cache = DefaultBuildCache()
+		}
+		g.build, g.pushed = NewBuilder(spec.Server.Build, cache), map[string]bool{}
+	}
 	if !simulated { // a simulated fabric has no RDMA device to check
 		g.ref = g.reference(ctx)
 	}
@@ -98,6 +123,10 @@ func BootGuest(ctx context.Context, opts GuestOptions) (*Guest, error) {
 }
 
 func bootGuest(ctx context.Context, opts GuestOptions, simulated bool) (*Guest, error) {
+	return bootGuestWith(ctx, opts, simulated, nil)
+}
+
+func bootGuestWith(ctx context.Context, opts GuestOptions, simulated bool, cmds *guestCommands) (*Guest, error) {
 	if opts.Out == nil {
 		opts.Out = io.Discard
 	}
@@ -108,12 +137,17 @@ func bootGuest(ctx context.Context, opts GuestOptions, simulated bool) (*Guest, 
 	if err != nil {
 		return nil, err
 	}
-	img, err := softroce.BuildImage(ctx, softroce.ImageConfig{Binary: exe, ExtraBinaries: softroce.DefaultExtraBinaries})
+	ic := softroce.ImageConfig{Binary: exe, ExtraBinaries: softroce.DefaultExtraBinaries}
+	if cmds != nil {
+		ic.ExtraBinaries = append(append([]string(nil), ic.ExtraBinaries...), cmds.binaries...)
+		ic.ExtraDirs = opts.TargetDirs
+	}
+	img, err := softroce.BuildImage(ctx, ic)
 	if err != nil {
 		return nil, err
 	}
 	sg, err := softroce.Boot(ctx, softroce.BootConfig{Image: img, CPUs: opts.CPUs, MemMiB: opts.MemMiB,
-		LogPath: opts.ConsoleLog, CPUModel: opts.cpuModel(), KernelArgs: opts.KernelArgs})
+		LogPath: opts.ConsoleLog, CPUModel: opts.cpuModel(), KernelArgs: opts.KernelArgs, Netdev: cmds != nil})
 	if err != nil {
 		return nil, err
 	}
@@ -125,8 +159,12 @@ func bootGuest(ctx context.Context, opts GuestOptions, simulated bool) (*Guest, 
 	}
 	info := sg.Ready
 	g := &Guest{g: sg, opts: opts}
+	dev := info.Device
+	if cmds != nil && info.Netdev != nil {
+		dev = fmt.Sprintf("%s on %s (%s)", info.Netdev.Device, info.Netdev.Netdev, info.Netdev.Addr)
+	}
 	g.desc = fmt.Sprintf("vm: %s on Linux %s (Soft-RoCE, %s, %d vCPU, %s)",
-		info.Device, ShortRelease(info.KernelRelease), opts.cpu(), opts.CPUs, memString(opts.MemMiB))
+		dev, ShortRelease(info.KernelRelease), opts.cpu(), opts.CPUs, memString(opts.MemMiB))
 	if simulated {
 		g.desc = fmt.Sprintf("sim: simulated fabric (pure Go, not an RDMA measurement) in a QEMU guest on Linux %s (%s, %d vCPU, %s)",
 			ShortRelease(info.KernelRelease), strings.TrimPrefix(opts.cpu(), "QEMU "), opts.CPUs, memString(opts.MemMiB))
@@ -182,7 +220,28 @@ func (g *Guest) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		qemu = collectors.Start(ctx, collectors.Config{Interval: g.spec.SampleInterval,
 			Procs: func() []collectors.Proc { return []collectors.Proc{{Role: "qemu", PID: g.g.PID}} }})
 	}
-	raw, err := g.g.Call(ctx, opPoint, guestPointRequest{N: n, Trial: trial, Spec: g.spec}, func(m json.RawMessage) {
+	req := guestPointRequest{N: n, Trial: trial, Spec: g.spec}
+	if g.build != nil {
+		// Builds run on the host (the guest has no compiler); what one
+		// produced goes into the guest once, at the same path.
+		b, err := g.build(ctx, n, g.spec.maxClients(n))
+		if err != nil {
+			req.BuildError = err.Error()
+		} else {
+			if !g.pushed[b.Key] {
+				files, err := softroce.HostFiles([]string{b.Dir})
+				if err == nil {
+					err = g.g.PutFiles(ctx, files)
+				}
+				if err != nil {
+					return result.Point{Clients: n, Trial: trial}, fmt.Errorf("copy the build into the guest: %w", err)
+				}
+				g.pushed[b.Key] = true
+			}
+			req.Build = b
+		}
+	}
+	raw, err := g.g.Call(ctx, opPoint, req, func(m json.RawMessage) {
 		var p Progress
 		if g.opts.Progress != nil && json.Unmarshal(m, &p) == nil {
 			g.opts.Progress(p)

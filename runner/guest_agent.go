@@ -39,6 +39,10 @@ type guestPointRequest struct {
 	N     int  `json:"n"`
 	Trial int  `json:"trial"`
 	Spec  Spec `json:"spec"`
+	// Build is what the host built for this point's server command (its
+	// files already copied in), or BuildError why the build failed.
+	Build      *result.Build `json:"build,omitempty"`
+	BuildError string        `json:"build_error,omitempty"`
 }
 
 type guestDevice struct {
@@ -117,6 +121,14 @@ func (a *agent) point(ctx context.Context, req guestPointRequest, progress func(
 		a.certs = &p
 	}
 	opts := LocalOptions{Certs: *a.certs}
+	if req.Spec.Server != nil && len(req.Spec.Server.Build) > 0 {
+		opts.Build = func(context.Context, int, int) (*result.Build, error) {
+			if req.BuildError != "" {
+				return nil, errors.New(req.BuildError)
+			}
+			return req.Build, nil
+		}
+	}
 	if req.Spec.Profile {
 		opts.ProfileDir = guestProfileDir
 		if err := os.MkdirAll(guestProfileDir, 0o755); err != nil {

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,6 +31,12 @@ type LocalOptions struct {
 	Target Target
 	// Launcher places the load generators; default this machine.
 	Launcher Launcher
+	// Build builds a server command per client count (Spec.Server.Build);
+	// default a build on this machine, cached in DefaultBuildCache.
+	Build BuildFunc
+	// WorkDir holds each point's working directory ({dir} of server and
+	// client commands); default a directory under os.TempDir.
+	WorkDir string
 }
 
 // Local runs points with a Target and load generators placed by a
@@ -73,10 +80,37 @@ func NewLocal(spec Spec, opts LocalOptions) (*Local, error) {
 	if l.launcher == nil {
 		l.launcher = localLauncher{exe: opts.Exe}
 	}
+	if l.opts.WorkDir == "" {
+		l.opts.WorkDir = filepath.Join(os.TempDir(), fmt.Sprintf("rdmaprobe-points-%d", os.Getpid()))
+	}
+	if l.target == nil && spec.Server != nil {
+		if l.target, err = newCommandTarget(spec, l.opts); err != nil {
+			return nil, err
+		}
+	}
 	if l.target == nil {
 		l.target = &builtinTarget{exe: opts.Exe, spec: spec, certs: opts.Certs, profileDir: opts.ProfileDir}
 	}
+	if spec.Client != nil {
+		if err := spec.Client.Check(); err != nil {
+			return nil, err
+		}
+	}
 	return l, nil
+}
+
+// pointDir is the working directory of a point of n clients, trial.
+func pointDir(workDir string, n, trial int) string {
+	return filepath.Join(workDir, fmt.Sprintf("%d-%d", n, trial))
+}
+
+// notStarted records a point whose server could not be built, started
+// or made ready: its clients were never launched.
+func notStarted(pt *result.Point, n int, why string) {
+	pt.Error = why
+	for id := 0; id < n; id++ {
+		pt.Records = append(pt.Records, result.ClientRecord{ID: id, Outcome: result.OutcomeTimeout, Error: "not started: " + why})
+	}
 }
 
 // Device is what the server reported at its last start.
@@ -102,12 +136,32 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		pt.Calibration = &result.Calibration{WindowSec: l.calib.window.Seconds()}
 		pt.Calibration.BeforeHS = l.calib.measure(ctx, pt.Calibration)
 	}
+	if spec.Server != nil || spec.Client != nil {
+		dir := pointDir(l.opts.WorkDir, n, trial)
+		os.RemoveAll(dir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return pt, fmt.Errorf("point directory: %w", err)
+		}
+	}
 	smp := startSampler(ctx, spec.SampleInterval, l.sampleDevice)
 	started := time.Now()
+	// A server command's build, start or readiness failing is the
+	// point's failure (PointError), not the run's.
+	failed := func(err error) (result.Point, error) {
+		var pe *PointError
+		if !errors.As(err, &pe) || ctx.Err() != nil {
+			smp.finish(&pt, max)
+			return pt, err
+		}
+		notStarted(&pt, n, err.Error())
+		Summarise(&pt, spec.Threshold)
+		smp.finish(&pt, max)
+		pt.DurationSec = time.Since(pt.StartedAt).Seconds()
+		return pt, nil
+	}
 	srv, err := l.target.Start(ctx, n, trial)
 	if err != nil {
-		smp.finish(&pt, max)
-		return pt, err
+		return failed(err)
 	}
 	// The generators start while the server does: each opens its device
 	// and says "ready", and all are released at once when the server and
@@ -125,8 +179,10 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 			g.kill()
 		}
 		srv.Kill()
-		smp.finish(&pt, max)
-		return pt, err
+		if r, ok := srv.(interface{ Record() *result.TargetPoint }); ok {
+			pt.Target = r.Record()
+		}
+		return failed(err)
 	}
 	l.device = dev
 	smp.serverUp(srv.PID(), dev)
@@ -163,6 +219,9 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	if exitErr != "" && c.pointErr == "" {
 		pt.Server.ExitError = exitErr
 	}
+	if r, ok := srv.(interface{ Record() *result.TargetPoint }); ok {
+		pt.Target = r.Record()
+	}
 	pt.Error = c.pointErr
 	pt.Records = c.records()
 	Summarise(&pt, spec.Threshold)
@@ -190,7 +249,11 @@ func (l *Local) startGenerators(n, trial int) ([]*child, error) {
 		gs := GeneratorSpec{N: k, IDBase: base, Proc: i, Fabric: spec.Fabric.generators(),
 			CA: l.opts.Certs.Server.CertPEM, Cert: l.opts.Certs.Client.CertPEM, Key: l.opts.Certs.Client.KeyPEM,
 			TLSResume: spec.TLSResume, TLSKex: spec.TLSKex, InFlight: spec.InFlight,
-			Timeout: spec.Timeout, Rounds: spec.Rounds, MsgSize: spec.MsgSize}
+			Timeout: spec.Timeout, Rounds: spec.Rounds, MsgSize: spec.MsgSize,
+			Command: spec.Client, Total: n}
+		if spec.Client != nil {
+			gs.Dir = pointDir(l.opts.WorkDir, n, trial)
+		}
 		if spec.Rate > 0 {
 			gs.Rate = spec.Rate / float64(procs)
 		}

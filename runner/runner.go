@@ -112,6 +112,12 @@ type Spec struct {
 	// Profile has the server and generators write CPU profiles
 	// (LocalOptions.ProfileDir says where).
 	Profile bool `json:"profile,omitempty"`
+	// Server, when set, is the server under test: a command of the
+	// operator's instead of rdmaprobe's serve (target_command.go).
+	Server *ServerCommand `json:"server_cmd,omitempty"`
+	// Client, when set, runs a command per client instead of the
+	// built-in client (child_commands.go).
+	Client *ClientCommand `json:"client_cmd,omitempty"`
 }
 
 // DefaultMode is the server's default resource mode (the predecessor's
@@ -130,6 +136,16 @@ func (s Spec) Check() error {
 	case "", GoMaxProcsSplit, GoMaxProcsAll:
 	default:
 		return fmt.Errorf("--gomaxprocs %q: want %s or %s", s.GoMaxProcs, GoMaxProcsSplit, GoMaxProcsAll)
+	}
+	if s.Server != nil {
+		if err := s.Server.Check(); err != nil {
+			return err
+		}
+	}
+	if s.Client != nil {
+		if err := s.Client.Check(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -54,6 +54,8 @@ type Options struct {
 	Open        Opener
 	// ProfileDir receives the CPU profiles when Spec.Profile is set.
 	ProfileDir string
+	// Target names a server or clients that are commands (recorded).
+	Target *result.Target
 
 	// Progress, PointStarts, Point and Note, if set, are told what
 	// happens: live counts, the start and the outcome of each point,
@@ -196,7 +198,7 @@ func newRun(o Options) *result.Run {
 	run := &result.Run{
 		SchemaVersion: result.SchemaVersion, Tool: "rdmaprobe", ToolVersion: o.ToolVersion,
 		Command: o.Command, Mode: o.Mode, StartedAt: time.Now().UTC(),
-		Backend: o.Backend, Environment: collectors.Environment(), Points: []result.Point{},
+		Backend: o.Backend, Environment: collectors.Environment(), Points: []result.Point{}, Target: o.Target,
 		Config: result.Config{
 			ResourceMode: sp.Mode, Rounds: sp.Rounds, PayloadBytes: sp.MsgSize,
 			ClientTimeout: sp.Timeout.Seconds(), Rate: sp.Rate, Procs: sp.Procs, InFlight: sp.InFlight,

@@ -1,0 +1,161 @@
+package app
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rdmaprobe/rdmaprobe/command"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
+)
+
+// targetFlags probe a server, or clients, that rdmaprobe did not write.
+func targetFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "server-cmd", Usage: "probe this server instead of rdmaprobe's own: a command line split like a shell's words but run without one (write sh -c '…' for a shell), with {n} {max} {port} {dir} {device} {addr} {build}"},
+		&cli.IntFlag{Name: "server-port", Usage: "the server command's fixed port ({port}); the next point waits until it is free again (default: a free port per point)"},
+		&cli.StringFlag{Name: "server-build", Usage: "build command run on this host once per distinct client count before its first point ({n} {max} {build}: its output directory), cached by N and by the content of the files and directories it names"},
+		&cli.StringFlag{Name: "server-ready", Usage: "regexp on the server's output that says it is ready (default: its port listening, TCP or rdma_cm)"},
+		&cli.DurationFlag{Name: "server-stop-grace", Value: 10 * time.Second, Usage: "time the server command has between SIGTERM and SIGKILL"},
+		&cli.DurationFlag{Name: "server-start-timeout", Value: 60 * time.Second, Usage: "time the server command has to become ready"},
+		&cli.StringFlag{Name: "server-addr", Usage: "address clients dial ({addr}; default 127.0.0.1, on the vm backend the guest's netdev address 192.0.2.1)"},
+		&cli.StringSliceFlag{Name: "target-dir", Usage: "vm: a directory the commands need (certificates, configs), copied into the guest at the same path; repeatable"},
+		&cli.StringFlag{Name: "client-cmd", Usage: "run this command once per client instead of the built-in client, with {i} {n} {addr} {port} {dir} {device}"},
+		&cli.StringFlag{Name: "client-stdin", Usage: "text written to each client command's stdin, with printf escapes (e.g. 'send Test\\nquit\\n')"},
+		&cli.StringFlag{Name: "client-ok", Usage: "regexp on a client command's output that says it connected (without it, exit status 0 alone)"},
+		&cli.StringFlag{Name: "client-count", Usage: "how client commands make \"N at once\": held (stdin kept open until every client printed its --client-ok line; the default with --client-ok) or launched (N started together, each does its work and exits)"},
+	}
+}
+
+// targetSpec reads the target flags into spec's Server and Client.
+func targetSpec(c *cli.Context, spec *runner.Spec) error {
+	if s := c.String("server-cmd"); s != "" {
+		argv, err := commandArgv("--server-cmd", s)
+		if err != nil {
+			return err
+		}
+		srv := &runner.ServerCommand{Argv: argv, Port: c.Int("server-port"), Ready: c.String("server-ready"),
+			Addr: c.String("server-addr"), StopGrace: c.Duration("server-stop-grace"), StartTimeout: c.Duration("server-start-timeout")}
+		if b := c.String("server-build"); b != "" {
+			if srv.Build, err = command.Split(b); err != nil {
+				return fmt.Errorf("--server-build: %w", err)
+			}
+		}
+		spec.Server = srv
+	} else {
+		for _, f := range []string{"server-port", "server-build", "server-ready", "server-addr"} {
+			if c.IsSet(f) {
+				return fmt.Errorf("--%s goes with --server-cmd", f)
+			}
+		}
+	}
+	if s := c.String("client-cmd"); s != "" {
+		argv, err := commandArgv("--client-cmd", s)
+		if err != nil {
+			return err
+		}
+		stdin, err := command.Unescape(c.String("client-stdin"))
+		if err != nil {
+			return fmt.Errorf("--client-stdin: %w", err)
+		}
+		cl := &runner.ClientCommand{Argv: argv, Stdin: stdin, OK: c.String("client-ok")}
+		switch c.String("client-count") {
+		case "":
+			cl.Held = cl.OK != ""
+		case "held":
+			cl.Held = true
+		case "launched":
+		default:
+			return fmt.Errorf("--client-count %q: want held or launched", c.String("client-count"))
+		}
+		spec.Client = cl
+	} else {
+		for _, f := range []string{"client-stdin", "client-ok", "client-count"} {
+			if c.IsSet(f) {
+				return fmt.Errorf("--%s goes with --client-cmd", f)
+			}
+		}
+	}
+	if len(c.StringSlice("target-dir")) > 0 && spec.Server == nil && spec.Client == nil {
+		return fmt.Errorf("--target-dir goes with --server-cmd or --client-cmd")
+	}
+	return nil
+}
+
+// commandArgv splits a command flag and checks its program before
+// anything starts: a program that is missing or not executable is the
+// operator's mistake, said in one line. A program named through a
+// placeholder ({build}/server) exists only once built.
+func commandArgv(flag, s string) ([]string, error) {
+	argv, err := command.Split(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	prog := argv[0]
+	if strings.Contains(prog, "{") {
+		return argv, nil
+	}
+	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
+		// Commands run in each point's own directory: a program named
+		// relative to here must keep meaning this one.
+		if argv[0], err = filepath.Abs(prog); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return nil, fmt.Errorf("%s: %s: %v", flag, prog, lookErr(argv[0], err))
+	}
+	return argv, nil
+}
+
+func lookErr(prog string, err error) string {
+	if fi, serr := os.Stat(prog); serr == nil {
+		if fi.IsDir() {
+			return "is a directory"
+		}
+		return "not executable"
+	}
+	if strings.Contains(prog, "/") {
+		return "no such file"
+	}
+	return "not found in $PATH"
+}
+
+// targetRecord is what the run records of its target: the templates,
+// and the SHA-256 of the programs they name as they are now.
+func targetRecord(spec runner.Spec, dirs []string, device, addr string) *result.Target {
+	if spec.Server == nil && spec.Client == nil {
+		return nil
+	}
+	t := &result.Target{Dirs: dirs, Device: device, Addr: addr, Binaries: map[string]string{}}
+	var argvs [][]string
+	if s := spec.Server; s != nil {
+		t.Server, t.BuildCommand, t.Port, t.Ready = s.Argv, s.Build, s.Port, s.Ready
+		argvs = append(argvs, s.Argv)
+		if s.Addr != "" {
+			t.Addr = s.Addr
+		}
+	}
+	if c := spec.Client; c != nil {
+		t.Client, t.ClientStdin, t.ClientOK, t.Counting = c.Argv, c.Stdin, c.OK, c.Counting()
+		argvs = append(argvs, c.Argv)
+	}
+	progs, _ := runner.CommandPrograms(argvs...)
+	for _, p := range progs {
+		if sum, err := runner.FileSHA256(p); err == nil {
+			t.Binaries[p] = sum
+		}
+	}
+	if len(t.Binaries) == 0 {
+		t.Binaries = nil
+	}
+	sort.Strings(t.Dirs)
+	return t
+}

@@ -1,0 +1,313 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/command"
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// ClientCommand is a client rdmaprobe did not write (--client-cmd), run
+// once per client by the load generators in place of the built-in
+// client. What the harness sees of it is its exit, its output and the
+// time from spawn to its ok line: no phase of its connection is timed.
+//
+// Placeholders: {i} the client's number (0..N-1 over all generators),
+// {n} the point's client count, {addr} and {port} the server's, {dir}
+// the point's working directory, {device} the run's RDMA device.
+type ClientCommand struct {
+	Argv []string `json:"argv"`
+	// Stdin is written to each client's stdin (--client-stdin, printf
+	// escapes already applied).
+	Stdin string `json:"stdin,omitempty"`
+	// OK is a regexp one of its output lines must match for the client
+	// to count as connected (--client-ok); without it, exit status 0.
+	OK string `json:"ok,omitempty"`
+	// Held counts "N at once" by holding: each client's stdin stays open
+	// until every client of the point has printed its ok line (or
+	// failed), so the server really held them together; it needs OK.
+	// Otherwise (launched) N are started together and each does its
+	// work and exits, as the predecessor's scripts ran them.
+	Held bool `json:"held,omitempty"`
+}
+
+// ClientPlaceholders are what a client template may use.
+var ClientPlaceholders = []string{"i", "n", "addr", "port", "dir", "device"}
+
+// Counting names how a ClientCommand counts "N at once".
+func (c *ClientCommand) Counting() string {
+	if c.Held {
+		return "held"
+	}
+	return "launched"
+}
+
+// Check refuses a client command that could never run.
+func (c *ClientCommand) Check() error {
+	if len(c.Argv) == 0 {
+		return errors.New("--client-cmd is empty")
+	}
+	vars := map[string]string{}
+	for _, k := range ClientPlaceholders {
+		vars[k] = "x"
+	}
+	if _, err := command.Expand(c.Argv, vars); err != nil {
+		return fmt.Errorf("--client-cmd: %w", err)
+	}
+	if c.OK != "" {
+		if _, err := regexp.Compile(c.OK); err != nil {
+			return fmt.Errorf("--client-ok: %w", err)
+		}
+	}
+	if c.Held && c.OK == "" {
+		return errors.New("held clients (--client-count held) need --client-ok: the line that says a client is connected")
+	}
+	return nil
+}
+
+// commandTailBytes is the output kept per failed client: enough for its
+// last lines, small enough for thousands of them in one run file.
+const commandTailBytes = 512
+
+// generateCommands is Generate for ClientCommand clients: it says
+// "ready" at once (it has no device to open), waits for the release
+// (the server's host:port), launches spec.N clients paced by Rate and
+// bounded by InFlight (a client is in flight until its ok line or its
+// end), reports "progress" and "done", and after the runner closes its
+// stdin releases held clients and reaps every process.
+func generateCommands(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.Writer, events bool) error {
+	emit := NewEmitter(out)
+	cc := spec.Command
+	failf := func(err error) error {
+		if events {
+			emit.Emit(Event{Event: "error", Error: err.Error()})
+		}
+		return err
+	}
+	if err := cc.Check(); err != nil {
+		return failf(err)
+	}
+	var ok *regexp.Regexp
+	if cc.OK != "" {
+		ok = regexp.MustCompile(cc.OK)
+	}
+	addr := spec.Addr
+	if events {
+		emit.Emit(Event{Event: "ready"})
+		line, err := in.ReadString('\n')
+		if err != nil {
+			return nil // released before the start: the point was abandoned
+		}
+		addr = strings.TrimSpace(line)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return failf(fmt.Errorf("server address %q: %w", addr, err))
+	}
+	vars := map[string]string{"n": strconv.Itoa(spec.Total), "addr": host, "port": port,
+		"dir": spec.Dir, "device": spec.Fabric.Device}
+
+	var done, connected atomic.Int64
+	stopTick := make(chan struct{})
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		last := int64(-1)
+		for {
+			select {
+			case <-tick.C:
+				if n := done.Load(); events && n != last {
+					last = n
+					emit.Emit(Event{Event: "progress", Done: int(n), OK: int(connected.Load())})
+				}
+			case <-stopTick:
+				return
+			}
+		}
+	}()
+
+	recs := make([]result.ClientRecord, spec.N)
+	procs := make([]*command.Proc, spec.N)
+	var window chan struct{}
+	if spec.InFlight > 0 {
+		window = make(chan struct{}, spec.InFlight)
+	}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < spec.N; i++ {
+		if spec.Rate > 0 && i > 0 {
+			due := start.Add(time.Duration(float64(i) / spec.Rate * float64(time.Second)))
+			if wait := time.Until(due); wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+				}
+				t.Stop()
+			}
+		}
+		if window != nil {
+			window <- struct{}{}
+		}
+		id := spec.IDBase + i
+		v := map[string]string{"i": strconv.Itoa(id)}
+		for k, x := range vars {
+			v[k] = x
+		}
+		wg.Add(1)
+		go func(i, id int) {
+			defer wg.Done()
+			release := func() {
+				if window != nil {
+					<-window
+				}
+			}
+			rec, p := runClientCommand(ctx, cc, ok, v, spec.Timeout)
+			rec.ID, rec.Proc = id, spec.Proc
+			recs[i], procs[i] = rec, p
+			release()
+			if rec.Outcome == result.OutcomeOK {
+				connected.Add(1)
+			}
+			done.Add(1)
+		}(i, id)
+	}
+	wg.Wait()
+	close(stopTick)
+	<-ticked
+
+	if events {
+		emit.Emit(Event{Event: "done", OK: int(connected.Load()), Records: recs})
+		released := make(chan struct{})
+		go func() {
+			io.Copy(io.Discard, in)
+			close(released)
+		}()
+		select {
+		case <-released:
+		case <-ctx.Done():
+		}
+	} else {
+		printCounts(out, recs, int(connected.Load()))
+	}
+	// Release the held clients together: end of stdin, then SIGTERM for
+	// those that do not leave on it (rping reads no stdin), then SIGKILL;
+	// every process of every client is reaped.
+	for _, p := range procs {
+		if p != nil {
+			p.CloseStdin()
+		}
+	}
+	var leave sync.WaitGroup
+	for _, p := range procs {
+		if p == nil {
+			continue
+		}
+		leave.Add(1)
+		go func(p *command.Proc) {
+			defer leave.Done()
+			t := time.NewTimer(releaseGrace)
+			select {
+			case <-p.Done():
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
+			p.Stop(releaseGrace)
+		}(p)
+	}
+	leave.Wait()
+	return nil
+}
+
+// releaseGrace is how long a released client has to leave on the end of
+// its stdin, and then on SIGTERM.
+const releaseGrace = 2 * time.Second
+
+// runClientCommand runs one client until its outcome is known: its ok
+// line when held (the process then stays, returned for the release), or
+// its exit. The deadline ends it as a timeout.
+func runClientCommand(ctx context.Context, cc *ClientCommand, ok *regexp.Regexp, vars map[string]string, timeout time.Duration) (result.ClientRecord, *command.Proc) {
+	argv, err := command.Expand(cc.Argv, vars)
+	if err != nil {
+		return commandRecord(command.StartOutcome(&command.StartError{Err: err})), nil
+	}
+	p, err := command.Start(command.Spec{Argv: argv, Stdin: cc.Stdin, Hold: cc.Held, Match: ok, TailBytes: commandTailBytes})
+	if err != nil {
+		return commandRecord(command.StartOutcome(err)), nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if cc.Held {
+		select {
+		case <-p.Matched():
+			_, after, _ := p.Match()
+			return commandRecord(command.Outcome{Class: command.OK, OKAfter: after, Duration: after}), p
+		case <-p.Done():
+		case <-dctx.Done():
+		}
+	}
+	_, werr := p.Wait(dctx)
+	return commandRecord(command.Classify(p, werr, ok != nil)), p
+}
+
+// commandRecord is a client command's outcome as a record.
+func commandRecord(o command.Outcome) result.ClientRecord {
+	r := result.ClientRecord{Outcome: outcomeOf(o.Class), Errno: o.Errno,
+		Command: &result.CommandRecord{ExitCode: o.ExitCode, Signal: o.Signal, HarnessLimit: o.HarnessLimit,
+			DurationMS: float64(o.Duration.Microseconds()) / 1e3, Tail: o.Tail, OutputBytes: o.OutputBytes}}
+	switch {
+	case o.Class == command.OK && o.OKAfter > 0:
+		r.ConnectUS = o.OKAfter.Microseconds()
+	case o.Class == command.OK:
+		r.ConnectUS = o.Duration.Microseconds()
+	case o.Error != "":
+		r.Error = o.Error
+	case o.Class == command.Timeout:
+		r.Error = fmt.Sprintf("no outcome before the deadline; killed after %.1f s", o.Duration.Seconds())
+	default:
+		// The error text that groups failures: how it ended and its last
+		// line, e.g. "exit status 3: capclient: refused: server at
+		// capacity (MAX_CLIENTS=3)".
+		how := fmt.Sprintf("exit status %d", o.ExitCode)
+		if o.Signal != "" {
+			how = "killed by " + o.Signal
+		} else if o.Class == command.Mismatch {
+			how = "exit status 0 without the ok line"
+		}
+		if last := command.LastLines(o.Tail, 1); last != "" {
+			how += ": " + last
+		}
+		r.Error = how
+	}
+	return r
+}
+
+func outcomeOf(c command.Class) string {
+	switch c {
+	case command.OK:
+		return result.OutcomeOK
+	case command.ExitStatus:
+		return result.OutcomeExit
+	case command.Signaled:
+		return result.OutcomeSignal
+	case command.Timeout:
+		return result.OutcomeTimeout
+	case command.Mismatch:
+		return result.OutcomeMismatch
+	}
+	return result.OutcomeStart
+}

@@ -1,0 +1,365 @@
+package runner
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/collectors"
+	"github.com/rdmaprobe/rdmaprobe/command"
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// ServerCommand is a server under test that rdmaprobe did not write
+// (--server-cmd): an argv template run once per point, optionally built
+// per client count first, observed until ready, stopped with SIGTERM and
+// then SIGKILL.
+//
+// Placeholders: {n} the point's client count, {max} the server's cap
+// (Spec.MaxClients, else {n}), {port} its port, {dir} the point's
+// working directory, {device} the RDMA device the run uses, {addr} the
+// address clients dial, {build} the build's output directory.
+type ServerCommand struct {
+	Argv []string `json:"argv"`
+	// Port is a fixed port (--server-port); 0 picks a free one per
+	// point. A fixed port must be free again before the next point
+	// starts its server.
+	Port int `json:"port,omitempty"`
+	// Ready is a regexp on the server's output lines that says it is
+	// ready (--server-ready); empty means its port listening (TCP, or an
+	// rdma_cm listener on an RDMA device).
+	Ready string `json:"ready,omitempty"`
+	// Build runs once per distinct client count before its first point
+	// (--server-build), with {n}, {max} and {build}.
+	Build []string `json:"build,omitempty"`
+	// Addr is what clients dial ({addr}); default 127.0.0.1, the guest's
+	// netdev address on the vm backend.
+	Addr string `json:"addr,omitempty"`
+	// StopGrace is how long the server has after SIGTERM; default 10 s.
+	StopGrace time.Duration `json:"stop_grace,omitempty"`
+	// StartTimeout bounds the wait for it to be ready; default the
+	// spec's StartTimeout.
+	StartTimeout time.Duration `json:"start_timeout,omitempty"`
+}
+
+// ServerPlaceholders and BuildPlaceholders are what the templates may
+// use.
+var (
+	ServerPlaceholders = []string{"n", "max", "port", "dir", "device", "addr", "build"}
+	BuildPlaceholders  = []string{"n", "max", "build"}
+)
+
+// Check refuses a command that could never run: unknown placeholders, a
+// bad regexp, a server without a port or a ready line to wait for.
+func (c *ServerCommand) Check() error {
+	if len(c.Argv) == 0 {
+		return errors.New("--server-cmd is empty")
+	}
+	known := func(list []string) map[string]string {
+		m := map[string]string{}
+		for _, k := range list {
+			m[k] = "x"
+		}
+		return m
+	}
+	if _, err := command.Expand(c.Argv, known(ServerPlaceholders)); err != nil {
+		return fmt.Errorf("--server-cmd: %w", err)
+	}
+	if len(c.Build) > 0 {
+		if _, err := command.Expand(c.Build, known(BuildPlaceholders)); err != nil {
+			return fmt.Errorf("--server-build: %w", err)
+		}
+	}
+	if c.Ready != "" {
+		if _, err := regexp.Compile(c.Ready); err != nil {
+			return fmt.Errorf("--server-ready: %w", err)
+		}
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return fmt.Errorf("--server-port %d is not a port", c.Port)
+	}
+	return nil
+}
+
+func (c *ServerCommand) grace() time.Duration {
+	if c.StopGrace > 0 {
+		return c.StopGrace
+	}
+	return 10 * time.Second
+}
+
+// BuildFunc builds the server for a client count and cap: on this host
+// with a command.Builder, or, in a guest, by returning what the host
+// built and sent before the point.
+type BuildFunc func(ctx context.Context, n, max int) (*result.Build, error)
+
+// NewBuilder is the BuildFunc of argv with its cache under dir, which
+// records the SHA-256 of every file a build produced.
+func NewBuilder(argv []string, dir string) BuildFunc {
+	b := &command.Builder{Argv: argv, Dir: dir}
+	var mu sync.Mutex
+	sums := map[string]map[string]string{} // key → outputs
+	return func(ctx context.Context, n, max int) (*result.Build, error) {
+		built, err := b.Ensure(ctx, map[string]string{"n": strconv.Itoa(n), "max": strconv.Itoa(max)})
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if sums[built.Key] == nil {
+			sums[built.Key] = hashTree(built.Dir)
+		}
+		return &result.Build{Argv: built.Argv, Dir: built.Dir, Key: built.Key, Cached: built.Cached,
+			DurationSec: built.Duration.Seconds(), Outputs: sums[built.Key], Tail: built.Tail}, nil
+	}
+}
+
+// DefaultBuildCache is where builds are kept unless said otherwise.
+func DefaultBuildCache() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "rdmaprobe", "builds")
+	}
+	return filepath.Join(os.TempDir(), "rdmaprobe-builds")
+}
+
+// PointError is a point that failed before its clients ran (the build
+// failed, the server could not start or never became ready): recorded as
+// the point's error with its clients not started, not as the end of the
+// run.
+type PointError struct{ Err error }
+
+func (e *PointError) Error() string { return e.Err.Error() }
+func (e *PointError) Unwrap() error { return e.Err }
+
+// commandTarget runs a ServerCommand on this machine.
+type commandTarget struct {
+	spec    Spec
+	cmd     ServerCommand
+	build   BuildFunc
+	workDir string
+	ready   *regexp.Regexp
+}
+
+func newCommandTarget(spec Spec, opts LocalOptions) (*commandTarget, error) {
+	c := *spec.Server
+	if err := c.Check(); err != nil {
+		return nil, err
+	}
+	t := &commandTarget{spec: spec, cmd: c, build: opts.Build, workDir: opts.WorkDir}
+	if c.Ready != "" {
+		t.ready = regexp.MustCompile(c.Ready)
+	}
+	if t.build == nil && len(c.Build) > 0 {
+		t.build = NewBuilder(c.Build, DefaultBuildCache())
+	}
+	return t, nil
+}
+
+// Addr is what clients dial.
+func (c *ServerCommand) addr() string {
+	if c.Addr != "" {
+		return c.Addr
+	}
+	return "127.0.0.1"
+}
+
+func (t *commandTarget) Start(ctx context.Context, n, trial int) (Server, error) {
+	max := t.spec.maxClients(n)
+	rec := &result.TargetPoint{}
+	vars := map[string]string{"n": strconv.Itoa(n), "max": strconv.Itoa(max),
+		"device": t.spec.Fabric.Device, "addr": t.cmd.addr()}
+	if t.build != nil {
+		b, err := t.build(ctx, n, max)
+		if err != nil {
+			return nil, &PointError{err}
+		}
+		rec.Build = b
+		vars["build"] = b.Dir
+	}
+	// The runner made it, fresh, for this point.
+	dir := pointDir(t.workDir, n, trial)
+	vars["dir"] = dir
+	port := t.cmd.Port
+	if port > 0 {
+		// A server with a fixed port binds it again at every point; the
+		// last one's connections must have gone first.
+		if err := command.WaitPortFree(ctx, port, 2*time.Minute); err != nil {
+			return nil, &PointError{err}
+		}
+	} else {
+		var err error
+		if port, err = freePort(); err != nil {
+			return nil, fmt.Errorf("pick a port for the server: %w", err)
+		}
+	}
+	vars["port"] = strconv.Itoa(port)
+	argv, err := command.Expand(t.cmd.Argv, vars)
+	if err != nil {
+		return nil, err // Check has seen the template: not reached
+	}
+	rec.Argv = argv
+	p, err := command.Start(command.Spec{Argv: argv, Dir: dir, Match: t.ready, TailBytes: 8192})
+	if err != nil {
+		return nil, &PointError{fmt.Errorf("server: %w", err)}
+	}
+	rec.PID = p.PID
+	s := &commandServer{t: t, p: p, port: port, rec: rec, events: make(chan Event)}
+	// Events end when the server does: the collection reads that as the
+	// server dying during the point.
+	go func() {
+		<-p.Done()
+		close(s.events)
+	}()
+	return s, nil
+}
+
+// freePort asks the kernel for a TCP port no one uses now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// commandServer is a running ServerCommand.
+type commandServer struct {
+	t      *commandTarget
+	p      *command.Proc
+	port   int
+	rec    *result.TargetPoint
+	events chan Event
+	stop   *command.StopReport
+}
+
+func (s *commandServer) Ready(ctx context.Context, timeout time.Duration) (string, *result.DeviceInfo, error) {
+	if st := s.t.cmd.StartTimeout; st > 0 {
+		timeout = st
+	}
+	r := command.Readiness{Port: s.port, Line: s.t.ready != nil, Timeout: timeout}
+	if r.Line {
+		r.Port = 0 // the operator said which line means ready
+	}
+	if dev := s.t.spec.Fabric.Device; dev != "" && s.t.spec.Fabric.Backend == "verbs" {
+		r.Listening = listeningTCPOrCM()
+	}
+	if err := command.WaitReady(ctx, s.p, r); err != nil {
+		if errors.Is(err, context.Canceled) {
+			return "", nil, err
+		}
+		return "", nil, &PointError{err}
+	}
+	return net.JoinHostPort(s.t.cmd.addr(), strconv.Itoa(s.port)), nil, nil
+}
+
+// listeningTCPOrCM sees a TCP listener, or an rdma_cm one (rping's),
+// which opens no socket; the kernel's cm_id dump is read at most every
+// 50 ms, since it runs the rdma tool.
+func listeningTCPOrCM() func(int) bool {
+	var last time.Time
+	return func(port int) bool {
+		if command.TCPListening(port) {
+			return true
+		}
+		if time.Since(last) < 50*time.Millisecond {
+			return false
+		}
+		last = time.Now()
+		ok, _ := collectors.CMListening(context.Background(), port)
+		return ok
+	}
+}
+
+func (s *commandServer) PID() int             { return s.p.PID }
+func (s *commandServer) Events() <-chan Event { return s.events }
+
+// Tree is the server and every process it started.
+func (s *commandServer) Tree() []int { return s.p.Tree() }
+
+func (s *commandServer) ExitText() string {
+	<-s.p.Done()
+	s.p.Stop(0) // the rest of its tree, and its last words read
+	return fmt.Sprintf("server %s: %s", s.p.Exit(), command.LastLines(s.p.Tail(), 3))
+}
+
+// Stop ends the server. Ending on SIGTERM (by the signal, or exiting 0
+// or 128+15 as shells do) is clean; having to be killed, or exiting
+// otherwise, is said.
+func (s *commandServer) Stop(grace time.Duration) (result.ServerStats, string) {
+	g := s.t.cmd.grace()
+	if grace < g {
+		g = grace
+	}
+	r := s.p.Stop(g)
+	s.stop = &r
+	s.rec.Tail = s.p.Tail()
+	s.rec.Left = r.Left
+	s.rec.Processes = 1 + r.Others
+	s.rec.Exit = r.Exit.String()
+	var bad string
+	switch {
+	case r.ExitedBefore:
+		bad = "server exited before it was stopped (" + r.Exit.String() + ")"
+	case r.Killed:
+		bad = fmt.Sprintf("server did not exit within %v of SIGTERM; killed", g)
+	case r.Exit.Signal == "SIGTERM" || r.Exit.Code == 0 || r.Exit.Code == 128+15:
+	default:
+		bad = "server " + r.Exit.String() + " on SIGTERM"
+	}
+	if len(r.Left) > 0 {
+		bad += fmt.Sprintf("; processes %v could not be ended", r.Left)
+	}
+	if bad != "" {
+		s.rec.Exit += " (" + strings.TrimPrefix(bad, "; ") + ")"
+	}
+	return result.ServerStats{ExitError: strings.TrimPrefix(bad, "; ")}, strings.TrimPrefix(bad, "; ")
+}
+
+func (s *commandServer) Kill() { s.p.Stop(0) }
+
+// Record is what the point records of its server command.
+func (s *commandServer) Record() *result.TargetPoint { return s.rec }
+
+// hashTree returns the SHA-256 of every regular file under dir, by
+// path relative to it (the build's own marker left out).
+func hashTree(dir string) map[string]string {
+	out := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() || strings.HasPrefix(d.Name(), ".rdmaprobe-") {
+			return nil
+		}
+		if sum, err := FileSHA256(p); err == nil {
+			rel, _ := filepath.Rel(dir, p)
+			out[rel] = sum
+		}
+		return nil
+	})
+	return out
+}
+
+// FileSHA256 is the hex SHA-256 of a file's content.
+func FileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
