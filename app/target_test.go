@@ -111,7 +111,7 @@ func TestTargetNotReady(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			root, mark := t.TempDir(), "mark-ready-"+tc.name+strconv.Itoa(os.Getpid())
 			_, errOut, code := run(t, "ramp", "--backend", "sim", "--clients", "2", "--calibrate", "0", "--results", root,
-				"--server-cmd", strings.ReplaceAll(tc.server, "MARK", mark), "--server-start-timeout", "300ms",
+				"--server-cmd", strings.ReplaceAll(tc.server, "MARK", mark), "--server-start-timeout", "2s",
 				"--client-cmd", "sh -c 'echo never run' "+mark)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
@@ -138,7 +138,7 @@ func TestTargetStubbornServerAndClients(t *testing.T) {
 	root, mark := t.TempDir(), "mark-stubborn-"+strconv.Itoa(os.Getpid())
 	client := `sh -c 'case $0 in 0) exec tail -f /dev/null;; 1) exec yes flood;; *) echo "connected $0";; esac' {i} ` + mark
 	_, errOut, code := run(t, "ramp", "--backend", "sim", "--clients", "5", "--calibrate", "0", "--results", root,
-		"--timeout", "1s", "--server-stop-grace", "200ms",
+		"--timeout", "3s", "--server-stop-grace", "200ms",
 		"--server-cmd", `sh -c 'trap "" TERM; echo ready; exec tail -f /dev/null' `+mark, "--server-ready", "^ready$",
 		"--client-cmd", client, "--client-ok", "^connected", "--client-count", "launched")
 	if code != 0 {
