@@ -190,3 +190,24 @@ func TestSlowReadingsAreReusedLonger(t *testing.T) {
 		t.Errorf("forced: %d, want a fresh reading, 2", n)
 	}
 }
+
+// A tick reads again only once 50 times the last reading's cost has
+// passed: 2 ms readings every 100 ms, 40 ms readings every 2 s.
+func TestSampleBudget(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	for _, c := range []struct {
+		since, took time.Duration
+		want        bool
+	}{
+		{0, 0, true},
+		{500 * time.Millisecond, 2 * time.Millisecond, true},
+		{100 * time.Millisecond, 2 * time.Millisecond, true},
+		{99 * time.Millisecond, 2 * time.Millisecond, false},
+		{500 * time.Millisecond, 40 * time.Millisecond, false},
+		{2 * time.Second, 40 * time.Millisecond, true},
+	} {
+		if got := due(t0.Add(c.since), t0, c.took); got != c.want {
+			t.Errorf("%v after a reading of %v: due %v, want %v", c.since, c.took, got, c.want)
+		}
+	}
+}

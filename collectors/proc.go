@@ -68,6 +68,10 @@ func (c *procCollector) count(cache map[int]reading, pid int, minAge time.Durati
 }
 
 func newProcCollector(list func() []Proc) *procCollector {
+	// Without the cache gopsutil reads the boot time from /proc/stat at
+	// every CPU reading of every process (for start times we do not
+	// use): a second file, and the kernel's most expensive one to render.
+	process.EnableBootTimeCache(true)
 	return &procCollector{list: list, procs: map[int]*process.Process{}, maps: map[int]reading{}, fds: map[int]reading{}}
 }
 

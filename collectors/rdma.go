@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
@@ -26,20 +27,31 @@ var ResourceKinds = []string{"pd", "cq", "qp", "cm_id", "mr", "ctx", "srq"}
 type rdmaCollector struct {
 	device string
 	base   map[string]int
+	// nl keeps one RDMA netlink socket open for the session. Without it
+	// every reading opens, configures, binds and closes a socket (seven
+	// system calls besides the request, each slow under emulation, in
+	// the CPUs the point measures).
+	nl *netlink.Handle
 }
 
-func newRDMACollector(device string) *rdmaCollector { return &rdmaCollector{device: device} }
+func newRDMACollector(device string) *rdmaCollector {
+	c := &rdmaCollector{device: device}
+	if h, err := netlink.NewHandle(unix.NETLINK_RDMA); err == nil {
+		c.nl = h
+	}
+	return c
+}
 
 func (*rdmaCollector) Name() string { return "rdma" }
 
 func (c *rdmaCollector) baseline() error {
-	m, err := DeviceResources(c.device)
+	m, err := deviceResources(c.nl, c.device)
 	c.base = m
 	return err
 }
 
 func (c *rdmaCollector) Collect(s *result.Sample) error {
-	m, err := DeviceResources(c.device)
+	m, err := deviceResources(c.nl, c.device)
 	if err != nil {
 		return err
 	}
@@ -47,9 +59,27 @@ func (c *rdmaCollector) Collect(s *result.Sample) error {
 	return nil
 }
 
+func (c *rdmaCollector) close() {
+	if c.nl != nil {
+		c.nl.Close()
+		c.nl = nil
+	}
+}
+
 // DeviceResources reads the device's resource counts through netlink.
 func DeviceResources(device string) (map[string]int, error) {
-	list, err := netlink.RdmaResourceList()
+	return deviceResources(nil, device)
+}
+
+// deviceResources reads them over h, or a socket of its own if h is nil.
+func deviceResources(h *netlink.Handle, device string) (map[string]int, error) {
+	var list []*netlink.RdmaResource
+	var err error
+	if h != nil {
+		list, err = h.RdmaResourceList()
+	} else {
+		list, err = netlink.RdmaResourceList()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("rdma netlink resource dump: %w", err)
 	}
