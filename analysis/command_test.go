@@ -38,4 +38,14 @@ func TestDiagnoseCommandClients(t *testing.T) {
 	if d := Diagnose(pt, result.Limits{}, result.Limits{}, 3); d == nil || d.Limit == "max-clients" {
 		t.Errorf("other exits: %+v", d)
 	}
+
+	// A server command that printed an errno while clients hung.
+	hung := result.ClientRecord{Outcome: result.OutcomeTimeout, Command: &result.CommandRecord{ExitCode: -1}}
+	pt = result.Point{Clients: 8, Attempted: 8, Connected: 7,
+		Outcomes: map[string]int{result.OutcomeTimeout: 1, result.OutcomeOK: 7},
+		Records:  []result.ClientRecord{ok, ok, ok, ok, ok, ok, ok, hung},
+		Target:   &result.TargetPoint{Errors: []string{"rdma_create_qp: Invalid argument"}, Errnos: []string{"EINVAL"}}}
+	if d := Diagnose(pt, result.Limits{}, result.Limits{}, 0); d == nil || d.Limit != "server-error" || !strings.Contains(d.Summary, "rdma_create_qp: Invalid argument (EINVAL)") {
+		t.Errorf("server error: %+v", d)
+	}
 }

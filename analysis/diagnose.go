@@ -215,6 +215,21 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 		return d
 	}
 
+	// A server command that printed errors while its clients failed:
+	// its own words are the best evidence there is.
+	if t := pt.Target; t != nil && len(t.Errors) > 0 && f.failed > 0 {
+		for _, l := range t.Errors {
+			ev("the server printed: %s", l)
+		}
+		if f.class == result.OutcomeTimeout || f.class == result.OutcomeExit || f.class == result.OutcomeSignal {
+			d.Limit = "server-error"
+			d.Summary = fmt.Sprintf("%s clients failed as %s while the server reported %s (%s)",
+				num(f.count), f.class, t.Errors[0], strings.Join(t.Errnos, ", "))
+			d.Suggestion = "the server's own error, in its output above: look there before at this machine's limits"
+			return d
+		}
+	}
+
 	switch {
 	case f.class == result.OutcomeTimeout:
 		d.Limit = "timeout"

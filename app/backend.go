@@ -20,6 +20,8 @@ type backend struct {
 	guest *runner.GuestOptions
 	// targetDirs go into the guest for server and client commands.
 	targetDirs []string
+	// buildCache holds --server-build's outputs ("" = the default).
+	buildCache string
 }
 
 // targetDevice is the RDMA device a run with commands counts resources
@@ -46,6 +48,13 @@ func (b *backend) targetAddr(spec runner.Spec) string {
 // a Guest, which boots here. dir is the run's directory.
 func (b *backend) open(ctx context.Context, spec runner.Spec, dir string, local runner.LocalOptions) (runner.Runner, error) {
 	local.WorkDir = filepath.Join(dir, "points")
+	cache := b.buildCache
+	if cache == "" {
+		cache = runner.DefaultBuildCache()
+	}
+	if spec.Server != nil && len(spec.Server.Build) > 0 {
+		local.Build = runner.NewBuilder(spec.Server.Build, cache)
+	}
 	if b.guest == nil {
 		if spec.Fabric.Backend == "verbs" {
 			exe, err := runner.VerbsBinary(ctx)
@@ -58,7 +67,7 @@ func (b *backend) open(ctx context.Context, spec runner.Spec, dir string, local 
 	}
 	opts := *b.guest
 	opts.ConsoleLog = filepath.Join(dir, "guest-console.log")
-	opts.TargetDirs = b.targetDirs
+	opts.TargetDirs, opts.BuildCache = b.targetDirs, cache
 	opts.ProfileDir, opts.Progress = local.ProfileDir, local.Progress
 	return runner.NewGuest(ctx, spec, opts)
 }

@@ -133,6 +133,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 	if err := targetSpec(c, &spec); err != nil {
 		return fail(2, "%v", err)
 	}
+	be.buildCache = c.String("server-build-cache")
 	prog := newProgress(s.Err)
 	o := session.Options{
 		Mode: mode, Command: os.Args, ToolVersion: Version, ResultsDir: c.String("results"),

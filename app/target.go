@@ -22,12 +22,13 @@ func targetFlags() []cli.Flag {
 		&cli.StringFlag{Name: "server-cmd", Usage: "probe this server instead of rdmaprobe's own: a command line split like a shell's words but run without one (write sh -c '…' for a shell), with {n} {max} {port} {dir} {device} {addr} {build}"},
 		&cli.IntFlag{Name: "server-port", Usage: "the server command's fixed port ({port}); the next point waits until it is free again (default: a free port per point)"},
 		&cli.StringFlag{Name: "server-build", Usage: "build command run on this host once per distinct client count before its first point ({n} {max} {build}: its output directory), cached by N and by the content of the files and directories it names"},
+		&cli.StringFlag{Name: "server-build-cache", Usage: "directory of --server-build's cached outputs (default: ~/.cache/rdmaprobe/builds)"},
 		&cli.StringFlag{Name: "server-ready", Usage: "regexp on the server's output that says it is ready (default: its port listening, TCP or rdma_cm)"},
 		&cli.DurationFlag{Name: "server-stop-grace", Value: 10 * time.Second, Usage: "time the server command has between SIGTERM and SIGKILL"},
 		&cli.DurationFlag{Name: "server-start-timeout", Value: 60 * time.Second, Usage: "time the server command has to become ready"},
 		&cli.StringFlag{Name: "server-addr", Usage: "address clients dial ({addr}; default 127.0.0.1, on the vm backend the guest's netdev address 192.0.2.1)"},
 		&cli.StringSliceFlag{Name: "target-dir", Usage: "vm: a directory the commands need (certificates, configs), copied into the guest at the same path; repeatable"},
-		&cli.StringFlag{Name: "client-cmd", Usage: "run this command once per client instead of the built-in client, with {i} {n} {addr} {port} {dir} {device}"},
+		&cli.StringFlag{Name: "client-cmd", Usage: "run this command once per client instead of the built-in client, with {i} {n} {addr} {port} {dir} {device} {build}"},
 		&cli.StringFlag{Name: "client-stdin", Usage: "text written to each client command's stdin, with printf escapes (e.g. 'send Test\\nquit\\n')"},
 		&cli.StringFlag{Name: "client-ok", Usage: "regexp on a client command's output that says it connected (without it, exit status 0 alone)"},
 		&cli.StringFlag{Name: "client-count", Usage: "how client commands make \"N at once\": held (stdin kept open until every client printed its --client-ok line; the default with --client-ok) or launched (N started together, each does its work and exits)"},
@@ -50,7 +51,7 @@ func targetSpec(c *cli.Context, spec *runner.Spec) error {
 		}
 		spec.Server = srv
 	} else {
-		for _, f := range []string{"server-port", "server-build", "server-ready", "server-addr"} {
+		for _, f := range []string{"server-port", "server-build", "server-build-cache", "server-ready", "server-addr"} {
 			if c.IsSet(f) {
 				return fmt.Errorf("--%s goes with --server-cmd", f)
 			}

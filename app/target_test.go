@@ -57,6 +57,7 @@ func TestTargetBadCommands(t *testing.T) {
 		{[]string{"--server-cmd", "sh -c x", "--server-build", "make N={nn}"}, "--server-build: argument 1 (\"N={nn}\"): unknown placeholder {nn}"},
 		{[]string{"--server-cmd", "sh -c x", "--server-ready", "("}, "--server-ready: error parsing regexp"},
 		{[]string{"--client-cmd", "sh -c x {j}"}, "--client-cmd: argument 3 (\"{j}\"): unknown placeholder {j}"},
+		{[]string{"--client-cmd", "{build}/client"}, "--client-cmd: argument 0 (\"{build}/client\"): unknown placeholder {build}"},
 		{[]string{"--client-cmd", "sh -c x", "--client-count", "held"}, "held clients (--client-count held) need --client-ok"},
 		{[]string{"--client-cmd", "sh -c x", "--client-stdin", `a\q`}, `--client-stdin: unknown escape \q`},
 		{[]string{"--server-port", "4433"}, "--server-port goes with --server-cmd"},

@@ -373,6 +373,11 @@ type TargetPoint struct {
 	// after ignoring SIGTERM for 10s"; Tail its last output.
 	Exit string `json:"exit,omitempty"`
 	Tail string `json:"tail,omitempty"`
+	// Errors are the distinct lines of its output that name an errno
+	// (by name or by text), at most 5, e.g. "rdma_create_qp: Invalid
+	// argument"; Errnos their names.
+	Errors []string `json:"errors,omitempty"`
+	Errnos []string `json:"errnos,omitempty"`
 	// Processes counts the server's tree (itself, workers) at the
 	// end of the point; Left lists processes that could not be ended.
 	Processes int   `json:"processes,omitempty"`

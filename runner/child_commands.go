@@ -25,7 +25,8 @@ import (
 //
 // Placeholders: {i} the client's number (0..N-1 over all generators),
 // {n} the point's client count, {addr} and {port} the server's, {dir}
-// the point's working directory, {device} the run's RDMA device.
+// the point's working directory, {device} the run's RDMA device, {build}
+// the server's build for the point (a client built with it).
 type ClientCommand struct {
 	Argv []string `json:"argv"`
 	// Stdin is written to each client's stdin (--client-stdin, printf
@@ -43,7 +44,7 @@ type ClientCommand struct {
 }
 
 // ClientPlaceholders are what a client template may use.
-var ClientPlaceholders = []string{"i", "n", "addr", "port", "dir", "device"}
+var ClientPlaceholders = []string{"i", "n", "addr", "port", "dir", "device", "build"}
 
 // Counting names how a ClientCommand counts "N at once".
 func (c *ClientCommand) Counting() string {
@@ -53,14 +54,17 @@ func (c *ClientCommand) Counting() string {
 	return "launched"
 }
 
-// Check refuses a client command that could never run.
-func (c *ClientCommand) Check() error {
+// Check refuses a client command that could never run; built says the
+// server command has a build ({build}).
+func (c *ClientCommand) Check(built bool) error {
 	if len(c.Argv) == 0 {
 		return errors.New("--client-cmd is empty")
 	}
 	vars := map[string]string{}
 	for _, k := range ClientPlaceholders {
-		vars[k] = "x"
+		if k != "build" || built {
+			vars[k] = "x"
+		}
 	}
 	if _, err := command.Expand(c.Argv, vars); err != nil {
 		return fmt.Errorf("--client-cmd: %w", err)
@@ -95,7 +99,7 @@ func generateCommands(ctx context.Context, spec GeneratorSpec, in *bufio.Reader,
 		}
 		return err
 	}
-	if err := cc.Check(); err != nil {
+	if err := cc.Check(spec.Build != ""); err != nil {
 		return failf(err)
 	}
 	var ok *regexp.Regexp
@@ -117,6 +121,9 @@ func generateCommands(ctx context.Context, spec GeneratorSpec, in *bufio.Reader,
 	}
 	vars := map[string]string{"n": strconv.Itoa(spec.Total), "addr": host, "port": port,
 		"dir": spec.Dir, "device": spec.Fabric.Device}
+	if spec.Build != "" {
+		vars["build"] = spec.Build
+	}
 
 	var done, connected atomic.Int64
 	stopTick := make(chan struct{})

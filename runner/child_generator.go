@@ -54,6 +54,8 @@ type GeneratorSpec struct {
 	Command *ClientCommand `json:"command,omitempty"`
 	Total   int            `json:"total,omitempty"`
 	Dir     string         `json:"dir,omitempty"`
+	// Build is the server command's build directory for the point.
+	Build string `json:"build,omitempty"`
 }
 
 // ReadSpec reads one JSON line from in into v: how a child gets its

@@ -92,7 +92,7 @@ func NewLocal(spec Spec, opts LocalOptions) (*Local, error) {
 		l.target = &builtinTarget{exe: opts.Exe, spec: spec, certs: opts.Certs, profileDir: opts.ProfileDir}
 	}
 	if spec.Client != nil {
-		if err := spec.Client.Check(); err != nil {
+		if err := spec.Client.Check(spec.Server != nil && len(spec.Server.Build) > 0); err != nil {
 			return nil, err
 		}
 	}
@@ -167,7 +167,11 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	// and says "ready", and all are released at once when the server and
 	// every one of them is (see collect). The connect clock starts there,
 	// so process start-up is not counted as connection time.
-	gens, err := l.startGenerators(n, trial)
+	var build string
+	if r, ok := srv.(interface{ Record() *result.TargetPoint }); ok && r.Record().Build != nil {
+		build = r.Record().Build.Dir
+	}
+	gens, err := l.startGenerators(n, trial, build)
 	if err != nil {
 		srv.Stop(10 * time.Second)
 		smp.finish(&pt, max)
@@ -235,7 +239,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 
 // startGenerators starts the load generators through the Launcher; each
 // waits for the server's address on its stdin (collect sends it).
-func (l *Local) startGenerators(n, trial int) ([]*child, error) {
+func (l *Local) startGenerators(n, trial int, build string) ([]*child, error) {
 	spec := l.spec
 	procs := min(spec.Procs, n)
 	var env []string
@@ -250,7 +254,7 @@ func (l *Local) startGenerators(n, trial int) ([]*child, error) {
 			CA: l.opts.Certs.Server.CertPEM, Cert: l.opts.Certs.Client.CertPEM, Key: l.opts.Certs.Client.KeyPEM,
 			TLSResume: spec.TLSResume, TLSKex: spec.TLSKex, InFlight: spec.InFlight,
 			Timeout: spec.Timeout, Rounds: spec.Rounds, MsgSize: spec.MsgSize,
-			Command: spec.Client, Total: n}
+			Command: spec.Client, Total: n, Build: build}
 		if spec.Client != nil {
 			gs.Dir = pointDir(l.opts.WorkDir, n, trial)
 		}

@@ -143,7 +143,7 @@ func (s Spec) Check() error {
 		}
 	}
 	if s.Client != nil {
-		if err := s.Client.Check(); err != nil {
+		if err := s.Client.Check(s.Server != nil && len(s.Server.Build) > 0); err != nil {
 			return err
 		}
 	}

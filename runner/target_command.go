@@ -306,6 +306,7 @@ func (s *commandServer) Stop(grace time.Duration) (result.ServerStats, string) {
 	r := s.p.Stop(g)
 	s.stop = &r
 	s.rec.Tail = s.p.Tail()
+	s.rec.Errors, s.rec.Errnos = errorLines(s.rec.Tail, 5)
 	s.rec.Left = r.Left
 	s.rec.Processes = 1 + r.Others
 	s.rec.Exit = r.Exit.String()
@@ -332,6 +333,39 @@ func (s *commandServer) Kill() { s.p.Stop(0) }
 
 // Record is what the point records of its server command.
 func (s *commandServer) Record() *result.TargetPoint { return s.rec }
+
+// errorLines are the distinct lines of out that name an errno, at most
+// max, and the errno names.
+func errorLines(out string, max int) (lines, errnos []string) {
+	seen := map[string]bool{}
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || seen[l] {
+			continue
+		}
+		if names := command.Errnos(l); len(names) > 0 {
+			seen[l] = true
+			if len(lines) < max {
+				lines = append(lines, l)
+			}
+			for _, n := range names {
+				if !containsString(errnos, n) {
+					errnos = append(errnos, n)
+				}
+			}
+		}
+	}
+	return lines, errnos
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
 
 // hashTree returns the SHA-256 of every regular file under dir, by
 // path relative to it (the build's own marker left out).

@@ -1,0 +1,154 @@
+package app
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
+)
+
+func needTool(t *testing.T, tool, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(tool)
+	if err != nil {
+		t.Skipf("%s not installed (Debian package %s; scripts/setup.sh installs it)", tool, pkg)
+	}
+	return p
+}
+
+// rping, a server this project did not write, probed on Soft-RoCE in the
+// guest with its own client: held clients (each pings until released),
+// the server's QPs counted by the kernel for its process.
+func TestVMTargetRping(t *testing.T) {
+	needVM(t)
+	rping := needTool(t, "rping", "rdmacm-utils")
+	root := t.TempDir()
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "2,4", "--calibrate", "0", "--timeout", "90s",
+		"--vm-mem", "2048", "--results", root,
+		"--server-cmd", "rping -s -P -a {addr} -p {port}",
+		"--client-cmd", "rping -c -a {addr} -p {port} -C 1000000 -v", "--client-ok", `^ping data: rdma-ping-0`)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	run := loadOnlyRun(t, root)
+	if !strings.Contains(run.Backend.Description, "rxe1 on dummy0") {
+		t.Errorf("backend %q", run.Backend.Description)
+	}
+	if tg := run.Target; tg == nil || tg.Binaries[rping] == "" || tg.Counting != "held" || tg.Device != "rxe1" || tg.Addr != "192.0.2.1" {
+		t.Errorf("run target %+v", run.Target)
+	}
+	for _, p := range run.Points {
+		if !p.Passed || p.Connected != p.Clients {
+			t.Errorf("%d clients: %d connected, outcomes %v, error %q", p.Clients, p.Connected, p.Outcomes, p.Error)
+			continue
+		}
+		srv, cl := p.Peak.ByRole["server"], p.Peak.ByRole["clients"]
+		if srv["qp"] != p.Clients || srv["cq"] < p.Clients || cl["qp"] != p.Clients {
+			t.Errorf("%d clients: kernel objects by role %v", p.Clients, p.Peak.ByRole)
+		}
+		if p.Target == nil || p.Target.Exit != "killed by SIGTERM" || len(p.Target.Left) > 0 {
+			t.Errorf("%d clients: server %+v", p.Clients, p.Target)
+		}
+	}
+	noChildren(t)
+}
+
+// rdmaprobe's own server and client as commands, in the guest, against
+// the built-in path at the same counts: the same outcomes (the client
+// over the cap refused) and the same kernel objects for the server.
+func TestVMTargetServeAgrees(t *testing.T) {
+	needVM(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	exe, err := runner.VerbsBinary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"ramp", "--backend", "vm", "--clients", "4", "--max-clients", "3", "--calibrate", "0",
+		"--rounds", "1", "--msg-size", "64", "--vm-mem", "2048"}
+	builtinRoot, cmdRoot := t.TempDir(), t.TempDir()
+	if _, errOut, code := run(t, append(common, "--results", builtinRoot)...); code != 0 {
+		t.Fatalf("built-in: exit %d: %s", code, errOut)
+	}
+	server := exe + " serve --backend verbs --device {device} --listen 0.0.0.0:{port} --max-clients {max} --msg-size 64" +
+		" --cert-out {dir}/server.pem --client-cert-out {dir}/client.pem --client-key-out {dir}/client.key"
+	client := exe + " clients --backend verbs --device {device} --addr {addr}:{port} --n 1 --id-base {i} --rounds 1 --msg-size 64" +
+		" --ca {dir}/server.pem --cert {dir}/client.pem --key {dir}/client.key --hold-stdin"
+	if _, errOut, code := run(t, append(common, "--results", cmdRoot, "--server-cmd", server, "--client-cmd", client,
+		"--client-ok", `^1/1 clients connected`)...); code != 0 {
+		t.Fatalf("commands: exit %d: %s", code, errOut)
+	}
+	b, c := loadOnlyRun(t, builtinRoot).Points[0], loadOnlyRun(t, cmdRoot).Points[0]
+	if b.Connected != 3 || b.Outcomes[result.OutcomeRefused] != 1 {
+		t.Fatalf("built-in: outcomes %v", b.Outcomes)
+	}
+	if c.Connected != b.Connected || c.Outcomes[result.OutcomeExit] != 1 || c.Diagnosis == nil || c.Diagnosis.Limit != "max-clients" {
+		t.Errorf("commands: %d connected, outcomes %v, diagnosis %+v; built-in %d, %v", c.Connected, c.Outcomes, c.Diagnosis, b.Connected, b.Outcomes)
+	}
+	bs, cs := b.Peak.ByRole["server"], c.Peak.ByRole["server"]
+	for _, k := range []string{"qp", "cq", "mr"} {
+		if bs[k] == 0 || bs[k] != cs[k] {
+			t.Errorf("server's %s: built-in %d, as a command %d (by role: %v vs %v)", k, bs[k], cs[k], b.Peak.ByRole, c.Peak.ByRole)
+		}
+	}
+	t.Logf("server objects: built-in %v, command %v; connect p50 %.1f vs %.1f ms", bs, cs, b.Connect.P50, c.Connect.P50)
+	noChildren(t)
+}
+
+// The compiled-cap fixture, built per N on the host with MAX_CLIENTS={n}
+// and run in the guest under a file limit planted on purpose (8 + 5
+// descriptors): search finds exactly 5 and names RLIMIT_NOFILE. The
+// second trial of each N reuses its build.
+func TestVMTargetCompiledCap(t *testing.T) {
+	needVM(t)
+	needTool(t, "gcc", "gcc")
+	needTool(t, "prlimit", "util-linux")
+	src, err := filepath.Abs("../testdata/capserver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	out, errOut, code := run(t, "search", "--backend", "vm", "--lo", "1", "--hi", "8", "--trials", "2", "--calibrate", "0",
+		"--vm-mem", "2048", "--results", root, "--timeout", "60s",
+		"--server-build", "make -s -C "+src+" OUT={build} MAX_CLIENTS={n}", "--server-build-cache", t.TempDir(),
+		"--server-cmd", "prlimit --nofile=13:13 {build}/capserver -d {device} -p {port}",
+		"--client-cmd", "{build}/capclient -a {addr} -p {port} -d {device}",
+		"--client-stdin", `send Test\n`, "--client-ok", `^connected qpn`)
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	run := loadOnlyRun(t, root)
+	if s := run.Search; s == nil || s.Capacity != 5 || s.FirstFail != 6 {
+		for _, p := range run.Points {
+			for _, r := range p.Records {
+				if r.Outcome != result.OutcomeOK {
+					t.Logf("%d clients trial %d: client %d %s: %s", p.Clients, p.Trial, r.ID, r.Outcome, r.Error)
+				}
+			}
+		}
+		t.Fatalf("search %+v, want capacity 5 and first failure 6\n%s", run.Search, out)
+	}
+	if d := run.Diagnosis; d == nil || d.Limit != "rlimit-nofile" {
+		t.Errorf("diagnosis %+v, want rlimit-nofile", run.Diagnosis)
+	}
+	for _, p := range run.Points {
+		b := p.Target.Build
+		if b == nil || b.Outputs["capserver"] == "" || b.Cached != (p.Trial == 2) {
+			t.Errorf("%d clients trial %d: build %+v", p.Clients, p.Trial, b)
+		}
+		if p.Clients == 6 {
+			if p.Connected != 5 || p.Outcomes[result.OutcomeExit] != 1 || p.Limits == nil || p.Limits.NoFile != 13 {
+				t.Errorf("6 clients: %d connected, outcomes %v, limits %+v", p.Connected, p.Outcomes, p.Limits)
+			}
+		}
+	}
+	if !strings.Contains(out, "limiting factor") || !strings.Contains(out, "RLIMIT_NOFILE 13") {
+		t.Errorf("output does not name the limit:\n%s", out)
+	}
+	noChildren(t)
+}
