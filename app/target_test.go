@@ -1,6 +1,7 @@
 package app
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -226,4 +227,38 @@ func TestTargetServeAsCommand(t *testing.T) {
 		t.Errorf("point error %q, passed %v", p.Error, p.Passed)
 	}
 	nothingLeft(t, exe+"\x00clients")
+}
+
+// A server that speaks rdmaprobe's own exchange, given as a command, is
+// probed with the built-in clients: it takes the run's certificates
+// ({cert}, {key}, {client_ca}), and the phases are timed as usual. A
+// fixed port is free again for the second point.
+func TestTargetBuiltinClients(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	root := t.TempDir()
+	_, errOut, code := run(t, "ramp", "--backend", "sim", "--clients", "3,3", "--calibrate", "0", "--rounds", "1", "--msg-size", "64",
+		"--results", root, "--server-port", strconv.Itoa(port),
+		"--server-cmd", exe+" serve --backend sim --listen 127.0.0.1:{port} --max-clients {max} --cert {cert} --key {key} --client-ca {client_ca}")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	run := loadOnlyRun(t, root)
+	for _, p := range run.Points {
+		if !p.Passed || p.Phases[result.PhaseTLS].N != 3 || !strings.Contains(strings.Join(p.Target.Argv, " "), "127.0.0.1:"+strconv.Itoa(port)) {
+			t.Errorf("%d clients trial %d: passed %v, TLS phases %+v, argv %v", p.Clients, p.Trial, p.Passed, p.Phases[result.PhaseTLS], p.Target.Argv)
+		}
+	}
+	if run.PSN.Connections != 6 || !run.PSN.Unique {
+		t.Errorf("PSN check %+v", run.PSN)
+	}
+	noChildren(t)
 }

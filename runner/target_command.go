@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/certs"
 	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/command"
 	"github.com/rdmaprobe/rdmaprobe/result"
@@ -30,7 +31,12 @@ import (
 // Placeholders: {n} the point's client count, {max} the server's cap
 // (Spec.MaxClients, else {n}), {port} its port, {dir} the point's
 // working directory, {device} the RDMA device the run uses, {addr} the
-// address clients dial, {build} the build's output directory.
+// address clients dial, {build} the build's output directory, and
+// {cert}, {key}, {client_ca}: the run's server pair and the client
+// certificate it must accept, for a server that speaks rdmaprobe's own
+// exchange (package exchange) to the built-in clients. Those files are
+// written into the point's directory (mode 0600) only when the template
+// names them: otherwise keys never touch the disk.
 type ServerCommand struct {
 	Argv []string `json:"argv"`
 	// Port is a fixed port (--server-port); 0 picks a free one per
@@ -57,7 +63,7 @@ type ServerCommand struct {
 // ServerPlaceholders and BuildPlaceholders are what the templates may
 // use.
 var (
-	ServerPlaceholders = []string{"n", "max", "port", "dir", "device", "addr", "build"}
+	ServerPlaceholders = []string{"n", "max", "port", "dir", "device", "addr", "build", "cert", "key", "client_ca"}
 	BuildPlaceholders  = []string{"n", "max", "build"}
 )
 
@@ -146,6 +152,7 @@ func (e *PointError) Unwrap() error { return e.Err }
 // commandTarget runs a ServerCommand on this machine.
 type commandTarget struct {
 	spec    Spec
+	certs   certs.Pairs
 	cmd     ServerCommand
 	build   BuildFunc
 	workDir string
@@ -157,7 +164,7 @@ func newCommandTarget(spec Spec, opts LocalOptions) (*commandTarget, error) {
 	if err := c.Check(); err != nil {
 		return nil, err
 	}
-	t := &commandTarget{spec: spec, cmd: c, build: opts.Build, workDir: opts.WorkDir}
+	t := &commandTarget{spec: spec, cmd: c, build: opts.Build, workDir: opts.WorkDir, certs: opts.Certs}
 	if c.Ready != "" {
 		t.ready = regexp.MustCompile(c.Ready)
 	}
@@ -191,6 +198,9 @@ func (t *commandTarget) Start(ctx context.Context, n, trial int) (Server, error)
 	// The runner made it, fresh, for this point.
 	dir := pointDir(t.workDir, n, trial)
 	vars["dir"] = dir
+	if err := t.writeCerts(dir, vars); err != nil {
+		return nil, fmt.Errorf("server certificates: %w", err)
+	}
 	port := t.cmd.Port
 	if port > 0 {
 		// A server with a fixed port binds it again at every point; the
@@ -223,6 +233,29 @@ func (t *commandTarget) Start(ctx context.Context, n, trial int) (Server, error)
 		close(s.events)
 	}()
 	return s, nil
+}
+
+// writeCerts writes the run's pairs the template names into dir.
+func (t *commandTarget) writeCerts(dir string, vars map[string]string) error {
+	used := command.Placeholders(t.cmd.Argv)
+	for _, f := range []struct {
+		name, file string
+		pem        []byte
+	}{
+		{"cert", "server.pem", t.certs.Server.CertPEM},
+		{"key", "server.key", t.certs.Server.KeyPEM},
+		{"client_ca", "client-ca.pem", t.certs.Client.CertPEM},
+	} {
+		if !containsString(used, f.name) {
+			continue
+		}
+		p := filepath.Join(dir, f.file)
+		if err := os.WriteFile(p, f.pem, 0o600); err != nil {
+			return err
+		}
+		vars[f.name] = p
+	}
+	return nil
 }
 
 // freePort asks the kernel for a TCP port no one uses now.
