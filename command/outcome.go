@@ -85,6 +85,19 @@ func Classify(p *Proc, waitErr error, requireMatch bool) Outcome {
 	return o
 }
 
+// TimedOut records a client whose deadline passed before it ended; p
+// may still be dying (Kill), its output read so far.
+func TimedOut(p *Proc) Outcome {
+	o := Outcome{Class: Timeout, ExitCode: -1, Duration: time.Since(p.Started), OutputBytes: p.OutputBytes(), Tail: p.Tail()}
+	if _, after, ok := p.Match(); ok {
+		o.OKAfter = after
+	}
+	if names := Errnos(o.Tail); len(names) > 0 {
+		o.Errno = names[len(names)-1]
+	}
+	return o
+}
+
 // StartOutcome records a client that could not be started.
 func StartOutcome(err error) Outcome {
 	o := Outcome{Class: StartFailed, ExitCode: -1, Error: err.Error()}

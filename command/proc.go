@@ -223,6 +223,18 @@ func (p *Proc) Wait(ctx context.Context) (Exit, error) {
 	}
 }
 
+// Kill sends SIGKILL to the program's process group and the
+// descendants seen in its tree, and returns at once: for a caller that
+// must record a deadline now and reap later (Stop, Wait).
+func (p *Proc) Kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stop != nil {
+		return
+	}
+	p.signal(p.treeLocked(), unix.SIGKILL)
+}
+
 // StopReport says how Stop went.
 type StopReport struct {
 	// Exit is how the leader ended.

@@ -341,3 +341,20 @@ func TestWaitReady(t *testing.T) {
 		t.Error("readiness without port or line: no error")
 	}
 }
+
+// Kill ends a program without waiting: the deadline is recorded at once
+// (TimedOut) and the reaping happens later.
+func TestKillThenReap(t *testing.T) {
+	p := start(t, Spec{Argv: []string{"sh", "-c", `trap "" TERM; echo "accept: Too many open files"; read x`}, Hold: true, Match: regexp.MustCompile("files")})
+	waitMatch(t, p)
+	p.Kill()
+	o := TimedOut(p)
+	if o.Class != Timeout || o.Errno != "EMFILE" || o.OKAfter <= 0 || o.ExitCode != -1 {
+		t.Errorf("timed out: %+v", o)
+	}
+	r := p.Stop(time.Second)
+	if r.Exit.Signal != "SIGKILL" || len(r.Left) > 0 {
+		t.Errorf("stop after kill: %+v", r)
+	}
+	gone(t, p.PID)
+}

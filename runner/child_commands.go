@@ -258,17 +258,25 @@ func runClientCommand(ctx context.Context, cc *ClientCommand, ok *regexp.Regexp,
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if cc.Held {
-		select {
-		case <-p.Matched():
-			_, after, _ := p.Match()
-			return commandRecord(command.Outcome{Class: command.OK, OKAfter: after, Duration: after}), p
-		case <-p.Done():
-		case <-dctx.Done():
-		}
+	matched := p.Matched()
+	if !cc.Held {
+		matched = nil // a launched client's outcome is its end
 	}
-	_, werr := p.Wait(dctx)
-	return commandRecord(command.Classify(p, werr, ok != nil)), p
+	select {
+	case <-matched:
+		_, after, _ := p.Match()
+		return commandRecord(command.Outcome{Class: command.OK, OKAfter: after, Duration: after}), p
+	case <-p.Done():
+		p.Stop(0) // the rest of its tree, and its output read to the end
+		return commandRecord(command.Classify(p, nil, ok != nil)), p
+	case <-dctx.Done():
+		// The outcome is the deadline, now: a client stuck in the kernel
+		// (uninterruptible in an rdma_cm call) may take long to die, and
+		// its dying is not the point's business. It is reaped at the
+		// release like every other.
+		p.Kill()
+		return commandRecord(command.TimedOut(p)), p
+	}
 }
 
 // commandRecord is a client command's outcome as a record.
