@@ -56,6 +56,7 @@ func New(s Streams) *cli.App {
 			rampCommand(s),
 			serveCommand(s),
 			clientsCommand(s),
+			hostinfoCommand(s),
 			benchCommand(s),
 			reportCommand(s),
 			compareCommand(s),

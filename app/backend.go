@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
@@ -22,6 +24,10 @@ type backend struct {
 	targetDirs []string
 	// buildCache holds --server-build's outputs ("" = the default).
 	buildCache string
+	// remote, if set, places the load generators on other hosts; out is
+	// told how the hosts were prepared.
+	remote *remote
+	out    io.Writer
 }
 
 // targetDevice is the RDMA device a run with commands counts resources
@@ -62,6 +68,20 @@ func (b *backend) open(ctx context.Context, spec runner.Spec, dir string, local 
 				return nil, err
 			}
 			local.Exe = exe
+		}
+		if b.remote != nil {
+			exe := local.Exe
+			if exe == "" {
+				var err error
+				if exe, err = os.Executable(); err != nil {
+					return nil, err
+				}
+			}
+			l, err := b.remote.open(ctx, &spec, exe, b.out)
+			if err != nil {
+				return nil, err
+			}
+			local.Launcher = l
 		}
 		return runner.NewLocal(spec, local)
 	}

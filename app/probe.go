@@ -46,7 +46,7 @@ func probeFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "stop-on-error", Usage: "stop at the first point that itself fails (server died, load generator crashed or hung) instead of counting it as failed and going on"},
 		&cli.DurationFlag{Name: "calibrate", Value: runner.DefaultCalibration, Usage: "measure this machine's speed (serial TLS handshakes in one process) for this long before and after each point, to tell a slow host from a slow server (0 = off)"},
 		&cli.DurationFlag{Name: "sample-interval", Value: 500 * time.Millisecond, Usage: "how often the collectors sample resources, processes and the host (0 = off)"},
-	}, append(append(append(append(vmFlags(), simInVMFlag()), limitFlags()...), fabricFlags()...), targetFlags()...)...)
+	}, append(append(append(append(append(vmFlags(), simInVMFlag()), limitFlags()...), fabricFlags()...), targetFlags()...), remoteFlags()...)...)
 }
 
 func searchCommand(s Streams) *cli.Command {
@@ -133,7 +133,17 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 	if err := targetSpec(c, &spec); err != nil {
 		return fail(2, "%v", err)
 	}
+	if err := listenSpec(c, &spec); err != nil {
+		return fail(ExitUsage, "%v", err)
+	}
 	be.buildCache = c.String("server-build-cache")
+	if be.remote, err = remotePlacement(c); err != nil {
+		return fail(ExitUsage, "%v", err)
+	}
+	be.out = s.Out
+	if be.remote != nil && be.guest != nil {
+		return fail(ExitUsage, "generators on other hosts (--hosts, --launcher) run with --backend verbs or sim, not in the vm backend's guest")
+	}
 	prog := newProgress(s.Err)
 	o := session.Options{
 		Mode: mode, Command: os.Args, ToolVersion: Version, ResultsDir: c.String("results"),
@@ -156,6 +166,10 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 			prog.clear()
 			fmt.Fprintf(s.Out, "next: %d clients (%s)\n", n, why)
 		},
+	}
+	if be.remote != nil && !c.IsSet("procs") {
+		// One generator per slot, as mpirun starts one rank per slot.
+		o.Spec.Procs = runner.Slots(be.remote.hosts)
 	}
 	if mode == "search" {
 		o.Lo, o.Hi = c.Int("lo"), c.Int("hi")

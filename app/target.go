@@ -26,7 +26,7 @@ func targetFlags() []cli.Flag {
 		&cli.StringFlag{Name: "server-ready", Usage: "regexp on the server's output that says it is ready (default: its port listening, TCP or rdma_cm)"},
 		&cli.DurationFlag{Name: "server-stop-grace", Value: 10 * time.Second, Usage: "time the server command has between SIGTERM and SIGKILL"},
 		&cli.DurationFlag{Name: "server-start-timeout", Value: 60 * time.Second, Usage: "time the server command has to become ready"},
-		&cli.StringFlag{Name: "server-addr", Usage: "address clients dial ({addr}; default 127.0.0.1, on the vm backend the guest's netdev address 192.0.2.1)"},
+		&cli.StringFlag{Name: "server-addr", Usage: "address clients dial: where rdmaprobe's own server listens, IP[:port] (default 127.0.0.1; with --hosts over SSH, this host's address as the first host sees it), or a --server-cmd's ({addr}; default 127.0.0.1, on the vm backend the guest's netdev address 192.0.2.1)"},
 		&cli.StringSliceFlag{Name: "target-dir", Usage: "vm: a directory the commands need (certificates, configs), copied into the guest at the same path; repeatable"},
 		&cli.StringFlag{Name: "client-cmd", Usage: "run this command once per client instead of the built-in client, with {i} {n} {addr} {port} {dir} {device} {build}"},
 		&cli.StringFlag{Name: "client-stdin", Usage: "text written to each client command's stdin, with printf escapes (e.g. 'send Test\\nquit\\n')"},
@@ -51,7 +51,7 @@ func targetSpec(c *cli.Context, spec *runner.Spec) error {
 		}
 		spec.Server = srv
 	} else {
-		for _, f := range []string{"server-port", "server-build", "server-build-cache", "server-ready", "server-addr"} {
+		for _, f := range []string{"server-port", "server-build", "server-build-cache", "server-ready"} {
 			if c.IsSet(f) {
 				return fmt.Errorf("--%s goes with --server-cmd", f)
 			}

@@ -165,3 +165,44 @@ func countLines(r io.Reader) (int, error) {
 		}
 	}
 }
+
+// ProcessUsage is a process's resources at one instant, with its CPU
+// time so far: what a load generator on another host reports of itself.
+type ProcessUsage struct {
+	RSS     uint64
+	CPUSec  float64
+	Threads int
+	FDs     int
+	Maps    int
+}
+
+// Process reads pid's usage.
+func Process(pid int) (ProcessUsage, error) {
+	var u ProcessUsage
+	h, err := process.NewProcess(int32(pid))
+	if err != nil {
+		return u, err
+	}
+	mi, err := h.MemoryInfo()
+	if err != nil {
+		return u, err
+	}
+	u.RSS = mi.RSS
+	t, err := h.Times()
+	if err != nil {
+		return u, err
+	}
+	u.CPUSec = roundTo(t.User+t.System, 3)
+	th, err := h.NumThreads()
+	if err != nil {
+		return u, err
+	}
+	u.Threads = int(th)
+	fds, err := h.NumFDs()
+	if err != nil {
+		return u, err
+	}
+	u.FDs = int(fds)
+	u.Maps, err = countMaps(pid)
+	return u, err
+}

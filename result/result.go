@@ -77,6 +77,9 @@ type Run struct {
 	Points []Point  `json:"points"`
 	Search *Search  `json:"search,omitempty"`
 	PSN    PSNCheck `json:"psn_check"`
+	// Hosts are the machines the load generators ran on, when not this
+	// one (--hosts, Slurm); each point has their figures (Point.Hosts).
+	Hosts []Host `json:"hosts,omitempty"`
 	// Limits are read once at the start of the run.
 	Limits *Limits `json:"limits,omitempty"`
 	// Diagnosis is the limiting factor at the breaking point.
@@ -157,6 +160,11 @@ type Config struct {
 	RampClients   []int        `json:"ramp_clients,omitempty"`
 	MaxClients    int          `json:"max_clients,omitempty"` // server cap; 0 = the probe point's N
 	SimCaps       *fabric.Caps `json:"sim_caps,omitempty"`
+	// Launcher is how the load generators were started on other hosts
+	// ("ssh", "slurm"; empty: on this one), and ServerAddr the address
+	// the server listened on for them.
+	Launcher   string `json:"launcher,omitempty"`
+	ServerAddr string `json:"server_addr,omitempty"`
 }
 
 // Calibration is how fast the machine ran around a point: serial mutual
@@ -255,6 +263,9 @@ type Point struct {
 
 	// Target is the server command as this point ran it (Run.Target).
 	Target *TargetPoint `json:"target,omitempty"`
+	// Hosts are the load-generator hosts' shares of the point, when the
+	// generators ran on other hosts (Run.Hosts).
+	Hosts []HostPoint `json:"hosts,omitempty"`
 }
 
 // Percentiles summarises a sample.

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -25,6 +26,19 @@ type child struct {
 	exited chan struct{} // closed after Wait returned
 	err    error         // Wait's error, valid after exited
 	tail   *tailBuffer
+
+	// reported is the process ID the child reported ("started"): on another
+	// host, not cmd's. exit is the status the launcher's wrapper
+	// reported ("exit"), valid after exited; nil if it said none.
+	reported atomic.Int64
+	exit     *int
+	// remoteKill, for a child on another host, ends its process there by
+	// the PID it reported, over its launcher.
+	remoteKill func(pid int)
+
+	inMu     sync.Mutex
+	inClosed bool
+	beatStop chan struct{}
 }
 
 // startChild starts cmd, writes spec to its stdin as one JSON line (the
@@ -66,6 +80,15 @@ func startChild(name string, cmd *exec.Cmd, spec any) (*child, error) {
 				}
 				break
 			}
+			switch ev.Event {
+			case "started":
+				c.reported.Store(int64(ev.PID))
+				continue
+			case "exit":
+				st := ev.Status
+				c.exit = &st
+				continue
+			}
 			c.events <- ev
 		}
 		close(c.events)
@@ -104,17 +127,85 @@ func (c *child) drain(grace time.Duration) []Event {
 			}
 			evs = append(evs, ev)
 		case <-t.C:
-			c.cmd.Process.Kill()
+			c.forceKill()
 		}
 	}
 	<-c.exited
+	c.closeStdin()
 	return evs
 }
 
 // kill ends the child at once and reaps it.
 func (c *child) kill() {
-	c.cmd.Process.Kill()
+	c.forceKill()
 	c.drain(time.Hour)
+}
+
+// forceKill kills the child's process: on another host over its
+// launcher first (killing the local launcher alone would leave a hung
+// process there), then the local one.
+func (c *child) forceKill() {
+	if pid := int(c.reported.Load()); c.remoteKill != nil && pid > 0 {
+		select {
+		case <-c.exited:
+		default:
+			c.remoteKill(pid)
+		}
+	}
+	c.cmd.Process.Kill()
+}
+
+// started reports whether the child said "started".
+func (c *child) started() bool { return c.reported.Load() > 0 }
+
+// send writes one line to the child's stdin.
+func (c *child) send(line string) {
+	c.inMu.Lock()
+	defer c.inMu.Unlock()
+	if !c.inClosed {
+		// A child that died meanwhile shows as closed events.
+		io.WriteString(c.stdin, line+"\n")
+	}
+}
+
+// heartbeat sends an empty line every interval until stdin is closed: a
+// released generator that hears nothing for longer than its launcher
+// could stay silent knows the runner, or the way to it, is gone, and
+// exits by itself (Generate).
+func (c *child) heartbeat(interval time.Duration) {
+	c.inMu.Lock()
+	defer c.inMu.Unlock()
+	if c.inClosed || c.beatStop != nil {
+		return
+	}
+	c.beatStop = make(chan struct{})
+	go func(stop <-chan struct{}) {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				c.send("")
+			case <-stop:
+				return
+			}
+		}
+	}(c.beatStop)
+}
+
+// closeStdin releases the child (EOF on its stdin) and stops the
+// heartbeat.
+func (c *child) closeStdin() {
+	c.inMu.Lock()
+	defer c.inMu.Unlock()
+	if c.inClosed {
+		return
+	}
+	c.inClosed = true
+	if c.beatStop != nil {
+		close(c.beatStop)
+	}
+	c.stdin.Close()
 }
 
 // exitText describes how the child ended, with its stderr tail.
@@ -172,4 +263,40 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.buf.String()
+}
+
+// Ended is how a generator's command ended before its generator reported
+// its clients, as the runner saw it: what a RemoteLauncher classifies.
+type Ended struct {
+	// Started: the generator said "started" (it ran on its host).
+	Started bool
+	// Exit is the generator's exit status as the launcher's wrapper
+	// reported it (128+n for signal n); nil if none came.
+	Exit *int
+	// Code is the launcher command's own exit code, -1 if a signal
+	// ended it.
+	Code int
+	// Stderr is the last lines the launcher command wrote to stderr.
+	Stderr string
+}
+
+// ended describes how the child ended; valid once exited is closed.
+func (c *child) ended() Ended {
+	e := Ended{Started: c.started(), Exit: c.exit, Code: -1, Stderr: lastLines(c.tail.String(), 3)}
+	if c.cmd.ProcessState != nil {
+		e.Code = c.cmd.ProcessState.ExitCode()
+	}
+	return e
+}
+
+// lastLines is s's last n non-empty lines, joined by "; ".
+func lastLines(s string, n int) string {
+	var out []string
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	for i := len(lines) - 1; i >= 0 && len(out) < n; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			out = append([]string{l}, out...)
+		}
+	}
+	return strings.Join(out, "; ")
 }

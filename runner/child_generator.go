@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/certs"
 	"github.com/rdmaprobe/rdmaprobe/client"
+	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -80,16 +82,21 @@ func ReadSpec(in *bufio.Reader, v any) error {
 const DefaultInFlight = 256
 
 // Generate runs the generator's clients. With events (the runner's
-// child) it says "ready" once its device is open, waits for the server's
-// address on in (the release), reports "progress" and "done" on out, and
-// holds its connected clients until in closes. Without, it connects to
-// spec.Addr and prints one line of counts.
+// child) it says "started", then "ready" once its device is open, waits
+// for the server's address on in (the release), reports "progress" and
+// "done" on out, and holds its connected clients until in closes; in
+// closing at any time ends it (a generator whose launcher's connection
+// dropped exits by itself). Without, it connects to spec.Addr and prints
+// one line of counts.
 func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.Writer, events bool) error {
 	RaiseNoFile()
 	if spec.Command != nil {
 		return generateCommands(ctx, spec, in, out, events)
 	}
 	emit := NewEmitter(out)
+	if events {
+		emit.Emit(Event{Event: "started", PID: os.Getpid()})
+	}
 	failf := func(err error) error {
 		if events {
 			emit.Emit(Event{Event: "error", Error: err.Error()})
@@ -124,16 +131,29 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 	}
 	defer dev.Close()
 	addr := spec.Addr
+	// released is closed when in ends after the release: the runner let
+	// the clients go, or it (or the connection to it) is gone.
+	released := make(chan struct{})
 	if events {
 		// Started, device open: the runner sends the server's address
 		// when the server and every generator are ready, so the clients
 		// of all generators start together and no start-up is timed.
-		emit.Emit(Event{Event: "ready"})
+		env := collectors.Environment()
+		emit.Emit(Event{Event: "ready", PID: os.Getpid(), Env: &env,
+			Device: &result.DeviceInfo{Name: dev.Name(), Caps: dev.Caps(), Port: dev.Port()}})
 		line, err := in.ReadString('\n')
 		if err != nil {
 			return nil // released before the start: the point was abandoned
 		}
 		addr = strings.TrimSpace(line)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			watchRelease(in, heartbeatLost)
+			close(released)
+			cancel()
+		}()
 	}
 	d, err := client.NewDialer(dev, client.Config{Addr: addr, TLS: tlsConf,
 		Rounds: spec.Rounds, MsgSize: spec.MsgSize, Timeout: spec.Timeout})
@@ -144,13 +164,9 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 
 	recs, conns := runClients(ctx, d, spec, emit, events)
 	if events {
-		emit.Emit(Event{Event: "done", OK: len(conns), Records: recs})
+		usage := selfUsage(spec.Proc, dev.Name(), spec.Fabric.Backend)
+		emit.Emit(Event{Event: "done", OK: len(conns), Records: recs, Usage: &usage})
 		// Hold every connected client until the runner releases them.
-		released := make(chan struct{})
-		go func() {
-			io.Copy(io.Discard, in)
-			close(released)
-		}()
 		select {
 		case <-released:
 		case <-ctx.Done():
@@ -225,4 +241,59 @@ func printCounts(out io.Writer, recs []result.ClientRecord, connected int) {
 		}
 	}
 	fmt.Fprintln(out)
+}
+
+// The runner sends a released generator an empty line every
+// heartbeatEvery; one that hears nothing for heartbeatLost takes the
+// runner, or its launcher's connection, to be gone. A dropped SSH
+// connection whose server side never notices would otherwise leave the
+// generator holding its clients for good.
+const (
+	heartbeatEvery = 5 * time.Second
+	heartbeatLost  = 60 * time.Second
+)
+
+// watchRelease returns when in ends (the release) or stays silent for
+// lost.
+func watchRelease(in *bufio.Reader, lost time.Duration) {
+	lines := make(chan struct{})
+	go func() {
+		// Left blocked if the silence ends the wait: the process exits.
+		for {
+			if _, err := in.ReadString('\n'); err != nil {
+				close(lines)
+				return
+			}
+			lines <- struct{}{}
+		}
+	}()
+	t := time.NewTimer(lost)
+	defer t.Stop()
+	for {
+		select {
+		case _, ok := <-lines:
+			if !ok {
+				return
+			}
+			t.Reset(lost)
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// selfUsage is the generator's reading of itself for its "done" event:
+// on another host nothing else samples it. On a kernel device it also
+// counts the device's resources, every process of the host together.
+func selfUsage(proc int, device, backend string) result.GeneratorUsage {
+	u := result.GeneratorUsage{Generator: proc, PID: os.Getpid()}
+	if ps, err := collectors.Process(os.Getpid()); err == nil {
+		u.RSS, u.CPUSec, u.Threads, u.FDs, u.Maps = ps.RSS, ps.CPUSec, ps.Threads, ps.FDs, ps.Maps
+	}
+	if backend == "verbs" {
+		if m, err := collectors.DeviceResources(device); err == nil {
+			u.RDMA = m
+		}
+	}
+	return u
 }

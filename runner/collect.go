@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"io"
 	"sort"
 	"time"
 
@@ -21,6 +20,9 @@ type collection struct {
 	gens     []*child
 	st       []genState
 	progress func(Progress)
+	// remote, if set, places the generators on other hosts: it
+	// classifies how one ended.
+	remote RemoteLauncher
 
 	// launch is how long the --rate schedule takes to launch every
 	// client; quiet how long a released generator may stay silent.
@@ -36,6 +38,13 @@ type genState struct {
 	ready, done bool
 	progress    Event
 	recs        []result.ClientRecord
+	// readyEv is the generator's "ready" (its device and host), doneAt
+	// when its "done" came, usage what it said of itself then, fault
+	// how it failed.
+	readyEv *Event
+	doneAt  time.Time
+	usage   *result.GeneratorUsage
+	fault   *result.HostFault
 }
 
 // tagged is one generator's event, or the end of its events.
@@ -123,6 +132,12 @@ func (c *collection) onGenerator(t tagged, addr string) {
 	if t.closed {
 		<-g.exited
 		why := g.exitText() + " before reporting"
+		class, detail := result.FaultDied, why
+		if c.remote != nil {
+			class, detail = c.remote.Fault(i, g.ended())
+			why = g.name + " " + class + ": " + detail
+		}
+		c.st[i].fault = &result.HostFault{Generator: i, Class: class, Detail: detail}
 		c.setErr(why)
 		c.lost(i, why)
 		c.release(addr)
@@ -131,6 +146,7 @@ func (c *collection) onGenerator(t tagged, addr string) {
 	switch ev.Event {
 	case "ready":
 		c.st[i].ready = true
+		c.st[i].readyEv = &ev
 		c.release(addr)
 	case "progress":
 		if ev.Done > c.st[i].progress.Done {
@@ -142,6 +158,8 @@ func (c *collection) onGenerator(t tagged, addr string) {
 		c.st[i].recs = ev.Records
 		c.st[i].progress = Event{Done: len(ev.Records), OK: ev.OK}
 		c.st[i].done = true
+		c.st[i].doneAt = time.Now()
+		c.st[i].usage = ev.Usage
 		c.remaining--
 		c.report()
 	case "error":
@@ -159,6 +177,7 @@ func (c *collection) onDeadline(addr string) {
 				why := fmt.Sprintf("%s hung: not ready %s after it started", g.name, c.spec.StartTimeout)
 				c.setErr(why)
 				g.kill()
+				c.st[i].fault = &result.HostFault{Generator: i, Class: result.FaultHung, Detail: why}
 				c.lost(i, why)
 			}
 		}
@@ -180,6 +199,7 @@ func (c *collection) failAll(why, suffix string) {
 		if suffix != "" {
 			w = g.name + suffix
 			c.setErr(w)
+			c.st[i].fault = &result.HostFault{Generator: i, Class: result.FaultHung, Detail: w}
 		}
 		c.lost(i, w)
 	}
@@ -199,8 +219,8 @@ func (c *collection) release(addr string) {
 	c.released = time.Now()
 	for i, g := range c.gens {
 		if c.st[i].ready && !c.st[i].done {
-			// A generator that died meanwhile shows as closed events.
-			io.WriteString(g.stdin, addr+"\n")
+			g.send(addr)
+			g.heartbeat(heartbeatEvery)
 		}
 	}
 	c.deadline.Reset(c.launch + c.quiet)

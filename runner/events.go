@@ -18,19 +18,32 @@ import (
 // reports "progress" while its clients connect and "done" with their
 // records, and holds them until its stdin closes. A server says "stats"
 // when it stops (SIGTERM). Either may say "error" at any time.
+//
+// A generator first says "started" with its process ID, before it reads
+// its spec: on another host, that PID is what the runner kills it by
+// over the launcher. Its "ready" carries its host's environment and the
+// device it opened, its "done" its own resource usage. On another host
+// the launcher's wrapper says "exit" with the generator's exit status
+// when it ends (RemoteCommand), which tells a generator that died from a
+// launcher that lost its connection.
 type Event struct {
-	Event string `json:"event"` // "ready", "stats", "progress", "done", "error"
+	Event string `json:"event"` // "started", "ready", "stats", "progress", "done", "error", "exit"
 
+	// started, ready
+	PID int `json:"pid,omitempty"`
 	// ready
-	Addr   string             `json:"addr,omitempty"`
-	PID    int                `json:"pid,omitempty"`
-	Device *result.DeviceInfo `json:"device,omitempty"`
+	Addr   string              `json:"addr,omitempty"`
+	Device *result.DeviceInfo  `json:"device,omitempty"`
+	Env    *result.Environment `json:"env,omitempty"`
+	// exit
+	Status int `json:"status,omitempty"`
 	// stats
 	Server *result.ServerStats `json:"server,omitempty"`
 	// progress, done
-	Done    int                   `json:"done,omitempty"`
-	OK      int                   `json:"ok,omitempty"`
-	Records []result.ClientRecord `json:"records,omitempty"`
+	Done    int                    `json:"done,omitempty"`
+	OK      int                    `json:"ok,omitempty"`
+	Records []result.ClientRecord  `json:"records,omitempty"`
+	Usage   *result.GeneratorUsage `json:"usage,omitempty"`
 	// error
 	Error string `json:"error,omitempty"`
 }

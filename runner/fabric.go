@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +23,10 @@ type Fabric struct {
 	GIDIndex int    `json:"gid_index"`
 	// Addr is the simulated port's IPv4 address (fabric.DeviceConfig):
 	// where a sim server or generator on another host is reached.
-	Addr string `json:"addr,omitempty"`
+	// Toward, when Addr is "", has the port take this host's address
+	// towards that IP (the server's), as routing picks it.
+	Addr   string `json:"addr,omitempty"`
+	Toward string `json:"toward,omitempty"`
 	// SimMax* are the simulated server device's caps (0 = what rxe
 	// reports). They apply to the server only: the simulated device
 	// lives in one process, and what the caps model is the device of
@@ -35,7 +39,25 @@ type Fabric struct {
 
 // DeviceConfig is the device to open.
 func (f Fabric) DeviceConfig() fabric.DeviceConfig {
-	return fabric.DeviceConfig{Name: f.Device, Port: f.Port, GIDIndex: f.GIDIndex, Addr: f.Addr}
+	addr := f.Addr
+	if addr == "" && f.Toward != "" {
+		addr = sourceAddr(f.Toward)
+	}
+	return fabric.DeviceConfig{Name: f.Device, Port: f.Port, GIDIndex: f.GIDIndex, Addr: addr}
+}
+
+// sourceAddr is the address this host sends from towards ip, "" if it
+// has no route: a UDP socket's connect picks it and sends nothing.
+func sourceAddr(ip string) string {
+	c, err := net.Dial("udp", net.JoinHostPort(ip, "9"))
+	if err != nil {
+		return ""
+	}
+	defer c.Close()
+	if a, ok := c.LocalAddr().(*net.UDPAddr); ok {
+		return a.IP.String()
+	}
+	return ""
 }
 
 // SimCaps are the simulated device's caps: rxe's, lowered by SimMax*.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -119,8 +120,14 @@ func (l *Local) Device() *result.DeviceInfo { return l.device }
 // Close holds nothing: every point reaps its own processes.
 func (l *Local) Close() error { return nil }
 
-// Describe names a real device's port in the backend's description.
+// Describe names a real device's port in the backend's description, and
+// records the generators' hosts when they are other machines.
 func (l *Local) Describe(run *result.Run) {
+	if r := l.remote(); r != nil {
+		run.Hosts = r.Hosts()
+		run.Config.Launcher = r.Name()
+		run.Config.ServerAddr = listenAddr(l.spec.Listen)
+	}
 	if d := l.device; d != nil && run.Backend.Name == "verbs" {
 		run.Backend.Description = fmt.Sprintf("verbs: %s port %d (%s) on Linux %s",
 			d.Name, d.Port.Port, d.Port.LinkLayer, ShortRelease(run.Environment.Kernel))
@@ -196,6 +203,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		}
 	}
 	c := newCollection(spec, n, gens, l.opts.Progress)
+	c.remote = l.remote()
 	c.run(ctx, srv, addr)
 	if !c.released.IsZero() {
 		pt.StartupSec = c.released.Sub(started).Seconds()
@@ -212,7 +220,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	// Release the clients (stdin EOF), then stop the server, which gives
 	// its own view as it exits.
 	for _, g := range gens {
-		g.stdin.Close()
+		g.closeStdin()
 	}
 	for _, g := range gens {
 		g.drain(30 * time.Second)
@@ -228,6 +236,9 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	}
 	pt.Error = c.pointErr
 	pt.Records = c.records()
+	if r := l.remote(); r != nil {
+		pt.Hosts = c.hostPoints(r)
+	}
 	Summarise(&pt, spec.Threshold)
 	smp.finish(&pt, max)
 	pt.DurationSec = time.Since(pt.StartedAt).Seconds()
@@ -264,7 +275,18 @@ func (l *Local) startGenerators(n, trial int, build string) ([]*child, error) {
 		if spec.Profile && l.opts.ProfileDir != "" {
 			gs.CPUProfile = filepath.Join(l.opts.ProfileDir, fmt.Sprintf("%d-%d-clients-%d.pprof", n, trial, i))
 		}
-		g, err := l.launch(i, gs, env)
+		genv := env
+		if r := l.remote(); r != nil {
+			// On its own host a generator shares the CPUs with no
+			// server, and its simulated port takes the host's address
+			// (the launcher's, or the one towards the server).
+			genv = nil
+			gs.Fabric.Addr = r.Addr(i)
+			if h, _, err := net.SplitHostPort(listenAddr(spec.Listen)); err == nil {
+				gs.Fabric.Toward = h
+			}
+		}
+		g, err := l.launch(i, gs, genv)
 		if err != nil {
 			for _, g := range gens {
 				g.kill()
@@ -286,5 +308,18 @@ func (l *Local) launch(i int, gs GeneratorSpec, env []string) (*child, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return startChild(name, cmd, gs)
+	g, err := startChild(name, cmd, gs)
+	if err != nil {
+		return nil, err
+	}
+	if r := l.remote(); r != nil {
+		g.remoteKill = func(pid int) { r.Kill(i, pid) }
+	}
+	return g, nil
+}
+
+// remote is the launcher when it places generators on other hosts.
+func (l *Local) remote() RemoteLauncher {
+	r, _ := l.launcher.(RemoteLauncher)
+	return r
 }

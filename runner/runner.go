@@ -118,6 +118,11 @@ type Spec struct {
 	// Client, when set, runs a command per client instead of the
 	// built-in client (child_commands.go).
 	Client *ClientCommand `json:"client_cmd,omitempty"`
+	// Listen is the address the server listens on, IP[:port]; "" is
+	// 127.0.0.1 on any free port. Generators on other hosts need an
+	// address of the server's host they reach (--server-addr); a
+	// simulated server's port takes its IP too.
+	Listen string `json:"listen,omitempty"`
 }
 
 // DefaultMode is the server's default resource mode (the predecessor's

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +27,7 @@ type builtinTarget struct {
 
 func (t *builtinTarget) Start(ctx context.Context, n, trial int) (Server, error) {
 	s := t.spec
-	ss := ServerSpec{Listen: "127.0.0.1:0", MaxClients: s.maxClients(n), Mode: s.Mode, Fabric: s.Fabric,
+	ss := ServerSpec{Listen: listenAddr(s.Listen), MaxClients: s.maxClients(n), Mode: s.Mode, Fabric: s.Fabric,
 		Cert: t.certs.Server.CertPEM, Key: t.certs.Server.KeyPEM, ClientCA: t.certs.Client.CertPEM,
 		MsgSize: s.MsgSize, Backlog: s.Backlog,
 		// The server waits for a client as long as the client itself may
@@ -34,6 +35,13 @@ func (t *builtinTarget) Start(ctx context.Context, n, trial int) (Server, error)
 		HandshakeTimeout: s.Timeout, ExchangeTimeout: s.Timeout,
 		TLSKex: s.TLSKex, Detach: s.Detach, TLSTickets: s.TLSResume,
 		NoFile: s.NoFile, MemLock: s.MemLock}
+	if ss.Fabric.Addr == "" {
+		// A simulated port on the address the clients reach the server
+		// at: on another host, 127.0.0.1 would be theirs.
+		if h, _, err := net.SplitHostPort(ss.Listen); err == nil && h != "127.0.0.1" {
+			ss.Fabric.Addr = h
+		}
+	}
 	if s.Profile && t.profileDir != "" {
 		ss.CPUProfile = filepath.Join(t.profileDir, fmt.Sprintf("%d-%d-server.pprof", n, trial))
 	}
@@ -97,4 +105,15 @@ func (s *builtinServer) Stop(grace time.Duration) (result.ServerStats, string) {
 		return st, s.exitText()
 	}
 	return st, ""
+}
+
+// listenAddr is Spec.Listen with its defaults: 127.0.0.1, any port.
+func listenAddr(l string) string {
+	if l == "" {
+		return "127.0.0.1:0"
+	}
+	if _, _, err := net.SplitHostPort(l); err != nil {
+		return net.JoinHostPort(l, "0")
+	}
+	return l
 }

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # A one-node Slurm cluster for the Slurm launcher's tests: munged,
 # slurmctld and slurmd (Debian's slurm-wlm and munge) in a network
-# namespace of their own whose only peer is itself, so nothing they
-# listen on is reachable from anywhere else and several clusters can run
-# at once on Slurm's default ports.
+# namespace of their own, so several clusters can run at once on Slurm's
+# default ports. The daemons talk over the namespace's loopback; its only
+# other link is a veth pair to this machine's root namespace, with
+# 169.254.S.1 (here) and 169.254.S.2 (the node) on it, IPv4 link-local
+# addresses that exist only on that pair: a server here is what job
+# steps on the node reach, and nothing else is.
 #
 #   testslurm.sh run DIR    start the cluster (config, key, logs in DIR),
 #                           print "ready", hold it until stdin ends or a
@@ -13,7 +16,8 @@
 #
 # Commands reach it inside the namespace with its config:
 #   ip netns exec NS env SLURM_CONF=DIR/slurm.conf salloc ... / srun ...
-# DIR/slurm.env gives NS, SLURM_CONF and NODE for the Go helpers
+# DIR/slurm.env gives NS, SLURM_CONF, NODE, SERVER_ADDR (this end of the
+# pair) and NODE_ADDR for the Go helpers
 # (package testhosts). No systemd: the three daemons run in the
 # foreground as children of `run`, which ends them by PID (with every
 # job step they started) and reaps them. `down` is idempotent, and `run`
@@ -51,10 +55,11 @@ collect_stale() {
   local f d
   for f in "$registry"/*; do
     [ -f "$f" ] || continue
+    case "$f" in *.subnet) continue ;; esac
     d=$(cat "$f")
     if [ ! -d "$d" ]; then
       stop_netns "$(basename "$f")"
-      rm -f "$f"
+      rm -f "$f" "$f.subnet"
     fi
   done
 }
@@ -65,6 +70,19 @@ sq() {
   shift
   ns=$(. "$dir/slurm.env"; echo "$NS")
   ip netns exec "$ns" env SLURM_CONF="$dir/slurm.conf" "$@"
+}
+
+# pick_subnet prints a third octet in 200-249 nothing here uses (the
+# SSH test hosts take 100-199).
+pick_subnet() {
+  local s
+  for s in $(seq 200 249); do
+    grep -qx "$s" "$registry"/*.subnet 2>/dev/null && continue
+    ip -o -4 addr show | grep -q " 169\.254\.$s\." && continue
+    echo "$s"
+    return 0
+  done
+  die "no free 169.254.200-249 subnet"
 }
 
 # answers DIR: the cluster's node is up and usable.
@@ -84,14 +102,14 @@ finish() {
   [ -n "$HOLDER" ] && kill -TERM "$HOLDER" 2>/dev/null || true
   if [ -n "$NS" ]; then
     stop_netns "$NS"
-    rm -f "$registry/$NS"
+    rm -f "$registry/$NS" "$registry/$NS.subnet"
   fi
   wait || true
   [ -n "$DIR" ] && rm -f "$DIR/slurm.env"
 }
 
 run() {
-  local dir ns cpus i ok=""
+  local dir ns cpus i s ok=""
   dir=$(realpath -m "$1")
   [ "$(id -u)" -eq 0 ] || die "needs root (network namespace, daemons as root)"
   need ip flock realpath munged slurmctld slurmd srun salloc sinfo
@@ -103,7 +121,9 @@ run() {
   collect_stale
   ns="rdmaprobe-slurm-$$"
   while [ -e "$registry/$ns" ]; do ns="$ns-x"; done
+  s=$(pick_subnet)
   echo "$dir" >"$registry/$ns"
+  echo "$s" >"$registry/$ns.subnet"
   flock -u 9
   exec 9>&-
   NS=$ns DIR=$dir
@@ -113,14 +133,16 @@ run() {
 
   ip netns add "$ns"
   ip -n "$ns" link set lo up
-  # Slurm resolves its addresses with AI_ADDRCONFIG, which yields no IPv4
-  # address at all, 127.0.0.1 included, on a machine whose only IPv4
-  # address is loopback's: give the namespace one more, on a veth pair
-  # whose two ends both stay inside it.
-  ip -n "$ns" link add slurm0 type veth peer name slurm1
-  ip -n "$ns" addr add 169.254.253.1/32 dev slurm0
-  ip -n "$ns" link set slurm1 up
-  ip -n "$ns" link set slurm0 up
+  # The pair to this namespace. It also keeps Slurm working at all: Slurm
+  # resolves its addresses with AI_ADDRCONFIG, which yields no IPv4
+  # address, 127.0.0.1 included, where loopback's is the only one.
+  ip link add "rps$s" type veth peer name eth0 netns "$ns"
+  sysctl -qw "net.ipv6.conf.rps$s.disable_ipv6=1" 2>/dev/null || true
+  ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null || true
+  ip addr add "169.254.$s.1/24" dev "rps$s"
+  ip link set "rps$s" up
+  ip -n "$ns" addr add "169.254.$s.2/24" dev eth0
+  ip -n "$ns" link set eth0 up
   mkdir -p "$dir/munge" "$dir/state" "$dir/spool"
   chmod 700 "$dir/munge"
   rm -f "$dir/munge/munge.key"
@@ -168,6 +190,8 @@ NS=$ns
 SLURM_CONF=$dir/slurm.conf
 NODE=node1
 CPUS=$cpus
+SERVER_ADDR=169.254.$s.1
+NODE_ADDR=169.254.$s.2
 EOF
   # --force: munged wants the socket's directory open to every user, for
   # clients that are not root; here every client is root and the
@@ -210,7 +234,7 @@ down() {
   [ -f "$dir/slurm.env" ] || return 0
   ns=$(. "$dir/slurm.env"; echo "$NS")
   [ -n "$ns" ] && stop_netns "$ns"
-  rm -f "$registry/$ns" "$dir/slurm.env"
+  rm -f "$registry/$ns" "$registry/$ns.subnet" "$dir/slurm.env"
 }
 
 case "${1:-}" in

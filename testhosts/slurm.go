@@ -22,6 +22,9 @@ type Slurm struct {
 	// Node is the node's name; CPUs is what it offers.
 	Node string
 	CPUs int
+	// ServerAddr is this machine's address on its link to the cluster's
+	// namespace, what tasks on the node reach; NodeAddr is the node's.
+	ServerAddr, NodeAddr string
 }
 
 // StartSlurm starts the cluster for the test; its clean-up stops it.
@@ -35,8 +38,9 @@ func StartSlurm(t testing.TB) *Slurm {
 		t.Fatal(err)
 	}
 	cpus, _ := strconv.Atoi(env["CPUS"])
-	c := &Slurm{Dir: dir, Conf: env["SLURM_CONF"], NetNS: env["NS"], Node: env["NODE"], CPUs: cpus}
-	if c.Conf == "" || c.NetNS == "" || c.Node == "" || cpus < 1 {
+	c := &Slurm{Dir: dir, Conf: env["SLURM_CONF"], NetNS: env["NS"], Node: env["NODE"], CPUs: cpus,
+		ServerAddr: env["SERVER_ADDR"], NodeAddr: env["NODE_ADDR"]}
+	if c.Conf == "" || c.NetNS == "" || c.Node == "" || cpus < 1 || c.ServerAddr == "" {
 		t.Fatalf("testslurm.sh wrote %v", env)
 	}
 	return c

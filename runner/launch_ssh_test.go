@@ -1,0 +1,270 @@
+package runner
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/certs"
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/testhosts"
+)
+
+// remoteRig is a real rdmaprobe binary and the run's certificates, for
+// points whose generators run on other hosts.
+type remoteRig struct {
+	exe   string
+	pairs certs.Pairs
+}
+
+func newRemoteRig(t *testing.T) remoteRig {
+	t.Helper()
+	pairs, err := certs.NewPairs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return remoteRig{exe: testhosts.Binary(t), pairs: pairs}
+}
+
+// runner is a Local runner of sim points with its server on listen and
+// its generators placed by l.
+func (r remoteRig) runner(t *testing.T, l Launcher, listen string, procs int, progress func(Progress), mod func(*Spec)) *Local {
+	t.Helper()
+	spec := Spec{Fabric: Fabric{Backend: "sim", GIDIndex: -1}, Mode: DefaultMode, Procs: procs, Rounds: 2,
+		Threshold: 1, Timeout: 10 * time.Second, InFlight: DefaultInFlight, Listen: listen,
+		CalibrationWindow: -1, SampleInterval: -1, StartTimeout: 30 * time.Second}
+	if mod != nil {
+		mod(&spec)
+	}
+	loc, err := NewLocal(spec, LocalOptions{Exe: r.exe, Certs: r.pairs, Launcher: l, Progress: progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loc
+}
+
+// hostPoint is pt's share of host h.
+func hostPoint(t *testing.T, pt result.Point, h string) result.HostPoint {
+	t.Helper()
+	for _, hp := range pt.Hosts {
+		if hp.Host == h {
+			return hp
+		}
+	}
+	t.Fatalf("no figures of host %s in %+v", h, pt.Hosts)
+	return result.HostPoint{}
+}
+
+// noneLeft checks that nothing but sshd runs on the hosts.
+func noneLeft(t *testing.T, hosts *testhosts.SSH) {
+	t.Helper()
+	for _, h := range hosts.Hosts {
+		left, err := testhosts.WaitNoProcs(20*time.Second, func() ([]testhosts.Proc, error) { return hosts.Programs(h) })
+		if err != nil || len(left) > 0 {
+			t.Errorf("left running on %s: %v %v", h, left, err)
+		}
+	}
+}
+
+// TestSSHLauncher runs a point with three simulated generators on two
+// SSH hosts (network namespaces with their own sshd): the binary is
+// copied there, each host describes itself, every client connects across
+// the hosts' link, and the point has each host's share, GID and usage.
+func TestSSHLauncher(t *testing.T) {
+	hosts := testhosts.StartSSH(t, 2)
+	rig := newRemoteRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	l, err := NewSSH(ctx, SSHConfig{Hosts: []Host{{Name: "h1", Slots: 1}, {Name: "h2", Slots: 2}},
+		Command: hosts.SSHCommand(), Exe: rig.exe, Fabric: Fabric{Backend: "sim", GIDIndex: -1}, Procs: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range l.Hosts() {
+		gid := "::ffff:" + hosts.Addrs[i]
+		if h.Name != hosts.Hosts[i] || h.Addr != hosts.Addrs[i] || !h.Copied || h.Environment == nil ||
+			h.Environment.Device == nil || h.Environment.Device.Port.GID.String() != gid {
+			t.Errorf("host %d: %+v (environment %+v), want %s at %s with GID %s, binary copied", i, h, h.Environment, hosts.Hosts[i], hosts.Addrs[i], gid)
+		}
+	}
+	if l.ServerAddr() != hosts.ServerAddr {
+		t.Errorf("the hosts see this machine at %q, want %s", l.ServerAddr(), hosts.ServerAddr)
+	}
+
+	r := rig.runner(t, l, hosts.ServerAddr, 3, nil, nil)
+	pt, err := r.RunPoint(ctx, 90, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pt.Connected != 90 || pt.Error != "" {
+		t.Fatalf("connected %d/90, error %q, outcomes %v", pt.Connected, pt.Error, pt.Outcomes)
+	}
+	for i, want := range []struct {
+		host string
+		gens []int
+		n    int
+	}{{"h1", []int{0}, 30}, {"h2", []int{1, 2}, 60}} {
+		hp := hostPoint(t, pt, want.host)
+		if len(hp.Generators) != len(want.gens) || hp.Attempted != want.n || hp.Connected != want.n || hp.SuccessRate != 1 {
+			t.Errorf("%s: generators %v, %d/%d connected; want %v, %d", want.host, hp.Generators, hp.Connected, hp.Attempted, want.gens, want.n)
+		}
+		if hp.GID != "::ffff:"+hosts.Addrs[i] || hp.Device == "" || hp.ConnectRate <= 0 || len(hp.Usage) != len(want.gens) || len(hp.Faults) != 0 {
+			t.Errorf("%s: %+v", want.host, hp)
+		}
+		for _, u := range hp.Usage {
+			if u.PID <= 0 || u.RSS == 0 || u.FDs == 0 {
+				t.Errorf("%s: generator %d's usage %+v", want.host, u.Generator, u)
+			}
+		}
+	}
+	var run result.Run
+	r.Describe(&run)
+	if len(run.Hosts) != 2 || run.Config.Launcher != "ssh" || run.Config.ServerAddr != hosts.ServerAddr+":0" {
+		t.Errorf("run: hosts %+v, launcher %q, server %q", run.Hosts, run.Config.Launcher, run.Config.ServerAddr)
+	}
+	noneLeft(t, hosts)
+}
+
+// TestSSHLauncherFaults: a host that cannot be reached, a generator
+// killed mid-point, an SSH connection dropped mid-point and a generator
+// that hangs are each recorded against their host and classified, the
+// other host's clients connect, and nothing is left running anywhere.
+func TestSSHLauncherFaults(t *testing.T) {
+	hosts := testhosts.StartSSH(t, 2)
+	rig := newRemoteRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	l, err := NewSSH(ctx, SSHConfig{Hosts: []Host{{Name: "h1", Slots: 1}, {Name: "h2", Slots: 1}},
+		Command: hosts.SSHCommand(), Exe: rig.exe, Fabric: Fabric{Backend: "sim", GIDIndex: -1}, Procs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// onProgress runs f once, when the first client's outcome is in:
+	// mid-point, with the launches paced over seconds.
+	onProgress := func(f func()) func(Progress) {
+		var once sync.Once
+		return func(p Progress) {
+			if p.Done > 0 {
+				once.Do(func() { go f() })
+			}
+		}
+	}
+	paced := func(s *Spec) { s.Rate = 20 }
+	// generator finds the generator process on host.
+	generator := func(host string) testhosts.Proc {
+		var found testhosts.Proc
+		ok := eventually.Within(20*time.Second, func() bool {
+			procs, _ := hosts.Programs(host)
+			for _, p := range procs {
+				if strings.Contains(p.Cmdline, "clients --spec") && !strings.HasPrefix(p.Cmdline, "sh ") {
+					found = p
+					return true
+				}
+			}
+			return false
+		})
+		if !ok {
+			t.Errorf("no generator found running on %s", host)
+		}
+		return found
+	}
+	check := func(t *testing.T, pt result.Point, host, class, detail string) {
+		t.Helper()
+		hp := hostPoint(t, pt, host)
+		t.Logf("%s: %+v; point error %q", host, hp.Faults, pt.Error)
+		if len(hp.Faults) != 1 || hp.Faults[0].Class != class || !strings.Contains(hp.Faults[0].Detail, detail) {
+			t.Errorf("%s's faults %+v, want one %s (%q)", host, hp.Faults, class, detail)
+		}
+		if !strings.Contains(pt.Error, host+" "+class) {
+			t.Errorf("point error %q does not name %s %s", pt.Error, host, class)
+		}
+		other := "h1"
+		if host == "h1" {
+			other = "h2"
+		}
+		if op := hostPoint(t, pt, other); op.Connected != op.Attempted || op.Attempted == 0 || len(op.Faults) != 0 {
+			t.Errorf("the other host, %s: %d/%d connected, faults %+v", other, op.Connected, op.Attempted, op.Faults)
+		}
+		noneLeft(t, hosts)
+	}
+
+	t.Run("unreachable", func(t *testing.T) {
+		if err := hosts.SetLink("h2", false); err != nil {
+			t.Fatal(err)
+		}
+		r := rig.runner(t, l, hosts.ServerAddr, 2, nil, nil)
+		pt, err := r.RunPoint(ctx, 40, 1)
+		hosts.SetLink("h2", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, pt, "h2", result.FaultUnreachable, "")
+	})
+
+	t.Run("generator-killed", func(t *testing.T) {
+		r := rig.runner(t, l, hosts.ServerAddr, 2, onProgress(func() {
+			if p := generator("h2"); p.PID > 0 {
+				syscall.Kill(p.PID, syscall.SIGKILL)
+			}
+		}), paced)
+		pt, err := r.RunPoint(ctx, 60, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, pt, "h2", result.FaultDied, "killed by signal 9")
+	})
+
+	t.Run("connection-dropped", func(t *testing.T) {
+		r := rig.runner(t, l, hosts.ServerAddr, 2, onProgress(func() {
+			generator("h1")
+			if n, err := hosts.DropSessions("h1"); n == 0 || err != nil {
+				t.Errorf("dropped %d sessions: %v", n, err)
+			}
+		}), paced)
+		pt, err := r.RunPoint(ctx, 60, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, pt, "h1", result.FaultConnectionLost, "")
+	})
+
+	t.Run("generator-hangs", func(t *testing.T) {
+		// Stopped mid-point, the generator says nothing more; the point's
+		// deadline (timeout 2 s: 12.5 s of silence) finds it hung, and
+		// it is killed over SSH, where it runs.
+		r := rig.runner(t, l, hosts.ServerAddr, 2, onProgress(func() {
+			if p := generator("h2"); p.PID > 0 {
+				syscall.Kill(p.PID, syscall.SIGSTOP)
+			}
+		}), func(s *Spec) { s.Rate, s.Timeout = 20, 2*time.Second })
+		pt, err := r.RunPoint(ctx, 60, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, pt, "h2", result.FaultHung, "hung")
+	})
+}
+
+// TestPlacement fills each host's slots in turn, as mpirun does.
+func TestPlacement(t *testing.T) {
+	hosts := []Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 1}}
+	if got := placement(hosts, 5); !equalInts(got, []int{0, 0, 1, 0, 0}) {
+		t.Errorf("placement %v", got)
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

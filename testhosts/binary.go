@@ -1,0 +1,24 @@
+package testhosts
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// Binary builds rdmaprobe (this module's command) into the test's
+// temporary directory and returns its path: what a launcher copies to,
+// or finds on, its hosts. A test binary cannot stand in for it: started
+// on another host, it would run its tests.
+func Binary(t testing.TB) string {
+	t.Helper()
+	root := filepath.Join(scriptsDir(), "..")
+	out := filepath.Join(t.TempDir(), "rdmaprobe")
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", out, ".")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build rdmaprobe: %v\n%s", err, b)
+	}
+	return out
+}
