@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/rdmaprobe/rdmaprobe/internal/filelock"
 )
 
 // Builder runs a build command once per distinct input: a server whose
@@ -106,15 +106,11 @@ func (b *Builder) Ensure(ctx context.Context, vars map[string]string) (Built, er
 		return Built{}, fmt.Errorf("build cache: %w", err)
 	}
 	out := filepath.Join(b.Dir, key)
-	lock, err := os.OpenFile(out+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	unlock, err := filelock.Lock(ctx, out+".lock", false)
 	if err != nil {
 		return Built{}, fmt.Errorf("build cache: %w", err)
 	}
-	defer lock.Close()
-	if err := flock(ctx, lock); err != nil {
-		return Built{}, fmt.Errorf("build cache lock: %w", err)
-	}
-	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	defer unlock()
 
 	if prev, ok := readMarker(out); ok {
 		prev.Cached = true
@@ -254,23 +250,6 @@ func (b *Builder) key(argv, inputs []string) (string, error) {
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	return sum[:24], nil
-}
-
-// flock takes an exclusive lock, giving up when ctx ends.
-func flock(ctx context.Context, f *os.File) error {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
 }
 
 // Vars returns the placeholder values common to a point's commands.

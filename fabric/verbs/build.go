@@ -12,6 +12,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/internal/filelock"
 )
 
 // verbsHeader is the header whose presence means cgo can build this
@@ -43,7 +46,17 @@ var goBuild = func(ctx context.Context, moduleDir, out string) error {
 // binary for the current sources is cached there. The cache key is a hash
 // of the module's non-test Go sources (plus cgo C/asm files) and
 // go.mod/go.sum, so any edit that can change the binary rebuilds it and
-// nothing else does. Older cached binaries are removed.
+// nothing else does.
+//
+// Several processes use cacheDir at once (go test runs packages in
+// parallel; checkouts and CI jobs share a home), each perhaps with other
+// sources. So a binary appears under its name only complete (built under
+// a temporary name in cacheDir, then renamed); one process builds at a
+// time, and one that waited for another's build of the same binary finds
+// it; and nothing another process may be about to run is removed: each
+// use marks its binary used (its modification time), and a build prunes
+// only binaries unused for a day. Two lock files order this: one held
+// for a build, one held shared by a use and exclusively by the pruning.
 func EnsureBinary(ctx context.Context, moduleDir, cacheDir string) (string, error) {
 	if _, err := os.Stat(verbsHeader); err != nil {
 		return "", ErrNoHeaders
@@ -53,15 +66,26 @@ func EnsureBinary(ctx context.Context, moduleDir, cacheDir string) (string, erro
 		return "", err
 	}
 	path := filepath.Join(cacheDir, binaryPrefix+sum)
-	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-		return path, nil
-	}
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return "", fmt.Errorf("binary cache: %w", err)
 	}
-	// Build under a temporary name and rename, so a concurrent or
-	// interrupted build never leaves a half-written binary at path.
-	tmpDir, err := os.MkdirTemp(cacheDir, ".building-")
+	if found, err := use(ctx, cacheDir, path); err != nil {
+		return "", err
+	} else if found {
+		return path, nil
+	}
+	unlock, err := filelock.Lock(ctx, filepath.Join(cacheDir, buildLock), false)
+	if err != nil {
+		return "", fmt.Errorf("binary cache: %w", err)
+	}
+	defer unlock()
+	// Another process may have built it while this one waited.
+	if found, err := use(ctx, cacheDir, path); err != nil {
+		return "", err
+	} else if found {
+		return path, nil
+	}
+	tmpDir, err := os.MkdirTemp(cacheDir, buildingPrefix)
 	if err != nil {
 		return "", fmt.Errorf("binary cache: %w", err)
 	}
@@ -73,11 +97,66 @@ func EnsureBinary(ctx context.Context, moduleDir, cacheDir string) (string, erro
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return "", fmt.Errorf("binary cache: %w", err)
 	}
+	// Marked used before it appears, so pruning keeps it.
+	now := time.Now()
+	os.Chtimes(tmp, now, now)
 	if err := os.Rename(tmp, path); err != nil {
 		return "", fmt.Errorf("binary cache: %w", err)
 	}
-	pruneCache(cacheDir, filepath.Base(path))
+	if err := prune(ctx, cacheDir, time.Now().Add(-maxUnused)); err != nil {
+		return "", err
+	}
 	return path, nil
+}
+
+const (
+	// buildLock is held while a binary is built; useLock shared while
+	// one is looked up and marked used, exclusively while old ones are
+	// pruned.
+	buildLock = ".rdmaprobe-verbs.build.lock"
+	useLock   = ".rdmaprobe-verbs.lock"
+	// buildingPrefix names the temporary directories builds write to.
+	buildingPrefix = ".building-"
+	// maxUnused is how long a binary may go unused before a build
+	// prunes it: far longer than a process holds a path it was given
+	// before running it.
+	maxUnused = 24 * time.Hour
+)
+
+// use reports whether path is a cached binary and, if so, marks it used
+// now, so that pruning keeps it.
+func use(ctx context.Context, dir, path string) (bool, error) {
+	unlock, err := filelock.Lock(ctx, filepath.Join(dir, useLock), true)
+	if err != nil {
+		return false, fmt.Errorf("binary cache: %w", err)
+	}
+	defer unlock()
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+		return false, nil
+	}
+	now := time.Now()
+	os.Chtimes(path, now, now)
+	return true, nil
+}
+
+// prune removes the binaries last used before cutoff, and what builds
+// killed before then left behind.
+func prune(ctx context.Context, dir string, cutoff time.Time) error {
+	unlock, err := filelock.Lock(ctx, filepath.Join(dir, useLock), false)
+	if err != nil {
+		return fmt.Errorf("binary cache: %w", err)
+	}
+	defer unlock()
+	for _, pattern := range []string{binaryPrefix + "*", buildingPrefix + "*"} {
+		old, _ := filepath.Glob(filepath.Join(dir, pattern))
+		for _, p := range old {
+			if fi, err := os.Stat(p); err == nil && fi.ModTime().Before(cutoff) {
+				os.RemoveAll(p)
+			}
+		}
+	}
+	return nil
 }
 
 // SourceHash is the cache key EnsureBinary uses for moduleDir: the first
@@ -172,15 +251,6 @@ func buildInput(rel string) bool {
 		return true
 	}
 	return false
-}
-
-func pruneCache(dir, keep string) {
-	old, _ := filepath.Glob(filepath.Join(dir, binaryPrefix+"*"))
-	for _, p := range old {
-		if filepath.Base(p) != keep {
-			os.Remove(p)
-		}
-	}
 }
 
 func lastLines(s string, n int) string {

@@ -2,13 +2,18 @@ package verbs
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/internal/filelock"
 )
 
 func writeTree(t *testing.T, dir string, files map[string]string) {
@@ -145,9 +150,77 @@ func TestEnsureBinaryCaches(t *testing.T) {
 	if err != nil || p3 == p1 || *builds != 2 {
 		t.Fatalf("after an edit: %s %v, %d builds; want a new binary and 2 builds", p3, err, *builds)
 	}
-	left, _ := filepath.Glob(filepath.Join(cache, "*"))
-	if len(left) != 1 || left[0] != p3 {
-		t.Errorf("cache holds %v, want only %s", left, p3)
+	// The older binary stays: another checkout, or a run that started
+	// before the edit, may be about to run it.
+	left, _ := filepath.Glob(filepath.Join(cache, binaryPrefix+"*"))
+	if len(left) != 2 {
+		t.Errorf("cache holds %v, want %s and %s", left, p1, p3)
+	}
+}
+
+// A build prunes only what has gone unused for a day: binaries (each use
+// marks its binary used) and the directories of builds killed midway.
+func TestEnsureBinaryPrunesOnlyUnused(t *testing.T) {
+	withHeader(t, true)
+	fakeBuild(t)
+	mod, cache := t.TempDir(), t.TempDir()
+	writeTree(t, mod, map[string]string{"go.mod": "module m\n"})
+	ctx := context.Background()
+	dayAgo := time.Now().Add(-maxUnused - time.Hour)
+	age := func(p string, at time.Time) {
+		t.Helper()
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unused := filepath.Join(cache, binaryPrefix+"0000000000000000")
+	recent := filepath.Join(cache, binaryPrefix+"1111111111111111")
+	killed := filepath.Join(cache, buildingPrefix+"1")
+	running := filepath.Join(cache, buildingPrefix+"2")
+	writeTree(t, cache, map[string]string{filepath.Base(unused): "", filepath.Base(recent): "",
+		filepath.Base(killed) + "/rdmaprobe": "", filepath.Base(running) + "/rdmaprobe": ""})
+	age(unused, dayAgo)
+	age(killed, dayAgo)
+	age(recent, time.Now().Add(-time.Hour))
+
+	p, err := EnsureBinary(ctx, mod, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]bool{p: true, unused: false, recent: true, killed: false, running: true} {
+		if _, err := os.Stat(path); (err == nil) != want {
+			t.Errorf("%s: exists=%v after a build, want %v", filepath.Base(path), err == nil, want)
+		}
+	}
+
+	// A cached binary that is used again is marked used.
+	age(p, dayAgo)
+	if _, err := EnsureBinary(ctx, mod, cache); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(p); err != nil || time.Since(fi.ModTime()) > time.Hour {
+		t.Errorf("a cached binary used again is not marked used: %v %v", fi.ModTime(), err)
+	}
+}
+
+// Pruning waits while a binary is being looked up and marked used, so a
+// binary another process has just been given is never removed under it.
+func TestPruneWaitsForUse(t *testing.T) {
+	cache := t.TempDir()
+	old := filepath.Join(cache, binaryPrefix+"0000000000000000")
+	writeTree(t, cache, map[string]string{filepath.Base(old): ""})
+	unlock, err := filelock.Lock(context.Background(), filepath.Join(cache, useLock), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := prune(ctx, cache, time.Now().Add(time.Hour)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("prune during a use: %v, want it to wait", err)
+	}
+	if _, err := os.Stat(old); err != nil {
+		t.Errorf("pruned during a use: %v", err)
 	}
 }
 
@@ -164,7 +237,10 @@ func TestEnsureBinaryBuildFailureLeavesNoBinary(t *testing.T) {
 	if _, err := EnsureBinary(context.Background(), mod, cache); err == nil {
 		t.Fatal("no error")
 	}
-	if left, _ := os.ReadDir(cache); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(cache, "[^.]*")); len(left) != 0 {
+		t.Errorf("cache holds %v after a failed build", left)
+	}
+	if left, _ := filepath.Glob(filepath.Join(cache, buildingPrefix+"*")); len(left) != 0 {
 		t.Errorf("cache holds %v after a failed build", left)
 	}
 }
@@ -210,6 +286,69 @@ func TestEnsureBinaryRealBuild(t *testing.T) {
 	_, err = EnsureBinary(context.Background(), mod, cache)
 	if err == nil || !strings.Contains(err.Error(), "undefined") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("broken module: %v; want one line naming the compile error", err)
+	}
+}
+
+// Concurrent callers into one empty cache (the test binaries of one
+// `go test ./...`, two checkouts with different sources) all get a binary
+// that runs: one build per source tree, and no caller's binary removed
+// by another's build. The lock is flock(2), held per open file, so
+// goroutines here contend for it as processes do.
+func TestEnsureBinaryConcurrent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go build")
+	}
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go tool")
+	}
+	withHeader(t, true)
+	var builds atomic.Int32
+	orig := goBuild
+	goBuild = func(ctx context.Context, moduleDir, out string) error {
+		builds.Add(1)
+		return orig(ctx, moduleDir, out)
+	}
+	t.Cleanup(func() { goBuild = orig })
+	tree := func(says string) string {
+		mod := t.TempDir()
+		writeTree(t, mod, map[string]string{
+			"go.mod":  "module example.com/m\n\ngo 1.22\n",
+			"main.go": "package main\n\nimport \"fmt\"\n\nvar tag = \"untagged\"\n\nfunc main() { fmt.Print(tag, \" " + says + "\") }\n",
+			"tag.go":  "//go:build verbs\n\npackage main\n\nfunc init() { tag = \"verbs\" }\n",
+		})
+		return mod
+	}
+	a, b := tree("a"), tree("b")
+	cache := filepath.Join(t.TempDir(), "cache")
+	mods := []string{a, a, b, b}
+	paths := make([]string, len(mods))
+	errs := make([]error, len(mods))
+	var wg sync.WaitGroup
+	for i, mod := range mods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			paths[i], errs[i] = EnsureBinary(context.Background(), mod, cache)
+		}()
+	}
+	wg.Wait()
+	for i, mod := range mods {
+		if errs[i] != nil {
+			t.Fatalf("caller %d: %v", i, errs[i])
+		}
+		want := "verbs a"
+		if mod == b {
+			want = "verbs b"
+		}
+		if out, err := exec.Command(paths[i]).Output(); err != nil || string(out) != want {
+			t.Errorf("caller %d: %s says %q (%v), want %q", i, paths[i], out, err, want)
+		}
+	}
+	if paths[0] != paths[1] || paths[2] != paths[3] || paths[0] == paths[2] {
+		t.Errorf("paths %v: want one per source tree", paths)
+	}
+	if n := builds.Load(); n != 2 {
+		t.Errorf("%d builds for 2 source trees", n)
 	}
 }
 
