@@ -29,6 +29,43 @@ func connectAll(t *testing.T, h *harness, n int) []*client.Conn {
 	return conns
 }
 
+// longEnough runs a phase (run: a fresh harness and clients each time)
+// until one is clean with every client's messages in its window, and
+// returns it and its window. The window starts at what the test asked
+// for and doubles while a clean phase had a client complete nothing
+// inside it: how much fits in a window is the host's speed, which a
+// loaded host can make zero, and tests measure speed, never assert it.
+// A phase that failed, or one of guard/4 or more, is returned as it is.
+func longEnough(t *testing.T, window time.Duration, run func(window time.Duration) result.Traffic) (result.Traffic, time.Duration) {
+	t.Helper()
+	for ; ; window *= 2 {
+		tr := run(window)
+		clean := tr.Error == "" && tr.ErrorCount() == 0 && tr.ClientsFailed == 0
+		if !clean || tr.PerClient.Min > 0 || window >= guard/4 {
+			return tr, window
+		}
+		t.Logf("a client completed no message in the %v window: again with %v", window, 2*window)
+	}
+}
+
+// midPhase runs a phase (run: a fresh harness and clients each time)
+// with an event (the server stops, the peer falls silent, the phase is
+// interrupted) some time after it began, and returns it once a message
+// completed before the event: the test needs some to see them kept. The
+// event comes 100 ms (x timeScale) in and twice as late each time none
+// had; how many fit before it is the host's speed, which a loaded host
+// can make zero. It returns how late the event came.
+func midPhase(t *testing.T, run func(after time.Duration) result.Traffic) (result.Traffic, time.Duration) {
+	t.Helper()
+	for after := 100 * time.Millisecond * timeScale; ; after *= 2 {
+		tr := run(after)
+		if tr.Messages > 0 || after >= guard/4 {
+			return tr, after
+		}
+		t.Logf("no message completed in the %v before the event: again with %v", after, 2*after)
+	}
+}
+
 // wantClean checks a phase in which nothing failed.
 func wantClean(t *testing.T, tr result.Traffic, n int) {
 	t.Helper()
@@ -67,10 +104,13 @@ func TestTraffic(t *testing.T) {
 	for _, mode := range server.Modes {
 		for _, c := range cases {
 			t.Run(fmt.Sprintf("%s/%s/depth%d", mode, c.op, c.depth), func(t *testing.T) {
-				h := newHarnessOpts(t, n, harnessOpts{mode: mode, depth: c.depth, remote: c.op != result.OpSend})
-				conns := connectAll(t, h, n)
-				tr := h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{
-					Op: c.op, Duration: window, Depth: c.depth, Timeout: guard})
+				var h *harness
+				tr, window := longEnough(t, window, func(w time.Duration) result.Traffic {
+					h = newHarnessOpts(t, n, harnessOpts{mode: mode, depth: c.depth, remote: c.op != result.OpSend})
+					conns := connectAll(t, h, n)
+					return h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{
+						Op: c.op, Duration: w, Depth: c.depth, Timeout: guard})
+				})
 				wantClean(t, tr, n)
 				if tr.Op != c.op || tr.Depth != c.depth || tr.DurationSec > window.Seconds()+0.001 {
 					t.Errorf("report says op %s depth %d over %.3fs", tr.Op, tr.Depth, tr.DurationSec)
@@ -93,10 +133,11 @@ func TestTrafficOpenLoop(t *testing.T) {
 		t.Skip("the schedule needs a fast host, not the TCG guest")
 	}
 	const n, rate = 4, 100.0
-	window := 500 * time.Millisecond
-	h := newHarnessOpts(t, n, harnessOpts{mode: server.ModeSRQ})
-	conns := connectAll(t, h, n)
-	tr := h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{Duration: window, Rate: rate, Timeout: guard})
+	tr, window := longEnough(t, 500*time.Millisecond, func(w time.Duration) result.Traffic {
+		h := newHarnessOpts(t, n, harnessOpts{mode: server.ModeSRQ})
+		conns := connectAll(t, h, n)
+		return h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{Duration: w, Rate: rate, Timeout: guard})
+	})
 	wantClean(t, tr, n)
 	s := tr.Schedule
 	due := int64(n * rate * window.Seconds())
@@ -121,18 +162,24 @@ func TestTrafficOpenLoop(t *testing.T) {
 // an echo that never comes: TestTrafficPeerSilent.)
 func TestTrafficServerGone(t *testing.T) {
 	const n = 3
-	h := newHarnessOpts(t, n, harnessOpts{mode: server.ModeSRQ, remote: true})
-	_, simulated := h.server.(*sim.Provider)
-	conns := connectAll(t, h, n)
-	go func() {
-		time.Sleep(100 * time.Millisecond * timeScale) // mid-phase: the phase lasts far longer
-		h.stop()
-	}()
-	timeout := 60 * time.Second // longer than the sim's retries take
-	if !simulated {
-		timeout = 2 * time.Second * timeScale
-	}
-	tr := h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{Op: result.OpWrite, Duration: 20 * time.Second, Timeout: timeout})
+	simulated := false
+	tr, _ := midPhase(t, func(after time.Duration) result.Traffic {
+		h := newHarnessOpts(t, n, harnessOpts{mode: server.ModeSRQ, remote: true})
+		_, simulated = h.server.(*sim.Provider)
+		conns := connectAll(t, h, n)
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			time.Sleep(after) // mid-phase: the phase lasts far longer
+			h.stop()
+		}()
+		defer func() { <-stopped }()
+		timeout := 60 * time.Second // longer than the sim's retries take
+		if !simulated {
+			timeout = 2 * time.Second * timeScale
+		}
+		return h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{Op: result.OpWrite, Duration: 20 * time.Second, Timeout: timeout})
+	})
 	if tr.ClientsFailed != n {
 		t.Fatalf("%d of %d clients failed (errors %v)", tr.ClientsFailed, n, tr.Errors)
 	}
@@ -152,27 +199,42 @@ func TestTrafficServerGone(t *testing.T) {
 // it stops at once, says so, and keeps what it measured.
 func TestTrafficInterrupted(t *testing.T) {
 	const n = 3
-	h := newHarnessOpts(t, n, harnessOpts{mode: server.ModePool})
-	conns := connectAll(t, h, n)
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		time.Sleep(100 * time.Millisecond * timeScale)
-		cancel()
-	}()
-	start := time.Now()
-	tr := h.dialer.Traffic(ctx, conns, client.TrafficConfig{Duration: time.Minute, Timeout: guard})
-	if el := time.Since(start); el > 20*time.Second {
-		t.Fatalf("an interrupted phase took %v", el)
+	const window = time.Minute
+	var conns []*client.Conn
+	var took time.Duration
+	tr, after := midPhase(t, func(after time.Duration) result.Traffic {
+		h := newHarnessOpts(t, n, harnessOpts{mode: server.ModePool})
+		conns = connectAll(t, h, n)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		time.AfterFunc(after, cancel)
+		start := time.Now()
+		tr := h.dialer.Traffic(ctx, conns, client.TrafficConfig{Duration: window, Timeout: guard})
+		took = time.Since(start)
+		return tr
+	})
+	// Not stopping at once would run the window out: half of it tells
+	// the two apart however slow the host is.
+	if took-after > window/2 {
+		t.Fatalf("an interrupted phase took %v, %v after the interrupt", took, took-after)
 	}
-	if !strings.Contains(tr.Error, "interrupted") || tr.DurationSec >= 60 {
+	if !strings.Contains(tr.Error, "interrupted") || tr.DurationSec >= window.Seconds() {
 		t.Fatalf("error %q, duration %.1fs", tr.Error, tr.DurationSec)
 	}
 	if tr.Messages == 0 || tr.ClientsFailed != 0 {
 		t.Errorf("%d messages, %d clients failed (errors %v)", tr.Messages, tr.ClientsFailed, tr.Errors)
 	}
-	// With a message always outstanding, the interrupt caught some.
-	if tr.Errors[result.TrafficInterrupted] == 0 {
-		t.Errorf("errors %v, want messages counted as interrupted", tr.Errors)
+	// A message still outstanding when the interrupt reaches its client
+	// is counted as interrupted; one whose completion came between the
+	// interrupt and the client's turn counts as a message (the phase
+	// stops each client under its lock, one after another). On a loaded
+	// host every client's may have come in, so the test cannot require
+	// interrupted ones: it requires that nothing else was counted, and
+	// no more than the one message per client outstanding at depth 1.
+	for class, k := range tr.Errors {
+		if class != result.TrafficInterrupted || k > n {
+			t.Errorf("errors %v, want at most %d interrupted and nothing else", tr.Errors, n)
+		}
 	}
 	// The clients are usable afterwards (they leave cleanly).
 	client.CloseAll(conns)
@@ -205,26 +267,40 @@ func TestTrafficPeerSilent(t *testing.T) {
 	if !ok {
 		t.Skip("needs the simulated device's service delay")
 	}
-	conns := connectAll(t, h, n)
-	go func() {
-		time.Sleep(100 * time.Millisecond) // mid-phase
-		dev, err := p.Open(context.Background(), fabric.DeviceConfig{GIDIndex: -1})
-		if err != nil {
-			t.Error(err)
-			return
+	const timeout, window = 500 * time.Millisecond, 30 * time.Second
+	var took time.Duration
+	tr, after := midPhase(t, func(after time.Duration) result.Traffic {
+		if after > 100*time.Millisecond*timeScale {
+			h = newHarnessOpts(t, n, harnessOpts{mode: server.ModeSharedCQ, simDelay: time.Hour, simDelayFrom: n + 1})
+			p = h.server.(*sim.Provider)
 		}
-		t.Cleanup(func() { dev.Close() })
-		pd, _ := dev.AllocPD()
-		cq, _ := dev.CreateCQ(4)
-		if _, err := pd.CreateQP(fabric.QPInitAttr{SendCQ: cq, RecvCQ: cq, MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}); err != nil {
-			t.Error(err)
-		}
-	}()
-	const timeout = 500 * time.Millisecond
-	start := time.Now()
-	tr := h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{Duration: 30 * time.Second, Timeout: timeout})
-	if el := time.Since(start); el > 10*time.Second {
-		t.Errorf("the phase took %v with its peer silent", el)
+		conns := connectAll(t, h, n)
+		silent := make(chan struct{})
+		go func() {
+			defer close(silent)
+			time.Sleep(after) // mid-phase
+			dev, err := p.Open(context.Background(), fabric.DeviceConfig{GIDIndex: -1})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			t.Cleanup(func() { dev.Close() })
+			pd, _ := dev.AllocPD()
+			cq, _ := dev.CreateCQ(4)
+			if _, err := pd.CreateQP(fabric.QPInitAttr{SendCQ: cq, RecvCQ: cq, MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}); err != nil {
+				t.Error(err)
+			}
+		}()
+		defer func() { <-silent }()
+		start := time.Now()
+		tr := h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{Duration: window, Timeout: timeout})
+		took = time.Since(start)
+		return tr
+	})
+	// Waiting for the peer would run the window out: half of it tells
+	// the two apart however slow the host is.
+	if took-after > window/2 {
+		t.Errorf("the phase took %v with its peer silent %v in", took, after)
 	}
 	if tr.ClientsFailed != n || tr.Errors[result.TrafficTimeout] != n {
 		t.Fatalf("%d clients failed, errors %v (%v): want all %d timed out", tr.ClientsFailed, tr.Errors, tr.ErrorText, n)
