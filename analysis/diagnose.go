@@ -172,7 +172,7 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 		}
 		ev("peak server fds %s, RLIMIT_NOFILE %s", num(peak.ServerFDs), num(int(nofile)))
 		d.Suggestion = fmt.Sprintf("raise the open-file limit (ulimit -n, LimitNOFILE=) above %s", num(int(nofile)))
-		if !pt.Server.Detached {
+		if !pt.Server.Detached && pt.Target == nil {
 			d.Suggestion += ", or run the server with --detach (no socket held per connected client)"
 		}
 		return d

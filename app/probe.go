@@ -131,7 +131,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 	}
 	spec := probeSpec(c, be)
 	if err := targetSpec(c, &spec); err != nil {
-		return fail(2, "%v", err)
+		return fail(ExitUsage, "%v", err)
 	}
 	if err := listenSpec(c, &spec); err != nil {
 		return fail(ExitUsage, "%v", err)
@@ -143,6 +143,9 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 	be.out = s.Out
 	if be.remote != nil && be.guest != nil {
 		return fail(ExitUsage, "generators on other hosts (--hosts, --launcher) run with --backend verbs or sim, not in the vm backend's guest")
+	}
+	if be.guest != nil && (spec.Server != nil || spec.Client != nil) {
+		be.Description = "vm: " + runner.GuestNetdevDevice + " on a dummy netdev, " + runner.GuestNetdevAddr + " (Soft-RoCE in a QEMU guest)"
 	}
 	prog := newProgress(s.Err)
 	o := session.Options{

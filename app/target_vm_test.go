@@ -113,7 +113,7 @@ func TestVMTargetCompiledCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	out, errOut, code := run(t, "search", "--backend", "vm", "--lo", "1", "--hi", "8", "--trials", "2", "--calibrate", "0",
+	out, errOut, code := run(t, "search", "--backend", "vm", "--lo", "1", "--hi", "16", "--trials", "2", "--calibrate", "0",
 		"--vm-mem", "2048", "--results", root, "--timeout", "60s",
 		"--server-build", "make -s -C "+src+" OUT={build} MAX_CLIENTS={n}", "--server-build-cache", t.TempDir(),
 		"--server-cmd", "prlimit --nofile=13:13 {build}/capserver -d {device} -p {port}",

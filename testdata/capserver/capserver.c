@@ -59,6 +59,7 @@ struct client {
 
 static struct client clients[MAX_CLIENTS];
 static struct pollfd pfds[2 + MAX_CLIENTS];
+static int slot[2 + MAX_CLIENTS]; /* pfds index → client */
 
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
@@ -312,22 +313,28 @@ int main(int argc, char **argv)
 	       port, MAX_CLIENTS, ibv_get_device_name(ctx->device), gid_index);
 
 	while (!stop) {
+		/* Only the descriptors in use: poll(2) refuses more entries
+		 * than RLIMIT_NOFILE (EINVAL), and the table is MAX_CLIENTS
+		 * long whatever the limit. */
 		int n = 0;
 		pfds[n++] = (struct pollfd){ .fd = lfd, .events = POLLIN };
 		pfds[n++] = (struct pollfd){ .fd = channel->fd, .events = POLLIN };
 		for (int i = 0; i < MAX_CLIENTS; i++)
-			pfds[n++] = (struct pollfd){ .fd = clients[i].fd, .events = POLLIN };
+			if (clients[i].fd >= 0) {
+				slot[n] = i;
+				pfds[n++] = (struct pollfd){ .fd = clients[i].fd, .events = POLLIN };
+			}
 		if (poll(pfds, n, -1) < 0) {
 			if (errno == EINTR)
 				continue;
-			perror("capserver: poll");
+			fprintf(stderr, "capserver: poll: %s (%s)\n", strerror(errno), errname(errno));
 			break;
 		}
 		if (pfds[1].revents)
 			on_completions();
-		for (int i = 0; i < MAX_CLIENTS; i++)
-			if (clients[i].fd >= 0 && pfds[2 + i].revents)
-				on_socket(&clients[i]);
+		for (int k = 2; k < n; k++)
+			if (pfds[k].revents && clients[slot[k]].fd == pfds[k].fd)
+				on_socket(&clients[slot[k]]);
 		if (pfds[0].revents)
 			on_accept(lfd);
 	}
