@@ -33,7 +33,7 @@ var exitStatuses = []struct {
 	{ExitRunError, "run error: the run could not start or finish (no usable backend, a guest that did not boot or died, a point error with --stop-on-error, a file that cannot be read or written); the points completed are saved"},
 	{ExitUsage, "usage: an unknown command or flag, a value that does not parse, flags that do not go together"},
 	{exitRequirement, "reserved for a capacity requirement that was not met (--require, not in this build yet)"},
-	{ExitInterrupted, "interrupted: search, ramp or bench stopped by Ctrl-C (SIGINT) or SIGTERM; the points completed are saved (serve, which ends that way, exits 0)"},
+	{ExitInterrupted, "interrupted: search, ramp or bench stopped by Ctrl-C (SIGINT) or SIGTERM; the points completed, and the one cut short, are saved (serve, which ends that way, exits 0)"},
 }
 
 // exitHelp is the exit statuses as the App's help lists them.

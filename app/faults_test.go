@@ -1,6 +1,8 @@
 package app
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -179,6 +181,95 @@ func TestFaultGuestDies(t *testing.T) {
 	}
 	if len(run.Points) != 1 || run.Points[0].SuccessRate != 1 || run.Complete || run.Error == "" {
 		t.Errorf("points %v complete %v error %q", clientsOf(run), run.Complete, run.Error)
+	}
+	// The point the guest died in is kept apart, cut short, with how far
+	// its last progress report said it got and the host's samples of
+	// QEMU; it is not a failed count.
+	if p := run.Interrupted; p == nil || !p.Interrupted || p.Clients != 2000 || !strings.Contains(p.Error, "guest") ||
+		len(p.Samples) == 0 || p.Attempted > 2000 || p.Connected > p.Attempted {
+		t.Errorf("point cut short by the dead guest: %+v", p)
+	}
+	if run.Search == nil || run.Search.FirstFail != 0 || run.Diagnosis != nil {
+		t.Errorf("search %+v, diagnosis %+v: the point cut short counted as a failure", run.Search, run.Diagnosis)
+	}
+	if !strings.Contains(r.errOut, "and the one cut short (2000 clients") {
+		t.Errorf("stderr %q does not say the point cut short was saved", r.errOut)
+	}
+	noChildren(t)
+}
+
+// Ctrl-C in the middle of a point, with the real server and load
+// generator processes on sim: the point keeps the outcomes its clients
+// had (marked interrupted, with how far it got and its samples), the
+// table and the reports show it as interrupted, the search does not
+// count it as a failed count, the exit is 130 and no process is left.
+func TestFaultInterruptedPointIsKept(t *testing.T) {
+	root := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan runResult, 1)
+	go func() {
+		var out, errOut bytes.Buffer
+		code := MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "10,3000", "--rate", "300",
+			"--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--sample-interval", "100ms", "--results", root},
+			Streams{In: bytes.NewReader(nil), Out: &out, Err: &errOut})
+		done <- runResult{out.String(), errOut.String(), code}
+	}()
+	// The first point saved, then the second's server holding 50 clients.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		runs, _ := filepath.Glob(filepath.Join(root, "*", result.FileName))
+		if len(runs) == 1 {
+			if r, err := result.Load(runs[0]); err == nil && len(r.Points) == 1 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("first point never saved")
+		}
+		time.Sleep(20 * time.Millisecond) // polling the results directory
+	}
+	serving(t, child(t, "serve"), 50)
+	cancel()
+	r := <-done
+	if r.code != ExitInterrupted || !strings.Contains(r.errOut, "and the one cut short (3000 clients:") {
+		t.Errorf("exit %d, stderr %q; want %d naming the point cut short", r.code, r.errOut, ExitInterrupted)
+	}
+	run := loadOnlyRun(t, root)
+	p := run.Interrupted
+	if len(run.Points) != 1 || p == nil {
+		t.Fatalf("points %v, interrupted %+v: want the 10-client point and the one cut short apart", clientsOf(run), p)
+	}
+	if !p.Interrupted || p.Clients != 3000 || p.Error != "interrupted" || p.Connected < 40 || p.Attempted >= 3000 ||
+		len(p.Records) != p.Attempted || len(p.Samples) == 0 || p.Passed {
+		t.Errorf("point cut short: interrupted %v, %d clients, error %q, %d/%d connected, %d records, %d samples, passed %v",
+			p.Interrupted, p.Clients, p.Error, p.Connected, p.Attempted, len(p.Records), len(p.Samples), p.Passed)
+	}
+	// Cut short, its clients are not failures: only those that failed on
+	// their own before Ctrl-C may count.
+	if p.Outcomes[result.OutcomeTimeout] > p.Attempted/10 {
+		t.Errorf("outcomes %v: the clients cut short were counted as timeouts", p.Outcomes)
+	}
+	if run.Search == nil || run.Search.Capacity != 10 || run.Search.FirstFail != 0 || run.Diagnosis != nil || run.Error != "interrupted" {
+		t.Errorf("search %+v, diagnosis %+v, error %q: the point cut short must not count as a failure", run.Search, run.Diagnosis, run.Error)
+	}
+	for _, want := range []string{"3000 clients: cut short (interrupted)", "⏸ interrupted", "of 3000 │", "The point at 3,000 clients was cut short"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.out)
+		}
+	}
+	if strings.Contains(r.out, "❌") {
+		t.Errorf("output marks something failed:\n%s", r.out)
+	}
+	runs, _ := filepath.Glob(filepath.Join(root, "*", result.FileName+"*"))
+	dir := filepath.Dir(runs[0])
+	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	html, _ := os.ReadFile(filepath.Join(dir, "report.html"))
+	if !strings.Contains(string(md), " of 3000 |") || !strings.Contains(string(md), "⏸ interrupted") || strings.Contains(string(md), "❌ fail") {
+		t.Errorf("report.md does not show the point as interrupted:\n%s", md)
+	}
+	if !strings.Contains(string(html), `data-mark="interrupted"`) || strings.Contains(string(html), "⏸") {
+		t.Errorf("report.html does not draw the interrupted mark as SVG")
 	}
 	noChildren(t)
 }

@@ -186,6 +186,13 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// Stopping a point takes a few seconds (its generators report the
+	// outcomes so far, a guest sends them back): say so, and let a
+	// second Ctrl-C end the process at once.
+	defer context.AfterFunc(ctx, func() {
+		stop()
+		prog.say("interrupted: stopping the point in progress and saving what it measured (Ctrl-C again quits at once)")
+	})()
 	ss, err := session.Run(ctx, o)
 	prog.clear()
 	if err != nil {
@@ -222,10 +229,17 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 		return err
 	}
 	if perr := ss.Err; perr != nil {
-		if errors.Is(perr, context.Canceled) {
-			return fail(ExitInterrupted, "interrupted: %d points saved in %s", len(run.Points), path)
+		saved := fmt.Sprintf("%d points", len(run.Points))
+		if len(run.Points) == 1 {
+			saved = "1 point"
 		}
-		return fail(ExitRunError, "%v (%d points saved in %s)", perr, len(run.Points), path)
+		if p := run.Interrupted; p != nil {
+			saved += fmt.Sprintf(" and the one cut short (%d clients: %d connected of %d with an outcome)", p.Clients, p.Connected, p.Attempted)
+		}
+		if errors.Is(perr, context.Canceled) {
+			return fail(ExitInterrupted, "interrupted: %s saved in %s", saved, path)
+		}
+		return fail(ExitRunError, "%v (%s saved in %s)", perr, saved, path)
 	}
 	return nil
 }
@@ -247,6 +261,10 @@ func pointLine(pt result.Point, simulated bool) string {
 	tag := ""
 	if simulated {
 		tag = " [simulated]"
+	}
+	if pt.Interrupted {
+		return fmt.Sprintf("%6d clients: cut short (%s): %d connected of the %d that had an outcome, %.1f s%s — not a measurement of %d",
+			pt.Clients, pt.Error, pt.Connected, pt.Attempted, pt.DurationSec, tag, pt.Clients)
 	}
 	rate := ""
 	if pt.ConnectSec > 0 {
@@ -327,6 +345,16 @@ func (p *progress) update(pr runner.Progress) {
 	}
 	p.last = time.Now()
 	fmt.Fprintf(p.w, "\r\033[K%s: %d/%d attempted, %d connected", p.label, pr.Done, pr.Clients, pr.OK)
+}
+
+// say writes line on its own line, clear of the live one.
+func (p *progress) say(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+	fmt.Fprintln(p.w, line)
 }
 
 func (p *progress) clear() {

@@ -153,10 +153,10 @@ func compareCommand(s Streams) *cli.Command {
 }
 
 // measured refuses, in one line, a run (nil: a bench file) that holds
-// no point to report: one that never started says why, one that stopped
+// no point to report, not even one cut short: one that never started says why, one that stopped
 // before its first point says what stopped it.
 func measured(path string, run *result.Run) error {
-	if run == nil || len(run.Points) > 0 {
+	if run == nil || len(run.Points) > 0 || run.Interrupted != nil {
 		return nil
 	}
 	switch {

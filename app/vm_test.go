@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,9 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
 	"github.com/rdmaprobe/rdmaprobe/softroce"
@@ -391,6 +394,72 @@ func TestVMBootFailureSaysWhy(t *testing.T) {
 	_, errOut, code = run(t, "report", runs[0], "--out", t.TempDir())
 	if code != ExitRunError || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "the run never started: ") {
 		t.Errorf("report: exit %d, stderr %q", code, errOut)
+	}
+	noChildren(t)
+}
+
+// lockedBuffer is a bytes.Buffer a test reads while a command writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Ctrl-C during a point in the guest: the host cancels the guest's
+// point, the guest stops its generators and answers with the outcomes
+// its clients had, and the run keeps that point cut short, with its
+// records, beside the guest's and the host's samples.
+func TestVMInterruptedPointComesBack(t *testing.T) {
+	needVM(t)
+	root := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "vm", "--clients", "3000", "--rate", "40",
+			"--rounds", "1", "--vm-mem", "2048", "--results", root}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errOut})
+	}()
+	// Without a terminal the progress is a line every 30 s of a point:
+	// the first one says clients are connecting in the guest.
+	if !eventually.Within(5*time.Minute, func() bool { return strings.Contains(errOut.String(), "3000 clients: ") }) {
+		cancel()
+		<-done
+		t.Fatalf("no progress line from the guest's point:\n%s\n%s", out.String(), errOut.String())
+	}
+	cancel()
+	if code := <-done; code != ExitInterrupted {
+		t.Errorf("exit %d, want %d\n%s", code, ExitInterrupted, errOut.String())
+	}
+	run := loadOnlyRun(t, root)
+	p := run.Interrupted
+	if len(run.Points) != 0 || p == nil {
+		t.Fatalf("points %v, interrupted %+v", clientsOf(run), p)
+	}
+	// "interrupted", not a dead guest's error: the guest answered.
+	if !p.Interrupted || p.Error != "interrupted" || p.Connected == 0 || len(p.Records) != p.Attempted || p.Attempted >= 3000 {
+		t.Errorf("point cut short: interrupted %v, error %q, %d/%d connected, %d records",
+			p.Interrupted, p.Error, p.Connected, p.Attempted, len(p.Records))
+	}
+	qemu := false
+	for _, s := range p.Samples {
+		for _, pr := range s.Procs {
+			qemu = qemu || pr.Role == "qemu"
+		}
+	}
+	if len(p.Samples) == 0 || !qemu {
+		t.Errorf("%d samples, QEMU's among them: %v", len(p.Samples), qemu)
 	}
 	noChildren(t)
 }

@@ -33,9 +33,16 @@ type Load struct {
 // every one has connected or failed. The connected ones stay open (the
 // caller closes them) so the server holds them all at once. progress, if
 // set, is called after each attempt with the totals so far.
+//
+// Cancelling ctx cuts the load short: no client is launched after it,
+// and a client whose attempt fails once ctx is cancelled was stopped by
+// it, not by the server, so it has no outcome. The records returned are
+// those of the clients that had an outcome, in launch order: fewer than
+// l.N when the load was cut short.
 func Run(ctx context.Context, d *Dialer, l Load, progress func(done, ok int)) ([]result.ClientRecord, []*Conn) {
 	recs := make([]result.ClientRecord, l.N)
 	conns := make([]*Conn, l.N)
+	cut := make([]bool, l.N) // each index written by its client's goroutine, or before it starts
 	var done, ok atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -45,6 +52,10 @@ func Run(ctx context.Context, d *Dialer, l Load, progress func(done, ok int)) ([
 	}
 	launch := func(i int) {
 		c, rec := d.Connect(ctx, l.IDBase+i, l.Proc)
+		if c == nil && ctx.Err() != nil {
+			cut[i] = true
+			return
+		}
 		recs[i], conns[i] = rec, c
 		n := done.Add(1)
 		k := ok.Load()
@@ -61,6 +72,12 @@ func Run(ctx context.Context, d *Dialer, l Load, progress func(done, ok int)) ([
 		first = 1
 	}
 	for i := first; i < l.N; i++ {
+		if ctx.Err() != nil {
+			for j := i; j < l.N; j++ {
+				cut[j] = true
+			}
+			break
+		}
 		if l.Rate > 0 && i > 0 {
 			// Pace against the schedule, not the previous launch, so slow
 			// goroutine starts do not lower the rate.
@@ -75,7 +92,15 @@ func Run(ctx context.Context, d *Dialer, l Load, progress func(done, ok int)) ([
 			}
 		}
 		if window != nil {
-			window <- struct{}{}
+			select {
+			case window <- struct{}{}:
+			case <-ctx.Done():
+				for j := i; j < l.N; j++ {
+					cut[j] = true
+				}
+				wg.Wait()
+				return finished(recs, conns, cut)
+			}
 		}
 		wg.Add(1)
 		go func(i int) {
@@ -89,13 +114,25 @@ func Run(ctx context.Context, d *Dialer, l Load, progress func(done, ok int)) ([
 		}(i)
 	}
 	wg.Wait()
+	return finished(recs, conns, cut)
+}
+
+// finished is the records of the clients that had an outcome, and the
+// connections of those that connected.
+func finished(recs []result.ClientRecord, conns []*Conn, cut []bool) ([]result.ClientRecord, []*Conn) {
+	out := recs[:0]
+	for i, r := range recs {
+		if !cut[i] {
+			out = append(out, r)
+		}
+	}
 	open := conns[:0]
 	for _, c := range conns {
 		if c != nil {
 			open = append(open, c)
 		}
 	}
-	return recs, open
+	return out, open
 }
 
 // CloseAll closes conns concurrently.

@@ -198,7 +198,7 @@ func unescapeHTML(s string) string {
 
 // emoji matches the code points that need a colour-emoji font (the
 // status marks ✅ ⚠️ ❌ and ↯ among them), which servers rarely have.
-var emoji = regexp.MustCompile(`[\x{2600}-\x{27BF}\x{1F000}-\x{1FAFF}\x{FE0F}\x{21AF}]`)
+var emoji = regexp.MustCompile(`[\x{23E9}-\x{23FA}\x{2600}-\x{27BF}\x{1F000}-\x{1FAFF}\x{FE0F}\x{21AF}]`)
 
 // Issue 21.4: the status marks are drawn without any font. The rendered
 // DOM holds no emoji, every status cell holds a mark, and the screenshot

@@ -21,6 +21,9 @@ type Model struct {
 	Caps      [][2]string
 	Reference string
 	Rows      []Row
+	// Interrupted is the point the run was measuring when it stopped
+	// (result.Run.Interrupted): a row of its own, in no count.
+	Interrupted *result.Point
 	// Rates is the connection rate of each trial and, per client count
 	// with several trials, pooled.
 	Rates []RateRow
@@ -137,6 +140,7 @@ func NewModel(run *result.Run) *Model {
 		r.QPs, r.CQs, r.MRs, r.Source = resources(run.Points, c.Clients)
 		m.Rows = append(m.Rows, r)
 	}
+	m.Interrupted = run.Interrupted
 	m.answer(run, f)
 	m.rates(run)
 	m.env(run)
@@ -194,6 +198,9 @@ func (m *Model) answer(run *result.Run, f analysis.Findings) {
 			s += fmt.Sprintf(", but smaller counts fell below 95%%, so only %d is reliably ≥95%%", a.Practical)
 		}
 		a.Sentences = append(a.Sentences, s+".")
+	}
+	if p := run.Interrupted; p != nil {
+		a.Sentences = append(a.Sentences, "⏸ "+analysis.CutShort(*p))
 	}
 	if len(a.NonMonotonic) > 0 {
 		a.Sentences = append(a.Sentences, fmt.Sprintf("⚠️ Non-monotonic: success at %s clients is lower than at a larger count. Success should not rise with load; these points were disturbed by something other than capacity (timeouts, noise) and deserve re-testing.",

@@ -33,6 +33,9 @@ func Markdown(m *Model) ([]byte, error) {
 		rows = append(rows, []string{itoa(r.Clients), itoa(r.Connected) + "/" + itoa(r.Attempted), Pct(r.Rate),
 			Pct(r.CILow) + "–" + Pct(r.CIHigh), r.QPs, r.CQs, r.MRs, st})
 	}
+	if p := m.Interrupted; p != nil {
+		rows = append(rows, []string{itoa(p.Clients), CutConnected(*p), "–", "–", "–", "–", "–", StatusInterrupted})
+	}
 	for _, r := range m.Rates {
 		rates = append(rates, []string{itoa(r.Clients), r.Trial, itoa(r.Connected), r.ConnectSec, r.PerSec, r.StartupSec, r.HostHS, r.PerHS})
 	}
@@ -71,11 +74,15 @@ func Markdown(m *Model) ([]byte, error) {
 // HTML renders the model with templates/report.html.tmpl: one file, the
 // plots inline as SVG, nothing loaded from elsewhere.
 func HTML(m *Model) ([]byte, error) {
+	cut := ""
+	if p := m.Interrupted; p != nil {
+		cut = CutConnected(*p)
+	}
 	plots := map[string]*Plot{}
 	for i := range m.Plots {
 		plots[m.Plots[i].Name] = &m.Plots[i]
 	}
-	return execHTML("report", map[string]any{"M": m, "Plots": plots, "Source": resourceSource(m),
+	return execHTML("report", map[string]any{"M": m, "Plots": plots, "Source": resourceSource(m), "Cut": cut, "CutStatus": StatusInterrupted,
 		"Sentences": richText(m.Answer.Sentences), "Recs": richText(m.Recs)})
 }
 

@@ -46,6 +46,27 @@ func Status(r analysis.Count) string {
 	}
 }
 
+// StatusInterrupted is the status of a point cut short (result.Point.
+// Interrupted): neither passed nor failed.
+const StatusInterrupted = "⏸ interrupted"
+
+// CutConnected is a point cut short's connected clients of those that
+// had an outcome, of its client count: "1392/1400 of 2000".
+func CutConnected(p result.Point) string {
+	return strconv.Itoa(p.Connected) + "/" + strconv.Itoa(p.Attempted) + " of " + strconv.Itoa(p.Clients)
+}
+
+// cutFailures are a point cut short's failed outcomes so far.
+func cutFailures(p result.Point) map[string]int {
+	m := map[string]int{}
+	for o, n := range p.Outcomes {
+		if o != result.OutcomeOK && n > 0 {
+			m[o] = n
+		}
+	}
+	return m
+}
+
 // Terminal writes the success-rate table and the verdict.
 func Terminal(w io.Writer, run *result.Run) error {
 	rows := analysis.Pool(run.Points, run.Config.Threshold)
@@ -67,8 +88,15 @@ func Terminal(w io.Writer, run *result.Run) error {
 			Status(r),
 		})
 	}
+	if p := run.Interrupted; p != nil {
+		t.Append([]string{strconv.Itoa(p.Clients), CutConnected(*p), "–", "–",
+			fmt.Sprintf("%.1f", p.Connect.P50), fmt.Sprintf("%.1f", p.Connect.P99), failures(cutFailures(*p)), StatusInterrupted})
+	}
 	if err := t.Render(); err != nil {
 		return err
+	}
+	if p := run.Interrupted; p != nil {
+		fmt.Fprintln(w, analysis.CutShort(*p))
 	}
 	if run.Search != nil && run.Search.Verdict != "" {
 		prefix := ""

@@ -160,7 +160,7 @@ func richText(ss []string) []htmltemplate.HTML {
 var htmlFuncs = htmltemplate.FuncMap{
 	"pct": Pct,
 	"inc": func(i int) int { return i + 1 },
-	// mark draws the status marks (✅ ⚠️ ❌ ↯) in run text as inline SVG.
+	// mark draws the status marks (✅ ⚠️ ❌ ↯ ⏸) in run text as inline SVG.
 	"mark": markHTML,
 	// svg inlines a plot rendered by gonum from numbers and fixed labels
 	// (safeLabel), never from run text.

@@ -73,10 +73,14 @@ type Run struct {
 	Config        Config      `json:"config"`
 	// Target names the server under test and the clients when they are
 	// commands of the operator's, not rdmaprobe's own (absent then).
-	Target *Target  `json:"target,omitempty"`
-	Points []Point  `json:"points"`
-	Search *Search  `json:"search,omitempty"`
-	PSN    PSNCheck `json:"psn_check"`
+	Target *Target `json:"target,omitempty"`
+	Points []Point `json:"points"`
+	// Interrupted is the point the run was measuring when it stopped
+	// early, with what it measured so far (Point.Interrupted); nil when
+	// the run stopped between points or did not stop early.
+	Interrupted *Point   `json:"interrupted_point,omitempty"`
+	Search      *Search  `json:"search,omitempty"`
+	PSN         PSNCheck `json:"psn_check"`
 	// Hosts are the machines the load generators ran on, when not this
 	// one (--hosts, Slurm); each point has their figures (Point.Hosts).
 	Hosts []Host `json:"hosts,omitempty"`
@@ -241,6 +245,13 @@ type Point struct {
 	// Error is set when the point itself failed (server died, generator
 	// crashed); the counts above then hold what was collected.
 	Error string `json:"error,omitempty"`
+	// Interrupted is set on a point cut short before every client had
+	// its outcome (Ctrl-C, a dead guest; Error says which): Attempted
+	// and Connected are how far it got, of Clients, and the samples
+	// run to where it stopped. A client cut short has no record. Such a
+	// point is no measurement of its client count: the run keeps it
+	// apart (Run.Interrupted) and no verdict counts it.
+	Interrupted bool `json:"interrupted,omitempty"`
 
 	// Samples are the collectors' readings through the point; Peak
 	// summarises them. SamplerErrors are collectors that failed (the

@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/bench"
 	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/result"
@@ -75,6 +77,7 @@ func (o GuestOptions) cpu() string {
 // The guest's side is guest_agent.go.
 type Guest struct {
 	g    *softroce.Guest
+	end  context.CancelFunc // ends the guest's life (bootGuest)
 	opts GuestOptions
 	spec Spec
 	desc string
@@ -146,19 +149,29 @@ func bootGuestWith(ctx context.Context, opts GuestOptions, simulated bool, cmds 
 	if err != nil {
 		return nil, err
 	}
-	sg, err := softroce.Boot(ctx, softroce.BootConfig{Image: img, CPUs: opts.CPUs, MemMiB: opts.MemMiB,
+	// ctx aborts the boot, but a booted guest lives until Close: a point
+	// cancelled by Ctrl-C is answered by the guest with what it measured
+	// (softroce.Guest.Call), which a guest ending with ctx could not do.
+	life, end := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, end)
+	sg, err := softroce.Boot(life, softroce.BootConfig{Image: img, CPUs: opts.CPUs, MemMiB: opts.MemMiB,
 		LogPath: opts.ConsoleLog, CPUModel: opts.cpuModel(), KernelArgs: opts.KernelArgs, Netdev: cmds != nil})
+	if !stop() && err == nil {
+		err = fmt.Errorf("boot: %w", ctx.Err()) // ctx ended as the boot did: life ends the guest
+	}
 	if err != nil {
+		end()
 		return nil, err
 	}
 	if opts.MaxMapCount > 0 {
 		if _, err := sg.Call(ctx, softroce.OpSysctl, map[string]string{"vm.max_map_count": strconv.Itoa(opts.MaxMapCount)}, nil); err != nil {
 			sg.Close()
+			end()
 			return nil, fmt.Errorf("set guest vm.max_map_count: %w", err)
 		}
 	}
 	info := sg.Ready
-	g := &Guest{g: sg, opts: opts}
+	g := &Guest{g: sg, opts: opts, end: end}
 	dev := info.Device
 	if cmds != nil && info.Netdev != nil {
 		dev = fmt.Sprintf("%s on %s (%s)", info.Netdev.Device, info.Netdev.Netdev, info.Netdev.Addr)
@@ -210,7 +223,10 @@ func (g *Guest) reference(ctx context.Context) *result.Reference {
 func (g *Guest) Device() *result.DeviceInfo { return g.dev }
 
 // Close powers the guest off.
-func (g *Guest) Close() error { return g.g.Close() }
+func (g *Guest) Close() error {
+	defer g.end()
+	return g.g.Close()
+}
 
 // RunPoint runs one point inside the guest (Runner.RunPoint), with QEMU
 // sampled from the host beside the guest's own view.
@@ -241,18 +257,45 @@ func (g *Guest) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 			req.Build = b
 		}
 	}
+	started := time.Now()
+	var last Progress // how far the point got, by the guest's last report
 	raw, err := g.g.Call(ctx, opPoint, req, func(m json.RawMessage) {
 		var p Progress
-		if g.opts.Progress != nil && json.Unmarshal(m, &p) == nil {
-			g.opts.Progress(p)
+		if json.Unmarshal(m, &p) == nil {
+			last = p
+			if g.opts.Progress != nil {
+				g.opts.Progress(p)
+			}
 		}
 	})
 	var host []result.Sample
 	if qemu != nil {
 		host, _, _ = qemu.Stop()
 	}
-	if err != nil {
-		return result.Point{Clients: n, Trial: trial}, fmt.Errorf("guest: %w", err)
+	dead := false
+	select {
+	case <-g.g.Exited():
+		dead = true
+	default:
+	}
+	if err != nil && raw == nil && !dead && ctx.Err() == nil {
+		return result.Point{Clients: n, Trial: trial}, fmt.Errorf("guest: %w", err) // the point could not run
+	}
+	if err != nil && raw == nil {
+		// The guest died (or did not answer its cancellation): what it
+		// measured is lost with it but for how far its last progress
+		// report said it got, and the host's samples of QEMU.
+		pt := result.Point{Clients: n, Trial: trial, StartedAt: started.UTC(), Interrupted: true,
+			Attempted: last.Done, Connected: last.OK, Outcomes: map[string]int{},
+			Samples: host, DurationSec: time.Since(started).Seconds(), Error: "guest: " + err.Error()}
+		if ctx.Err() != nil {
+			pt.Error = Interrupted
+		}
+		if last.OK > 0 {
+			pt.Outcomes[result.OutcomeOK] = last.OK
+		}
+		analysis.Judge(&pt, g.spec.Threshold)
+		return pt, fmt.Errorf("guest: %w", err)
 	}
 	if g.spec.Profile && g.opts.ProfileDir != "" {
 		if err := g.fetchProfiles(ctx); err != nil {
@@ -264,6 +307,10 @@ func (g *Guest) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		return pt, fmt.Errorf("guest sent an unreadable point: %w", err)
 	}
 	mergeHostSamples(&pt, host)
+	if err != nil {
+		// Cancelled, and the guest answered with the point cut short.
+		return pt, fmt.Errorf("guest: %w", err)
+	}
 	if g.dev == nil {
 		var d guestDevice
 		if r, err := g.g.Call(ctx, opDevice, nil, nil); err == nil && json.Unmarshal(r, &d) == nil {

@@ -152,9 +152,11 @@ func (a *agent) point(ctx context.Context, req guestPointRequest, progress func(
 	if d := r.Device(); d != nil {
 		a.last = d
 	}
-	if err != nil {
+	if err != nil && !pt.Interrupted {
 		return nil, err
 	}
+	// A point cut short is the answer to its cancellation: the host
+	// keeps what it measured.
 	return pt, nil
 }
 

@@ -210,7 +210,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		pt.ConnectSec = time.Since(c.released).Seconds()
 	}
 	smp.loaded()
-	if l.calib != nil {
+	if l.calib != nil && !c.interrupted {
 		// The clients are connected and idle: the server is not working.
 		// After the full-load sample, whose CPU figures must not include
 		// the calibration's.
@@ -238,6 +238,11 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	pt.Records = c.records()
 	if r := l.remote(); r != nil {
 		pt.Hosts = c.hostPoints(r)
+	}
+	// Cut short: ctx ended the collection, or Ctrl-C reached the
+	// generators too and they reported early.
+	if ctx.Err() != nil && (c.interrupted || len(pt.Records) < n) {
+		pt.Interrupted, pt.Error = true, Interrupted
 	}
 	Summarise(&pt, spec.Threshold)
 	smp.finish(&pt, max)

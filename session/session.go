@@ -123,11 +123,29 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 			o.PointStarts(n, trial)
 		}
 		pt, err := r.RunPoint(ctx, n, trial)
-		if err != nil && ctx.Err() == nil {
+		if pt.Interrupted {
+			// Cut short (Ctrl-C, a dead guest): kept with what it
+			// measured, apart from the points, since it measured no
+			// count; the probe stops on the error.
+			if err == nil {
+				err = fmt.Errorf("%d clients (trial %d): %s", n, trial, pt.Error)
+			}
+			mu.Lock()
+			describe()
+			run.Interrupted = &pt
+			if p, e := result.SaveRun(dir, run); e != nil && saveErr == nil {
+				saveErr = e
+			} else if e == nil {
+				s.Path = p
+			}
+			mu.Unlock()
+			if o.Point != nil {
+				o.Point(pt)
+			}
 			return pt, err
 		}
-		if ctx.Err() != nil && pt.Error == "interrupted" {
-			return pt, ctx.Err() // an incomplete point is not a measurement
+		if err != nil && (ctx.Err() == nil || pt.Attempted == 0) {
+			return pt, err // nothing measured: no point to keep
 		}
 		mu.Lock()
 		describe()
@@ -158,6 +176,10 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 	run.FinishedAt = time.Now().UTC()
 	analysis.Summarise(run)
 	run.PSN = result.CheckPSNs(run.Points)
+	if run.Interrupted != nil {
+		// Its clients connected too: their PSNs count.
+		run.PSN = result.CheckPSNs(append(append([]result.Point{}, run.Points...), *run.Interrupted))
+	}
 	run.Complete = perr == nil
 	if perr != nil {
 		run.Error = perr.Error()

@@ -200,3 +200,58 @@ func TestRunThatCannotStart(t *testing.T) {
 		t.Errorf("console log: %v", err)
 	}
 }
+
+// cutRunner measures points normally until cutAt clients, where the
+// point is cut short as Ctrl-C cuts it: the outcomes so far, marked
+// interrupted, with the context's error.
+type cutRunner struct {
+	fakeRunner
+	cutAt  int
+	cancel context.CancelFunc
+}
+
+func (c *cutRunner) RunPoint(ctx context.Context, n, trial int) (result.Point, error) {
+	if n != c.cutAt {
+		return c.fakeRunner.RunPoint(ctx, n, trial)
+	}
+	c.cancel()
+	pt := result.Point{Clients: n, Trial: trial, Interrupted: true, Error: runner.Interrupted,
+		Records: []result.ClientRecord{{ID: 0, Outcome: result.OutcomeOK, LocalPSN: 900, RemotePSN: 900}}}
+	runner.Summarise(&pt, 1)
+	return pt, ctx.Err()
+}
+
+// A point cut short is saved apart from the points, told to the caller,
+// and counts as no measurement: the search's bracket, the diagnosis and
+// the verdict stand on the completed points alone.
+func TestRunKeepsThePointCutShort(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := &cutRunner{fakeRunner: fakeRunner{cap: 100, path: func() string { return "" }}, cutAt: 20, cancel: cancel}
+	var opened int
+	o := options(t, &f.fakeRunner, &opened)
+	o.Open = func(context.Context, runner.Spec, string, runner.LocalOptions) (runner.Runner, error) { return f, nil }
+	var told []result.Point
+	o.Point = func(pt result.Point) { told = append(told, pt) }
+	s, err := Run(ctx, o)
+	if err != nil || !errors.Is(s.Err, context.Canceled) {
+		t.Fatalf("run: %v, probe: %v", err, s.Err)
+	}
+	r, err := result.Load(s.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := r.Interrupted
+	if len(r.Points) != 2 || p == nil || !p.Interrupted || p.Clients != 20 || p.Connected != 1 {
+		t.Fatalf("points %d, interrupted %+v: want 5 and 10 measured, 20 kept apart", len(r.Points), p)
+	}
+	if len(told) != 3 || !told[2].Interrupted {
+		t.Errorf("told about %d points, the last interrupted %v", len(told), len(told) == 3 && told[2].Interrupted)
+	}
+	if r.Search.Capacity != 10 || r.Search.FirstFail != 0 || r.Diagnosis != nil || !strings.HasPrefix(r.Search.Verdict, "Interrupted") {
+		t.Errorf("search %+v, diagnosis %+v: the point cut short counted", r.Search, r.Diagnosis)
+	}
+	if r.PSN.Connections != 16 {
+		t.Errorf("PSN check counted %d connections, want 15 measured + 1 of the point cut short", r.PSN.Connections)
+	}
+}

@@ -180,7 +180,11 @@ func Boot(ctx context.Context, cfg BootConfig) (*Guest, error) {
 	stderr := newConsoleTail(nil)
 	cmd.Stderr = stderr
 	// QEMU must not outlive us even if we are killed without running Close.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Its own process group keeps a terminal's Ctrl-C, which goes to the
+	// whole foreground group, from killing the guest before it can
+	// answer the cancelled op with what it did (Call); ctx and Close end
+	// it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 
 	var logF *os.File
 	if cfg.LogPath != "" {
@@ -328,8 +332,18 @@ func (g *Guest) deathError(when string) error {
 	return errors.New(msg + g.console.lastLines(5))
 }
 
+// CancelGrace is how long Call waits, once ctx is done, for the guest's
+// answer to the cancelled op: a probe point stops its load generators
+// (up to 45 s) and its server (up to 30 s) first.
+const CancelGrace = 2 * time.Minute
+
 // Call runs op in the guest. progress, if not nil, receives each progress
 // value in the order the guest sent it, on the caller's goroutine.
+//
+// When ctx ends first, the guest's op is cancelled and Call waits up to
+// CancelGrace for its answer, since an op may answer its cancellation
+// with what it did so far (a probe point cut short); it then returns
+// that result, if any, with ctx's error.
 func (g *Guest) Call(ctx context.Context, op string, payload any, progress func(json.RawMessage)) (json.RawMessage, error) {
 	p, err := marshalPayload(payload)
 	if err != nil {
@@ -408,7 +422,21 @@ func (g *Guest) Call(ctx context.Context, op string, payload any, progress func(
 		case <-ctx.Done():
 			cid, _ := json.Marshal(id)
 			g.out.send(request{ID: g.nextID.Add(1), Op: opCancel, Payload: cid})
-			return nil, fmt.Errorf("%s: %w", op, ctx.Err())
+			cancelled := fmt.Errorf("%s: %w", op, ctx.Err())
+			grace := time.NewTimer(CancelGrace)
+			defer grace.Stop()
+			for {
+				select {
+				case r := <-ch:
+					if done, res, _ := handle(r); done {
+						return res, cancelled
+					}
+				case <-g.readerEnd:
+					return nil, cancelled
+				case <-grace.C:
+					return nil, cancelled
+				}
+			}
 		}
 	}
 }

@@ -54,3 +54,6 @@ func (g *Guest) Call(context.Context, string, any, func(json.RawMessage)) (json.
 }
 
 func (g *Guest) Close() error { return nil }
+
+// Exited never closes: no guest runs here.
+func (g *Guest) Exited() <-chan struct{} { return nil }
