@@ -1,0 +1,337 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rdmaprobe/rdmaprobe/command"
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// readmeCommands are the rdmaprobe command lines of the README's ```sh
+// blocks, in order, as argv without the program's name: continuation
+// lines joined, comments dropped, words split as a shell would.
+func readmeCommands(t *testing.T) [][]string {
+	t.Helper()
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmds [][]string
+	in, line := false, ""
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		l := sc.Text()
+		switch {
+		case strings.HasPrefix(l, "```sh"):
+			in = true
+			continue
+		case strings.HasPrefix(l, "```"):
+			in = false
+			continue
+		case !in:
+			continue
+		}
+		if strings.HasSuffix(l, `\`) {
+			line += strings.TrimSuffix(l, `\`) + " "
+			continue
+		}
+		line += l
+		if strings.TrimSpace(line) == "" || strings.HasPrefix(strings.TrimSpace(line), "#") {
+			line = ""
+			continue
+		}
+		words, err := command.Split(line)
+		line = ""
+		if err != nil {
+			t.Fatalf("README: %q: %v", l, err)
+		}
+		for i, w := range words {
+			if strings.HasPrefix(w, "#") {
+				words = words[:i]
+				break
+			}
+		}
+		if len(words) > 1 && words[0] == "rdmaprobe" {
+			cmds = append(cmds, words[1:])
+		}
+	}
+	return cmds
+}
+
+// exampleFlag is one flag of an example, with its value if it takes
+// one.
+type exampleFlag struct {
+	name, value string
+	hasValue    bool
+}
+
+// example is an example command taken apart, to be made cheap.
+type example struct {
+	cmd   string
+	flags []exampleFlag
+	args  []string
+}
+
+func parseExample(app *cli.App, argv []string) example {
+	e := example{cmd: argv[0]}
+	c := app.Command(e.cmd)
+	words := argv[1:]
+	for i := 0; i < len(words); i++ {
+		w := words[i]
+		if !strings.HasPrefix(w, "-") {
+			e.args = append(e.args, w)
+			continue
+		}
+		name := strings.TrimLeft(w, "-")
+		if k, v, ok := strings.Cut(name, "="); ok {
+			e.flags = append(e.flags, exampleFlag{k, v, true})
+			continue
+		}
+		f := exampleFlag{name: name}
+		if c != nil && takesValue(c, name) && i+1 < len(words) {
+			i++
+			f.value, f.hasValue = words[i], true
+		}
+		e.flags = append(e.flags, f)
+	}
+	return e
+}
+
+func (e *example) get(name string) (string, bool) {
+	for _, f := range e.flags {
+		if f.name == name {
+			return f.value, true
+		}
+	}
+	return "", false
+}
+
+func (e *example) set(name, value string) {
+	for i, f := range e.flags {
+		if f.name == name {
+			e.flags[i].value, e.flags[i].hasValue = value, true
+			return
+		}
+	}
+	e.flags = append(e.flags, exampleFlag{name, value, true})
+}
+
+func (e *example) argv() []string {
+	out := []string{e.cmd}
+	for _, f := range e.flags {
+		out = append(out, "--"+f.name)
+		if f.hasValue {
+			out = append(out, f.value)
+		}
+	}
+	return append(out, e.args...)
+}
+
+// shrink divides a client count by 10, rounding up: the example's
+// proportions (--lo, --hi and the cap between them) stay.
+func shrink(s string) string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return s
+		}
+		out = append(out, strconv.Itoa((n+9)/10))
+	}
+	return strings.Join(out, ",")
+}
+
+// needsMore are the flags of examples that need more than this host's
+// sim backend: the Soft-RoCE guest with the commands they name
+// (target_vm_test.go runs them) or other hosts (runner's launcher
+// tests). Those examples are parsed by the CLI, not run.
+var needsMore = []string{"server-cmd", "server-build", "client-cmd", "hosts", "hostfile", "ssh"}
+
+// Every rdmaprobe command of the README's ```sh blocks is run, so that
+// a documented command that stops working fails here. Each is made
+// cheap the same way, and only so:
+//
+//   - search and ramp run on --backend sim (whatever the example's
+//     backend), with every client count divided by 10 (--lo, --hi,
+//     --max-n, --clients, --max-clients, --sim-max-qp), 1 round trip of
+//     64 bytes, no calibration or sampling, and --results in a temporary
+//     directory. An unbounded search (no --hi) gets a simulated max_qp of
+//     3 x --lo so that its doubling meets a wall, as the README says it
+//     does; a documented --sim-max-qp inside [--lo, --hi] must come out
+//     as the capacity, as the README says.
+//   - serve runs on sim with its shrunk --max-clients, listening on a
+//     free port, its files in a temporary directory, and is stopped
+//     (as Ctrl-C does) once ready.
+//   - report and compare read the runs the examples above saved, and
+//     write into a temporary directory.
+//   - an example with a flag of needsMore is parsed by the CLI (flags,
+//     their values, arguments) without running.
+func TestREADMEExamples(t *testing.T) {
+	cmds := readmeCommands(t)
+	if len(cmds) < 8 {
+		t.Fatalf("found %d rdmaprobe commands in the README's sh blocks, want at least 8: %q", len(cmds), cmds)
+	}
+	tmp := t.TempDir()
+	results := filepath.Join(tmp, "results")
+	var runs []string // run.json files saved so far, in order
+	newRuns := func() []string {
+		all, _ := filepath.Glob(filepath.Join(results, "*", result.FileName+"*"))
+		var fresh []string
+		for _, p := range all {
+			seen := false
+			for _, r := range runs {
+				seen = seen || r == p
+			}
+			if !seen {
+				fresh = append(fresh, p)
+			}
+		}
+		runs = append(runs, fresh...)
+		return fresh
+	}
+	app := New(Streams{})
+	for i, argv := range cmds {
+		e := parseExample(app, argv)
+		name := strconv.Itoa(i+1) + "-" + e.cmd
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			defer func() { t.Logf("rdmaprobe %s: %.1f s", strings.Join(argv, " "), time.Since(start).Seconds()) }()
+			for _, f := range needsMore {
+				if _, ok := e.get(f); ok {
+					parseOnly(t, argv)
+					return
+				}
+			}
+			switch e.cmd {
+			case "search", "ramp":
+				for _, f := range []string{"lo", "hi", "max-n", "clients", "max-clients", "sim-max-qp"} {
+					if v, ok := e.get(f); ok {
+						e.set(f, shrink(v))
+					}
+				}
+				lo, _ := e.get("lo")
+				_, bounded := e.get("hi")
+				capQP, hasCap := e.get("sim-max-qp")
+				if e.cmd == "search" && !bounded && !hasCap {
+					n, _ := strconv.Atoi(lo)
+					capQP, hasCap = strconv.Itoa(3*n), true
+					e.set("sim-max-qp", capQP)
+				}
+				for _, kv := range [][2]string{{"backend", "sim"}, {"rounds", "1"}, {"msg-size", "64"},
+					{"calibrate", "0"}, {"sample-interval", "0"}, {"results", results}} {
+					e.set(kv[0], kv[1])
+				}
+				out, errOut, code := run(t, e.argv()...)
+				if code != ExitMeasured {
+					t.Fatalf("%q: exit %d\n%s\n%s", e.argv(), code, out, errOut)
+				}
+				saved := newRuns()
+				if len(saved) != 1 {
+					t.Fatalf("%q saved %v", e.argv(), saved)
+				}
+				r, err := result.Load(saved[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e.cmd == "search" && hasCap {
+					want, _ := strconv.Atoi(capQP)
+					if r.Search == nil || r.Search.Capacity != want || r.Search.FirstFail == 0 {
+						t.Errorf("%q: search %+v, want the simulated max_qp %d as the capacity", e.argv(), r.Search, want)
+					}
+				}
+			case "serve":
+				serveExample(t, e, tmp)
+			case "report", "compare":
+				k := 0
+				for j, a := range e.args {
+					if strings.HasSuffix(a, "run.json") {
+						if k >= len(runs) {
+							t.Fatalf("%q: no run saved by the examples above to read", argv)
+						}
+						e.args[j] = runs[k]
+						k++
+					}
+				}
+				out := filepath.Join(tmp, name)
+				e.set("out", out)
+				if stdout, errOut, code := run(t, e.argv()...); code != ExitMeasured {
+					t.Fatalf("%q: exit %d\n%s\n%s", e.argv(), code, stdout, errOut)
+				}
+				if files, _ := filepath.Glob(filepath.Join(out, "*.html")); len(files) != 1 {
+					t.Errorf("%q wrote %v", e.argv(), files)
+				}
+			default:
+				parseOnly(t, argv)
+			}
+		})
+	}
+}
+
+// serveExample runs a serve example until it is ready, then stops it as
+// Ctrl-C would; the files it was asked to write must be there.
+func serveExample(t *testing.T, e example, tmp string) {
+	t.Helper()
+	var outs []string
+	for i, f := range e.flags {
+		if strings.HasSuffix(f.name, "-out") {
+			e.flags[i].value = filepath.Join(tmp, filepath.Base(f.value))
+			outs = append(outs, e.flags[i].value)
+		}
+	}
+	if v, ok := e.get("max-clients"); ok {
+		e.set("max-clients", shrink(v))
+	}
+	ready := filepath.Join(tmp, "serve-addr")
+	e.set("backend", "sim")
+	e.set("listen", "127.0.0.1:0")
+	e.set("ready-file", ready)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan int, 1)
+	var out, errOut bytes.Buffer
+	go func() {
+		done <- MainContext(ctx, append([]string{"rdmaprobe"}, e.argv()...), Streams{In: bytes.NewReader(nil), Out: &out, Err: &errOut})
+	}()
+	if !eventually.Within(30*time.Second, func() bool { b, _ := os.ReadFile(ready); return len(b) > 0 }) {
+		cancel()
+		<-done
+		t.Fatalf("%q never ready:\n%s\n%s", e.argv(), out.String(), errOut.String())
+	}
+	cancel()
+	if code := <-done; code != ExitMeasured {
+		t.Fatalf("%q: exit %d\n%s", e.argv(), code, errOut.String())
+	}
+	for _, f := range outs {
+		if _, err := os.Stat(f); err != nil {
+			t.Errorf("%q: %v", e.argv(), err)
+		}
+	}
+}
+
+// parseOnly runs argv through the CLI with every command's action
+// replaced: flag names, their values and the arguments are checked as
+// for a real run, and nothing runs.
+func parseOnly(t *testing.T, argv []string) {
+	t.Helper()
+	var errOut bytes.Buffer
+	app := New(Streams{In: bytes.NewReader(nil), Out: &bytes.Buffer{}, Err: &errOut})
+	ran := false
+	for _, c := range app.Commands {
+		c.Action = func(*cli.Context) error { ran = true; return nil }
+	}
+	args := append([]string{"rdmaprobe"}, argv...)
+	if err := app.Run(flagsFirst(app, args)); err != nil || !ran {
+		t.Errorf("%q does not parse: %v %s", argv, err, errOut.String())
+	}
+}
