@@ -1,14 +1,20 @@
 package certs
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // handshake runs both sides over loopback TCP and returns the server's
@@ -191,5 +197,92 @@ func testKexHandshake(t *testing.T, kex string, want tls.CurveID) {
 	}
 	if alg := st.PeerCertificates[0].PublicKeyAlgorithm; alg != x509.Ed25519 {
 		t.Errorf("server key %v, want Ed25519", alg)
+	}
+}
+
+// issue makes an Ed25519 certificate for dns valid from nb to na, signed
+// by parent (self-signed if nil), as a Pair.
+func issue(t *testing.T, cn string, dns []string, isCA bool, nb, na time.Time, parent *Pair) Pair {
+	t.Helper()
+	pub, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		DNSNames: dns, NotBefore: nb, NotAfter: na, BasicConstraintsValid: true, IsCA: isCA,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	signer, issuer := any(key), tmpl
+	if parent != nil {
+		pc, err := tls.X509KeyPair(parent.CertPEM, parent.KeyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		signer, issuer = pc.PrivateKey, pc.Leaf
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, issuer, pub, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Pair{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})}
+}
+
+// Pinned accepts exactly the pinned server certificate (while it is
+// valid) without path validation, and verifies any other against the
+// pinned certificates as Client does.
+func TestPinned(t *testing.T) {
+	srv, err := SelfSigned()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := SelfSigned()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := SelfSignedClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ca := issue(t, "ca", nil, true, now.Add(-time.Hour), now.Add(time.Hour), nil)
+	signed := issue(t, "leaf", []string{ServerName}, false, now.Add(-time.Hour), now.Add(time.Hour), &ca)
+	misnamed := issue(t, "leaf", []string{"elsewhere"}, false, now.Add(-time.Hour), now.Add(time.Hour), &ca)
+	expired := issue(t, "old", []string{ServerName}, true, now.Add(-2*time.Hour), now.Add(-time.Hour), nil)
+	for _, c := range []struct {
+		name      string
+		pin, cert Pair
+		ok        bool
+	}{
+		{"the pinned server", srv, srv, true},
+		{"another self-signed server", srv, other, false},
+		{"a server the pinned CA signed", ca, signed, true},
+		{"a server the pinned CA signed for another name", ca, misnamed, false},
+		{"the pinned server, expired", expired, expired, false},
+	} {
+		sconf, err := c.cert.Server(cli.CertPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cconf, err := Pinned(c.pin.CertPEM, cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ce := handshake(t, sconf, cconf)
+		if (ce == nil) != c.ok {
+			t.Errorf("%s: client error %v, want ok %v", c.name, ce, c.ok)
+		}
+		// Client, with path validation, decides the same.
+		std, err := Client(c.pin.CertPEM, cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ce := handshake(t, sconf, std); (ce == nil) != c.ok {
+			t.Errorf("%s: Client's error %v, want ok %v", c.name, ce, c.ok)
+		}
 	}
 }

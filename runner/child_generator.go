@@ -111,7 +111,7 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 	if spec.N < 1 {
 		return failf(fmt.Errorf("--n must be at least 1"))
 	}
-	tlsConf, err := certs.Client(spec.CA, certs.Pair{CertPEM: spec.Cert, KeyPEM: spec.Key})
+	tlsConf, err := certs.Pinned(spec.CA, certs.Pair{CertPEM: spec.Cert, KeyPEM: spec.Key})
 	if err != nil {
 		return failf(err)
 	}
