@@ -160,6 +160,9 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 		Point: func(pt result.Point) {
 			prog.clear()
 			fmt.Fprintln(s.Out, pointLine(pt, be.Backend.Simulated))
+			for _, l := range hostLines(pt) {
+				fmt.Fprintln(s.Out, l)
+			}
 		},
 		Note: func(note string) {
 			prog.clear()
@@ -292,6 +295,26 @@ func pointLine(pt result.Point, simulated bool) string {
 		s += " — point error: " + pt.Error
 	}
 	return s
+}
+
+// hostLines say each generator host's share of a point, when the
+// generators ran on other hosts.
+func hostLines(pt result.Point) []string {
+	var out []string
+	for _, h := range pt.Hosts {
+		l := fmt.Sprintf("        %s: %d/%d connected (%s)", h.Host, h.Connected, h.Attempted, report.Pct(h.SuccessRate))
+		if h.ConnectRate > 0 {
+			l += fmt.Sprintf(", %.0f connects/s", h.ConnectRate)
+		}
+		if h.GID != "" {
+			l += ", GID " + h.GID
+		}
+		for _, f := range h.Faults {
+			l += fmt.Sprintf(" — generator %d %s: %s", f.Generator, f.Class, f.Detail)
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // progress draws a live line on a terminal. Otherwise (a log, CI) it

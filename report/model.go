@@ -42,8 +42,13 @@ type Model struct {
 	// Target names a server or clients that are commands of the
 	// operator's, and the figures they cannot give (absent otherwise).
 	Target []string
-	Plots  []Plot
-	Notes  []string // sampler errors and other caveats
+	// Hosts are the load-generator hosts when they were other machines,
+	// HostPoints each point's share of them (absent otherwise).
+	Hosts      []HostRow
+	HostPoints []HostPointRow
+	HostsNote  string
+	Plots      []Plot
+	Notes      []string // sampler errors and other caveats
 }
 
 // Answer is the executive summary: analysis.Findings' capacities, with
@@ -149,6 +154,7 @@ func NewModel(run *result.Run) *Model {
 	m.Limit, m.LimitAt, m.Recs = f.Limit, f.LimitAt, f.Recommendations
 	m.method(run)
 	m.target(run)
+	m.hosts(run)
 	for _, p := range run.Points {
 		for _, e := range p.SamplerErrors {
 			m.Notes = append(m.Notes, fmt.Sprintf("%d clients, trial %d: collector failed: %s", p.Clients, p.Trial, e))
