@@ -23,7 +23,14 @@ func vmFlags() []cli.Flag {
 // guestOptions are the guest the vm flags ask for.
 func guestOptions(c *cli.Context) runner.GuestOptions {
 	return runner.GuestOptions{CPUs: c.Int("vm-cpus"), MemMiB: c.Int("vm-mem"), CPUModel: c.String("vm-cpu-model"),
-		KernelArgs: strings.Fields(c.String("vm-kernel-args")), MaxMapCount: c.Int("vm-max-map-count"), Out: c.App.Writer}
+		KernelArgs: strings.Fields(c.String("vm-kernel-args")), MaxMapCount: c.Int("vm-max-map-count"), Out: c.App.Writer,
+		Peer: c.Bool("vm-peer")}
+}
+
+// vmPeerFlag puts the load generators in a second guest, across a
+// virtual link from the server's (search and ramp).
+func vmPeerFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "vm-peer", Usage: "vm: boot a second guest on a virtual link and run the load generators there, started over SSH: Soft-RoCE across two hosts (rxe2 on each guest's link; each guest gets --vm-cpus and --vm-mem)"}
 }
 
 // simInVMFlag runs the sim backend inside the guest: same simulated

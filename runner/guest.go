@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -53,6 +54,10 @@ type GuestOptions struct {
 	// BuildCache holds --server-build's outputs on the host; default
 	// DefaultBuildCache.
 	BuildCache string
+	// Peer boots a second guest on a virtual link and runs the load
+	// generators there over SSH, Soft-RoCE on the link in both
+	// (guest_peer.go); each guest has CPUs and MemMiB.
+	Peer bool
 }
 
 func (o GuestOptions) cpuModel() string {
@@ -87,6 +92,10 @@ type Guest struct {
 	// already copied into the guest, by key.
 	build  BuildFunc
 	pushed map[string]bool
+	// peer, with GuestOptions.Peer, is the guest the generators run in;
+	// peerHosts how the first guest's launcher described it.
+	peer      *guestPeer
+	peerHosts []result.Host
 }
 
 // NewGuest boots the guest for spec's points and, on a real device,
@@ -102,9 +111,20 @@ func NewGuest(ctx context.Context, spec Spec, opts GuestOptions) (*Guest, error)
 		}
 		spec = cmds.spec
 	}
+	if opts.Peer {
+		if simulated || cmds != nil {
+			return nil, fmt.Errorf("--vm-peer runs rdmaprobe's own server and clients on Soft-RoCE: not with --sim-in-vm, --server-cmd or --client-cmd")
+		}
+	}
 	g, err := bootGuestWith(ctx, opts, simulated, cmds)
 	if err != nil {
 		return nil, err
+	}
+	if g.peer != nil {
+		// Both sides on the link's device; the server listens on the
+		// first guest's link address, where the peer reaches it.
+		spec.Fabric.Device = softroce.LinkRxe
+		spec.Listen = strings.Split(g.g.Ready.Link.Addr, "/")[0]
 	}
 	g.spec = spec
 	if cmds != nil && spec.Server != nil && len(spec.Server.Build) > 0 {
@@ -141,6 +161,9 @@ func bootGuestWith(ctx context.Context, opts GuestOptions, simulated bool, cmds 
 		return nil, err
 	}
 	ic := softroce.ImageConfig{Binary: exe, ExtraBinaries: softroce.DefaultExtraBinaries}
+	if opts.Peer {
+		ic.ExtraBinaries = append(append([]string(nil), ic.ExtraBinaries...), peerBinaries...)
+	}
 	if cmds != nil {
 		ic.ExtraBinaries = append(append([]string(nil), ic.ExtraBinaries...), cmds.binaries...)
 		ic.ExtraDirs = opts.TargetDirs
@@ -154,8 +177,19 @@ func bootGuestWith(ctx context.Context, opts GuestOptions, simulated bool, cmds 
 	// (softroce.Guest.Call), which a guest ending with ctx could not do.
 	life, end := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, end)
-	sg, err := softroce.Boot(life, softroce.BootConfig{Image: img, CPUs: opts.CPUs, MemMiB: opts.MemMiB,
-		LogPath: opts.ConsoleLog, CPUModel: opts.cpuModel(), KernelArgs: opts.KernelArgs, Netdev: cmds != nil})
+	bc := softroce.BootConfig{Image: img, CPUs: opts.CPUs, MemMiB: opts.MemMiB,
+		LogPath: opts.ConsoleLog, CPUModel: opts.cpuModel(), KernelArgs: opts.KernelArgs, Netdev: cmds != nil}
+	var sg *softroce.Guest
+	var peer *guestPeer
+	if opts.Peer {
+		peerLog := ""
+		if opts.ConsoleLog != "" {
+			peerLog = strings.TrimSuffix(opts.ConsoleLog, ".log") + "-peer.log"
+		}
+		sg, peer, err = bootPair(life, img, bc, peerLog)
+	} else {
+		sg, err = softroce.Boot(life, bc)
+	}
 	if !stop() && err == nil {
 		err = fmt.Errorf("boot: %w", ctx.Err()) // ctx ended as the boot did: life ends the guest
 	}
@@ -163,21 +197,27 @@ func bootGuestWith(ctx context.Context, opts GuestOptions, simulated bool, cmds 
 		end()
 		return nil, err
 	}
+	g := &Guest{g: sg, opts: opts, peer: peer, end: end}
 	if opts.MaxMapCount > 0 {
-		if _, err := sg.Call(ctx, softroce.OpSysctl, map[string]string{"vm.max_map_count": strconv.Itoa(opts.MaxMapCount)}, nil); err != nil {
-			sg.Close()
-			end()
-			return nil, fmt.Errorf("set guest vm.max_map_count: %w", err)
+		for _, x := range g.guests() {
+			if _, err := x.Call(ctx, softroce.OpSysctl, map[string]string{"vm.max_map_count": strconv.Itoa(opts.MaxMapCount)}, nil); err != nil {
+				g.Close()
+				return nil, fmt.Errorf("set guest vm.max_map_count: %w", err)
+			}
 		}
 	}
 	info := sg.Ready
-	g := &Guest{g: sg, opts: opts, end: end}
 	dev := info.Device
 	if cmds != nil && info.Netdev != nil {
 		dev = fmt.Sprintf("%s on %s (%s)", info.Netdev.Device, info.Netdev.Netdev, info.Netdev.Addr)
 	}
 	g.desc = fmt.Sprintf("vm: %s on Linux %s (Soft-RoCE, %s, %d vCPU, %s)",
 		dev, ShortRelease(info.KernelRelease), opts.cpu(), opts.CPUs, memString(opts.MemMiB))
+	if peer != nil {
+		l := info.Link
+		g.desc = fmt.Sprintf("vm: %s on %s (%s) on Linux %s (Soft-RoCE, %s, %d vCPU, %s), load generators in a second guest across a virtual link",
+			l.Device, l.Netdev, l.Addr, ShortRelease(info.KernelRelease), opts.cpu(), opts.CPUs, memString(opts.MemMiB))
+	}
 	if simulated {
 		g.desc = fmt.Sprintf("sim: simulated fabric (pure Go, not an RDMA measurement) in a QEMU guest on Linux %s (%s, %d vCPU, %s)",
 			ShortRelease(info.KernelRelease), strings.TrimPrefix(opts.cpu(), "QEMU "), opts.CPUs, memString(opts.MemMiB))
@@ -197,6 +237,11 @@ func (g *Guest) Describe(run *result.Run) {
 	env := g.Environment()
 	run.Environment.Guest = &env
 	run.Environment.Reference = g.ref
+	if hs := g.hosts(); hs != nil {
+		run.Hosts = hs
+		run.Config.Launcher = "ssh"
+		run.Config.ServerAddr = listenAddr(g.spec.Listen)
+	}
 }
 
 // Environment is the guest's, as the guest reported it at boot.
@@ -222,10 +267,22 @@ func (g *Guest) reference(ctx context.Context) *result.Reference {
 // Device is the device the guest's server last opened.
 func (g *Guest) Device() *result.DeviceInfo { return g.dev }
 
-// Close powers the guest off.
+// Close powers the guest off, and its peer.
 func (g *Guest) Close() error {
 	defer g.end()
-	return g.g.Close()
+	var perr error
+	if g.peer != nil {
+		perr = g.peer.close()
+	}
+	return errors.Join(g.g.Close(), perr)
+}
+
+// guests are the guest and its peer, if any.
+func (g *Guest) guests() []*softroce.Guest {
+	if g.peer != nil {
+		return []*softroce.Guest{g.g, g.peer.g}
+	}
+	return []*softroce.Guest{g.g}
 }
 
 // RunPoint runs one point inside the guest (Runner.RunPoint), with QEMU
@@ -237,6 +294,9 @@ func (g *Guest) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 			Procs: func() []collectors.Proc { return []collectors.Proc{{Role: "qemu", PID: g.g.PID}} }})
 	}
 	req := guestPointRequest{N: n, Trial: trial, Spec: g.spec}
+	if g.peer != nil {
+		req.Peer = &g.peer.placement
+	}
 	if g.build != nil {
 		// Builds run on the host (the guest has no compiler); what one
 		// produced goes into the guest once, at the same path.

@@ -33,6 +33,9 @@ const (
 	// opBench runs the bench suite: BenchRequest → bench.Run, with
 	// bench.Measurement messages meanwhile.
 	opBench = "bench"
+	// opHosts describes the hosts the guest's launcher placed load
+	// generators on (a peer guest): → []result.Host.
+	opHosts = "hosts"
 )
 
 type guestPointRequest struct {
@@ -43,6 +46,9 @@ type guestPointRequest struct {
 	// files already copied in), or BuildError why the build failed.
 	Build      *result.Build `json:"build,omitempty"`
 	BuildError string        `json:"build_error,omitempty"`
+	// Peer, when set, places the load generators in a peer guest over
+	// SSH (GuestOptions.Peer).
+	Peer *peerPlacement `json:"peer,omitempty"`
 }
 
 type guestDevice struct {
@@ -83,6 +89,9 @@ func GuestAgent() {
 type agent struct {
 	certs *certs.Pairs // made at the first point, for the guest's life
 	last  *result.DeviceInfo
+	// ssh starts generators in a peer guest, prepared at the first point
+	// that asks for one.
+	ssh *SSH
 }
 
 func (a *agent) handle(ctx context.Context, op string, payload json.RawMessage, progress func(any)) (any, error) {
@@ -95,6 +104,11 @@ func (a *agent) handle(ctx context.Context, op string, payload json.RawMessage, 
 		return a.point(ctx, req, progress)
 	case opDevice:
 		return guestDevice{Device: a.last}, nil
+	case opHosts:
+		if a.ssh == nil {
+			return []result.Host{}, nil
+		}
+		return a.ssh.Hosts(), nil
 	case opProfiles:
 		return takeProfiles(guestProfileDir)
 	case opBench:
@@ -143,6 +157,19 @@ func (a *agent) point(ctx context.Context, req guestPointRequest, progress func(
 			lastSent = time.Now()
 			progress(p)
 		}
+	}
+	if p := req.Peer; p != nil {
+		if a.ssh == nil {
+			exe, err := os.Executable()
+			if err != nil {
+				return nil, err
+			}
+			if a.ssh, err = NewSSH(ctx, SSHConfig{Hosts: p.Hosts, Command: p.SSH, Exe: exe,
+				Fabric: req.Spec.Fabric, Procs: req.Spec.Procs}); err != nil {
+				return nil, fmt.Errorf("the peer guest: %w", err)
+			}
+		}
+		opts.Launcher = a.ssh
 	}
 	r, err := NewLocal(req.Spec, opts)
 	if err != nil {

@@ -1,0 +1,208 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/softroce"
+)
+
+// Two guests, two hosts (GuestOptions.Peer): the run's guest and a peer
+// guest joined by a virtual Ethernet link (softroce.NewLink), Soft-RoCE
+// on the link in both (softroce.LinkRxe). The server and the runner are
+// in the first; the load generators run in the peer, started over SSH
+// from the first (the peer runs sshd from Debian's openssh-server, with
+// keys made for the boot). So the QPs of a point are on both sides of a
+// link, as between two hosts, and nothing of it leaves this machine: the
+// link is a socketpair between the two QEMUs.
+
+// peerHost is the peer's name in the first guest's ssh_config.
+const peerHost = "peer"
+
+// peerSSHConfig is the first guest's ssh_config for the peer.
+const peerSSHConfig = "/etc/ssh/ssh_config"
+
+// peerBinaries are what the guests need beyond the usual: sshd in the
+// peer, ssh in the first, /bin/sh (by that path: sshd runs commands with
+// the login shell) and uname (the launcher asks a host what it is).
+var peerBinaries = []string{"/usr/sbin/sshd", "ssh", "/bin/sh", "uname"}
+
+// peerPlacement is what the first guest's runner needs to start
+// generators in the peer.
+type peerPlacement struct {
+	Hosts []Host   `json:"hosts"`
+	SSH   []string `json:"ssh"`
+}
+
+// guestPeer is the booted peer and its sshd.
+type guestPeer struct {
+	g         *softroce.Guest
+	stopSSHD  context.CancelFunc
+	sshdDone  chan struct{}
+	placement peerPlacement
+}
+
+// bootPair boots the first guest and its peer on one link, in parallel,
+// and starts the peer's sshd. On error nothing is left running.
+func bootPair(ctx context.Context, img softroce.Image, cfg softroce.BootConfig, peerLog string) (*softroce.Guest, *guestPeer, error) {
+	ea, eb, err := softroce.NewLink()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ea.Close()
+	defer eb.Close()
+	guests := make([]*softroce.Guest, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, end := range []*softroce.LinkEnd{ea, eb} {
+		c := cfg
+		c.Image, c.Link = img, end
+		if i == 1 {
+			c.LogPath = peerLog
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			guests[i], errs[i] = softroce.Boot(ctx, c)
+		}()
+	}
+	wg.Wait()
+	closeAll := func() {
+		for _, g := range guests {
+			if g != nil {
+				g.Close()
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		closeAll()
+		return nil, nil, fmt.Errorf("boot two guests: %w", err)
+	}
+	a, b := guests[0], guests[1]
+	p, err := startPeerSSH(ctx, a, b)
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return a, p, nil
+}
+
+// startPeerSSH makes a host key for the peer and a client key for the
+// first guest (ssh-keygen on this host), puts them and the configs in
+// place, runs sshd in the peer and waits until it listens.
+func startPeerSSH(ctx context.Context, a, b *softroce.Guest) (*guestPeer, error) {
+	if a.Ready.Link == nil || b.Ready.Link == nil {
+		return nil, fmt.Errorf("the guests came up without their link device")
+	}
+	dir, err := os.MkdirTemp("", "rdmaprobe-peer-keys-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	for _, k := range []string{"host", "client"} {
+		out, err := exec.CommandContext(ctx, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rdmaprobe-"+k,
+			"-f", filepath.Join(dir, k)).CombinedOutput()
+		if err != nil {
+			return nil, fmt.Errorf("ssh-keygen (install openssh-client): %v %s", err, out)
+		}
+	}
+	read := func(name string) []byte {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		return b
+	}
+	addr := strings.Split(b.Ready.Link.Addr, "/")[0]
+	hostPub := strings.Fields(string(read("host.pub")))
+	if len(hostPub) < 2 {
+		return nil, fmt.Errorf("ssh-keygen wrote no public host key")
+	}
+	sshd := strings.Join([]string{"ListenAddress " + addr, "HostKey /etc/ssh/host", "AuthorizedKeysFile /etc/ssh/authorized_keys",
+		"PermitRootLogin prohibit-password", "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
+		"PrintMotd no", "PrintLastLog no", "MaxStartups 100", "MaxSessions 100",
+		// A dropped session ends within 6 s, and with it the stdin of
+		// what it ran.
+		"ClientAliveInterval 2", "ClientAliveCountMax 3", ""}, "\n")
+	if err := b.PutFiles(ctx, []softroce.File{
+		{Path: "/run/sshd", Mode: fs.ModeDir | 0o755},
+		{Path: "/etc/ssh", Mode: fs.ModeDir | 0o755},
+		{Path: "/etc/ssh/host", Mode: 0o600, Data: read("host")},
+		{Path: "/etc/ssh/authorized_keys", Mode: 0o644, Data: read("client.pub")},
+		{Path: "/etc/ssh/sshd_config", Mode: 0o644, Data: []byte(sshd)},
+	}); err != nil {
+		return nil, fmt.Errorf("peer guest: %w", err)
+	}
+	client := fmt.Sprintf("Host %s\n  HostName %s\n  User root\n  IdentityFile /root/.ssh/id_ed25519\n"+
+		"  UserKnownHostsFile /etc/ssh/known_hosts\n  StrictHostKeyChecking yes\n"+
+		// The post-quantum exchange costs seconds of emulated CPU per
+		// login; these keys live for one boot.
+		"  KexAlgorithms curve25519-sha256\n", peerHost, addr)
+	if err := a.PutFiles(ctx, []softroce.File{
+		{Path: "/root/.ssh", Mode: fs.ModeDir | 0o700},
+		{Path: "/root/.ssh/id_ed25519", Mode: 0o600, Data: read("client")},
+		{Path: "/etc/ssh", Mode: fs.ModeDir | 0o755},
+		{Path: "/etc/ssh/known_hosts", Mode: 0o644, Data: []byte(addr + " " + hostPub[0] + " " + hostPub[1] + "\n")},
+		{Path: peerSSHConfig, Mode: 0o644, Data: []byte(client)},
+	}); err != nil {
+		return nil, fmt.Errorf("first guest: %w", err)
+	}
+	sctx, stop := context.WithCancel(context.Background())
+	p := &guestPeer{g: b, stopSSHD: stop, sshdDone: make(chan struct{}),
+		placement: peerPlacement{Hosts: []Host{{Name: peerHost, Slots: 1, Exe: "/init"}},
+			SSH: []string{"ssh", "-F", peerSSHConfig}}}
+	go func() {
+		// -D: sshd stays a child of the peer's init, which ends it when
+		// this call is cancelled.
+		b.Exec(sctx, 0, "/usr/sbin/sshd", "-D", "-e", "-f", "/etc/ssh/sshd_config")
+		close(p.sshdDone)
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		raw, err := b.Call(ctx, softroce.OpListening, 22, nil)
+		if err == nil && string(raw) == "true" {
+			return p, nil
+		}
+		select {
+		case <-p.sshdDone:
+			return nil, fmt.Errorf("sshd in the peer guest exited")
+		default:
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			p.close()
+			return nil, fmt.Errorf("sshd in the peer guest is not listening after a minute")
+		}
+	}
+}
+
+// close stops the peer's sshd and powers the peer off.
+func (p *guestPeer) close() error {
+	p.stopSSHD()
+	<-p.sshdDone
+	return p.g.Close()
+}
+
+// hosts describes the peer for the run record, as the first guest's
+// launcher found it.
+func (g *Guest) hosts() []result.Host {
+	if g.peer == nil {
+		return nil
+	}
+	if g.peerHosts == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var hs []result.Host
+		// Empty until the first point has prepared the launcher.
+		if raw, err := g.g.Call(ctx, opHosts, nil, nil); err == nil && json.Unmarshal(raw, &hs) == nil && len(hs) > 0 {
+			g.peerHosts = hs
+		}
+	}
+	return g.peerHosts
+}
