@@ -114,6 +114,11 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 			return d
 		}
 	}
+	// A wall of the load generators' hosts, not the server's.
+	if g := generatorLimited(pt, f); g != nil {
+		g.Evidence = append(d.Evidence, g.Evidence...)
+		return g
+	}
 	// A client command that says its server refused it at capacity.
 	refusedAtCap := f.class == result.OutcomeRefused || (f.class == result.OutcomeExit && saysAtCapacity(pt, f.class))
 

@@ -155,3 +155,28 @@ func TestNum(t *testing.T) {
 		}
 	}
 }
+
+// A wall of the generators' hosts is named as theirs, with the hosts
+// that hit it and their limit, not the server's.
+func TestDiagnoseGeneratorPorts(t *testing.T) {
+	pt := result.Point{Clients: 120, Attempted: 120, Connected: 49,
+		Outcomes: map[string]int{result.OutcomeOK: 49, result.OutcomeTCPConnect: 71},
+		Hosts: []result.HostPoint{
+			{Host: "h1", Generators: []int{0}, Attempted: 100, Connected: 29,
+				Usage: []result.GeneratorUsage{{Generator: 0, Limits: map[string]string{"net.ipv4.ip_local_port_range": "40000 40049"}}}},
+			{Host: "h2", Generators: []int{1}, Attempted: 20, Connected: 20}}}
+	for i := 0; i < 71; i++ {
+		pt.Records = append(pt.Records, result.ClientRecord{ID: i, Proc: 0, Outcome: result.OutcomeTCPConnect,
+			Errno: "EADDRNOTAVAIL", Error: "tcp connect: connect: cannot assign requested address"})
+	}
+	d := Diagnose(pt, result.Limits{NoFile: 1 << 20}, result.Limits{}, 120)
+	if d == nil || d.Limit != "generator:ephemeral-ports" || !strings.Contains(d.Summary, "not the server's: h1 ran out of ephemeral ports") {
+		t.Fatalf("diagnosis %+v", d)
+	}
+	ev := strings.Join(d.Evidence, "\n")
+	for _, want := range []string{"h1: 71 clients failed with EADDRNOTAVAIL; net.ipv4.ip_local_port_range 40000 40049", "h2: 20 of 20 connected"} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("evidence lacks %q:\n%s", want, ev)
+		}
+	}
+}

@@ -122,3 +122,37 @@ func TestRemoteBadInput(t *testing.T) {
 		}
 	})
 }
+
+// TestScalePastOneHost: each generator host is given room for 50 of the
+// exchange's TCP connections (net.ipv4.ip_local_port_range). 120 clients
+// from one host hit that wall, and the run says the generators, not the
+// server, limited it; from three hosts (40 each) all connect.
+func TestScalePastOneHost(t *testing.T) {
+	hosts := testhosts.StartSSH(t, 3)
+	exe := testhosts.Binary(t)
+	for _, h := range hosts.Hosts {
+		if err := hosts.Sysctl(h, "net.ipv4.ip_local_port_range", "40000 40049"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ramp := func(hostList string) *result.Run {
+		t.Helper()
+		dir := t.TempDir()
+		cmd := exec.Command(exe, "ramp", "--backend", "sim", "--hosts", hostList, "--ssh", "ssh -F "+hosts.Config,
+			"--clients", "120", "--timeout", "20s", "--calibrate", "0", "--results", dir)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.Run()
+		t.Logf("--hosts %s: exit %d\n%s%s", hostList, cmd.ProcessState.ExitCode(), stdout.String(), stderr.String())
+		return loadOnlyRun(t, dir)
+	}
+	one := ramp("h1")
+	d := one.Diagnosis
+	if p := one.Points[0]; p.Connected >= 120 || d == nil || d.Limit != "generator:ephemeral-ports" || !strings.Contains(d.Summary, "not the server's: h1 ") {
+		t.Errorf("one host: %d connected, diagnosis %+v", p.Connected, d)
+	}
+	three := ramp("h1,h2,h3")
+	if p := three.Points[0]; p.Connected != 120 || len(p.Hosts) != 3 || three.Diagnosis != nil {
+		t.Errorf("three hosts: %d connected, hosts %+v, diagnosis %+v", p.Connected, p.Hosts, three.Diagnosis)
+	}
+}

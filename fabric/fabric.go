@@ -510,6 +510,16 @@ func ErrnoName(e syscall.Errno) string {
 		return "EIO"
 	case syscall.EOVERFLOW:
 		return "EOVERFLOW"
+	// A client's TCP connect: the generator host's ephemeral ports ran
+	// out, or the server's end refused or could not be reached.
+	case syscall.EADDRNOTAVAIL:
+		return "EADDRNOTAVAIL"
+	case syscall.ECONNREFUSED:
+		return "ECONNREFUSED"
+	case syscall.ECONNRESET:
+		return "ECONNRESET"
+	case syscall.EHOSTUNREACH:
+		return "EHOSTUNREACH"
 	}
 	return fmt.Sprintf("errno %d", int(e))
 }

@@ -67,6 +67,10 @@ type GeneratorUsage struct {
 	// (qp, cq, mr, pd, ...): every process of its host together. Absent
 	// on sim, whose device is no kernel's.
 	RDMA map[string]int `json:"rdma,omitempty"`
+	// Limits are the limits of its host that bound a generator: its
+	// RLIMIT_NOFILE, net.ipv4.ip_local_port_range (one port per client's
+	// TCP connection), vm.max_map_count.
+	Limits map[string]string `json:"limits,omitempty"`
 }
 
 // HostFault is a generator process that failed, and how.

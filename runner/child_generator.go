@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"golang.org/x/sys/unix"
 )
 
 // GeneratorSpec is the whole configuration of a load generator (`clients`):
@@ -296,6 +298,16 @@ func selfUsage(proc int, device, backend string) result.GeneratorUsage {
 		if m, err := collectors.DeviceResources(device); err == nil {
 			u.RDMA = m
 		}
+	}
+	u.Limits = map[string]string{}
+	for _, k := range []string{"net/ipv4/ip_local_port_range", "vm/max_map_count"} {
+		if b, err := os.ReadFile("/proc/sys/" + k); err == nil {
+			u.Limits[strings.ReplaceAll(k, "/", ".")] = strings.Join(strings.Fields(string(b)), " ")
+		}
+	}
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil {
+		u.Limits["RLIMIT_NOFILE"] = strconv.FormatUint(rl.Cur, 10)
 	}
 	return u
 }

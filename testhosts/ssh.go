@@ -126,3 +126,13 @@ func (s *SSH) SetLink(host string, up bool) error {
 	}
 	return nil
 }
+
+// Sysctl sets key (dotted) to value on host: what its network namespace
+// has of its own, such as net.ipv4.ip_local_port_range.
+func (s *SSH) Sysctl(host, key, value string) error {
+	out, err := exec.Command("ip", "netns", "exec", s.NetNS(host), "sysctl", "-qw", key+"="+value).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("sysctl %s=%s on %s: %v: %s", key, value, host, err, out)
+	}
+	return nil
+}
