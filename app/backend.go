@@ -77,11 +77,11 @@ func (b *backend) open(ctx context.Context, spec runner.Spec, dir string, local 
 					return nil, err
 				}
 			}
-			l, err := b.remote.open(ctx, &spec, exe, b.out)
+			l, srv, err := b.remote.open(ctx, &spec, exe, b.out)
 			if err != nil {
 				return nil, err
 			}
-			local.Launcher = l
+			local.Launcher, local.ServerHost = l, srv
 		}
 		return runner.NewLocal(spec, local)
 	}

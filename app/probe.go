@@ -173,7 +173,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 			fmt.Fprintf(s.Out, "next: %d clients (%s)\n", n, why)
 		},
 	}
-	if be.remote != nil && !c.IsSet("procs") {
+	if be.remote != nil && be.remote.hosts != nil && !c.IsSet("procs") {
 		// One generator per slot, as mpirun starts one rank per slot.
 		o.Spec.Procs = runner.Slots(be.remote.hosts)
 	}

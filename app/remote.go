@@ -21,6 +21,7 @@ func remoteFlags() []cli.Flag {
 		&cli.StringFlag{Name: "launcher", Usage: "how generators start on the hosts: ssh (default with --hosts) or slurm (srun inside the current allocation; hosts default to its nodes)"},
 		&cli.StringFlag{Name: "ssh", Value: "ssh", Usage: "the ssh command line of the SSH launcher, e.g. \"ssh -F lab/ssh_config\" (BatchMode: keys or an agent, no passwords)"},
 		&cli.StringFlag{Name: "srun", Value: "srun", Usage: "the srun command line of the Slurm launcher"},
+		&cli.StringFlag{Name: "server-host", Usage: "run rdmaprobe's own server on this SSH host instead of here (with --server-addr: an address of that host the clients reach); this machine then only runs the probe"},
 	}
 }
 
@@ -30,11 +31,20 @@ type remote struct {
 	launcher  string
 	hosts     []runner.Host
 	ssh, srun []string
+	// serverHost runs the server over SSH on that host.
+	serverHost string
 }
 
 // remotePlacement reads the placement flags; nil means this host.
 func remotePlacement(c *cli.Context) (*remote, error) {
-	r := &remote{launcher: c.String("launcher"), ssh: strings.Fields(c.String("ssh")), srun: strings.Fields(c.String("srun"))}
+	r := &remote{launcher: c.String("launcher"), ssh: strings.Fields(c.String("ssh")), srun: strings.Fields(c.String("srun")),
+		serverHost: c.String("server-host")}
+	if r.serverHost != "" && !c.IsSet("server-addr") {
+		return nil, fmt.Errorf("--server-host needs --server-addr, an address of that host the clients reach")
+	}
+	if r.serverHost != "" && c.IsSet("server-cmd") {
+		return nil, fmt.Errorf("--server-host runs rdmaprobe's own server: not with --server-cmd")
+	}
 	var err error
 	switch {
 	case c.IsSet("hosts") && c.IsSet("hostfile"):
@@ -49,10 +59,12 @@ func remotePlacement(c *cli.Context) (*remote, error) {
 	}
 	switch r.launcher {
 	case "":
-		if r.hosts == nil {
+		switch {
+		case r.hosts != nil:
+			r.launcher = "ssh"
+		case r.serverHost == "":
 			return nil, nil
 		}
-		r.launcher = "ssh"
 	case "ssh":
 		if r.hosts == nil {
 			return nil, fmt.Errorf("--launcher ssh needs --hosts or --hostfile")
@@ -107,9 +119,28 @@ func serverAddr(a string) (string, error) {
 	return net.JoinHostPort(ip.String(), port), nil
 }
 
-// open makes the launcher for a run whose generators start from exe.
-func (r *remote) open(ctx context.Context, spec *runner.Spec, exe string, out io.Writer) (runner.Launcher, error) {
+// open makes the launchers for a run whose server and generators start
+// from exe: of the generators (nil: this machine), and of the server
+// (nil: this machine).
+func (r *remote) open(ctx context.Context, spec *runner.Spec, exe string, out io.Writer) (runner.Launcher, runner.RemoteLauncher, error) {
+	var server runner.RemoteLauncher
+	if r.serverHost != "" {
+		s, err := runner.NewSSH(ctx, runner.SSHConfig{Hosts: []runner.Host{{Name: r.serverHost, Slots: 1}},
+			Command: r.ssh, Exe: exe, Fabric: spec.Fabric, Procs: 1, Out: out})
+		if err != nil {
+			return nil, nil, fmt.Errorf("--server-host: %w", err)
+		}
+		server = s
+	}
+	l, err := r.generators(ctx, spec, exe, out)
+	return l, server, err
+}
+
+// generators makes the generators' launcher (nil: this machine).
+func (r *remote) generators(ctx context.Context, spec *runner.Spec, exe string, out io.Writer) (runner.Launcher, error) {
 	switch r.launcher {
+	case "":
+		return nil, nil
 	case "slurm":
 		if spec.Listen == "" {
 			return nil, fmt.Errorf("--launcher slurm: give --server-addr, an address of this host the nodes reach")

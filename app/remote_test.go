@@ -90,6 +90,7 @@ func TestRemoteBadInput(t *testing.T) {
 		{[]string{"ramp", "--backend", "sim", "--launcher", "slurm"}, ExitUsage, "not inside a Slurm allocation"},
 		{[]string{"ramp", "--backend", "sim", "--server-addr", "0.0.0.0"}, ExitUsage, "the generators need the address they dial"},
 		{[]string{"ramp", "--backend", "vm", "--hosts", "a"}, ExitUsage, "not in the vm backend's guest"},
+		{[]string{"ramp", "--backend", "sim", "--server-host", "a"}, ExitUsage, "--server-host needs --server-addr"},
 	} {
 		t.Setenv("SLURM_JOB_ID", "")
 		_, errOut, code := run(t, tc.args...)

@@ -27,11 +27,20 @@ type HostPointRow struct {
 // hosts lays out the load-generator hosts and each point's share of
 // them, when the generators ran on other hosts.
 func (m *Model) hosts(run *result.Run) {
-	if len(run.Hosts) == 0 {
+	if len(run.Hosts) == 0 && run.ServerHost == nil {
 		return
 	}
 	c := run.Config
-	m.HostsNote = fmt.Sprintf("Load generators started by %s on %d host(s); the server listened at %s.", c.Launcher, len(run.Hosts), c.ServerAddr)
+	if len(run.Hosts) > 0 {
+		m.HostsNote = fmt.Sprintf("Load generators started by %s on %d host(s); ", c.Launcher, len(run.Hosts))
+	} else {
+		m.HostsNote = "Load generators on the probe's own host; "
+	}
+	if h := run.ServerHost; h != nil {
+		m.HostsNote += fmt.Sprintf("the server ran on %s (%s) and listened at %s.", h.Name, h.Addr, c.ServerAddr)
+	} else {
+		m.HostsNote += fmt.Sprintf("the server listened at %s.", c.ServerAddr)
+	}
 	for _, h := range run.Hosts {
 		r := HostRow{Name: h.Name, Addr: h.Addr, Exe: h.Exe}
 		if h.Copied {

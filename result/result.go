@@ -84,6 +84,9 @@ type Run struct {
 	// Hosts are the machines the load generators ran on, when not this
 	// one (--hosts, Slurm); each point has their figures (Point.Hosts).
 	Hosts []Host `json:"hosts,omitempty"`
+	// ServerHost is the machine the server ran on, when not this one
+	// (--server-host).
+	ServerHost *Host `json:"server_host,omitempty"`
 	// Limits are read once at the start of the run.
 	Limits *Limits `json:"limits,omitempty"`
 	// Diagnosis is the limiting factor at the breaking point.

@@ -84,6 +84,12 @@ func startChild(name string, cmd *exec.Cmd, spec any) (*child, error) {
 			case "started":
 				c.reported.Store(int64(ev.PID))
 				continue
+			case "ready":
+				// A server says its PID here: on another host, what
+				// it is stopped by.
+				if ev.PID > 0 && c.reported.Load() == 0 {
+					c.reported.Store(int64(ev.PID))
+				}
 			case "exit":
 				st := ev.Status
 				c.exit = &st

@@ -39,6 +39,9 @@ type RemoteLauncher interface {
 	// Kill ends process pid on generator i's host, over the launcher;
 	// it returns once the launcher is done trying.
 	Kill(i, pid int)
+	// Signal sends signal sig ("TERM") to process pid on generator i's
+	// host, over the launcher.
+	Signal(i, pid int, sig string)
 	// Fault classifies how generator i's command ended before the
 	// generator reported: one of result's Fault* classes, with detail.
 	Fault(i int, e Ended) (class, detail string)

@@ -170,10 +170,13 @@ func (s *Slurm) Hosts() []result.Host {
 }
 
 // Kill kills pid on generator i's node, in a step of its own.
-func (s *Slurm) Kill(i, pid int) {
+func (s *Slurm) Kill(i, pid int) { s.Signal(i, pid, "KILL") }
+
+// Signal sends sig to pid on generator i's node, in a step of its own.
+func (s *Slurm) Signal(i, pid int, sig string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	exec.CommandContext(ctx, s.cmd[0], s.args(s.Host(i), "kill", "-KILL", strconv.Itoa(pid))...).Run()
+	exec.CommandContext(ctx, s.cmd[0], s.args(s.Host(i), "kill", "-"+sig, strconv.Itoa(pid))...).Run()
 }
 
 // Fault classifies how generator i's step ended before the generator

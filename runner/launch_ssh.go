@@ -243,10 +243,14 @@ func (s *SSH) Hosts() []result.Host {
 }
 
 // Kill kills pid on generator i's host over a new SSH connection.
-func (s *SSH) Kill(i, pid int) {
+func (s *SSH) Kill(i, pid int) { s.Signal(i, pid, "KILL") }
+
+// Signal sends sig to pid on generator i's host over a new SSH
+// connection.
+func (s *SSH) Signal(i, pid int, sig string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s.run(ctx, s.Host(i), nil, fmt.Sprintf("kill -KILL %d", pid))
+	s.run(ctx, s.Host(i), nil, fmt.Sprintf("kill -%s %d", shellQuote(sig), pid))
 }
 
 // Fault classifies how generator i's ssh ended before the generator

@@ -249,6 +249,48 @@ func TestSSHLauncherFaults(t *testing.T) {
 	})
 }
 
+// TestSSHServerHost runs the server on one SSH host and the generators
+// on another (--server-host): this machine only runs the probe. The
+// server is stopped with SIGTERM where it runs, so its own view of the
+// point comes back, and nothing is left on either host.
+func TestSSHServerHost(t *testing.T) {
+	hosts := testhosts.StartSSH(t, 2)
+	rig := newRemoteRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	fab := Fabric{Backend: "sim", GIDIndex: -1}
+	srv, err := NewSSH(ctx, SSHConfig{Hosts: []Host{{Name: "h1", Slots: 1}}, Command: hosts.SSHCommand(), Exe: rig.exe, Fabric: fab, Procs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gens, err := NewSSH(ctx, SSHConfig{Hosts: []Host{{Name: "h2", Slots: 2}}, Command: hosts.SSHCommand(), Exe: rig.exe, Fabric: fab, Procs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Fabric: fab, Mode: DefaultMode, Procs: 2, Rounds: 2, Threshold: 1, Timeout: 10 * time.Second,
+		InFlight: DefaultInFlight, Listen: hosts.Addrs[0], CalibrationWindow: -1, SampleInterval: -1, StartTimeout: 30 * time.Second}
+	r, err := NewLocal(spec, LocalOptions{Exe: rig.exe, Certs: rig.pairs, Launcher: gens, ServerHost: srv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt, err := r.RunPoint(ctx, 40, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pt.Connected != 40 || pt.Error != "" || pt.Server.PeakActive != 40 || pt.Server.Accepted != 40 {
+		t.Errorf("connected %d, error %q, the server's own view %+v", pt.Connected, pt.Error, pt.Server)
+	}
+	if d := r.Device(); d == nil || d.Port.GID.String() != "::ffff:"+hosts.Addrs[0] {
+		t.Errorf("the server's device %+v, want its port on h1's address", d)
+	}
+	var run result.Run
+	r.Describe(&run)
+	if run.ServerHost == nil || run.ServerHost.Name != "h1" || run.Config.ServerAddr != hosts.Addrs[0]+":0" {
+		t.Errorf("server host %+v, address %q", run.ServerHost, run.Config.ServerAddr)
+	}
+	noneLeft(t, hosts)
+}
+
 // TestPlacement fills each host's slots in turn, as mpirun does.
 func TestPlacement(t *testing.T) {
 	hosts := []Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 1}}

@@ -32,6 +32,10 @@ type LocalOptions struct {
 	Target Target
 	// Launcher places the load generators; default this machine.
 	Launcher Launcher
+	// ServerHost, if set, runs rdmaprobe's own server on its first host
+	// instead of this machine (--server-host); Spec.Listen must then be
+	// an address of that host.
+	ServerHost RemoteLauncher
 	// Build builds a server command per client count (Spec.Server.Build);
 	// default a build on this machine, cached in DefaultBuildCache.
 	Build BuildFunc
@@ -90,7 +94,7 @@ func NewLocal(spec Spec, opts LocalOptions) (*Local, error) {
 		}
 	}
 	if l.target == nil {
-		l.target = &builtinTarget{exe: opts.Exe, spec: spec, certs: opts.Certs, profileDir: opts.ProfileDir}
+		l.target = &builtinTarget{exe: opts.Exe, spec: spec, certs: opts.Certs, profileDir: opts.ProfileDir, remote: opts.ServerHost}
 	}
 	if spec.Client != nil {
 		if err := spec.Client.Check(spec.Server != nil && len(spec.Server.Build) > 0); err != nil {
@@ -126,6 +130,12 @@ func (l *Local) Describe(run *result.Run) {
 	if r := l.remote(); r != nil {
 		run.Hosts = r.Hosts()
 		run.Config.Launcher = r.Name()
+		run.Config.ServerAddr = listenAddr(l.spec.Listen)
+	}
+	if s := l.opts.ServerHost; s != nil {
+		if hs := s.Hosts(); len(hs) > 0 {
+			run.ServerHost = &hs[0]
+		}
 		run.Config.ServerAddr = listenAddr(l.spec.Listen)
 	}
 	if d := l.device; d != nil && run.Backend.Name == "verbs" {
@@ -196,7 +206,11 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		return failed(err)
 	}
 	l.device = dev
-	smp.serverUp(srv.PID(), dev)
+	if pid := srv.PID(); pid > 0 {
+		smp.serverUp(pid, dev)
+	} else {
+		smp.serverElsewhere(dev)
+	}
 	for i, g := range gens {
 		if l.launcher.Host(i) == "" {
 			smp.add(fmt.Sprintf("clients-%d", i), g.pid())

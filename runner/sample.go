@@ -20,7 +20,10 @@ type sampler struct {
 	before result.Limits
 	after  result.Limits
 	server int
-	byRole map[string]map[string]int
+	// elsewhere: the server runs on another host, out of the
+	// collectors' sight; the point is still diagnosed.
+	elsewhere bool
+	byRole    map[string]map[string]int
 }
 
 func startSampler(ctx context.Context, interval time.Duration, device string) *sampler {
@@ -57,6 +60,13 @@ func (s *sampler) serverUp(pid int, dev *result.DeviceInfo) {
 	}
 }
 
+// serverElsewhere records a server on another host: only its device's
+// caps are known here.
+func (s *sampler) serverElsewhere(dev *result.DeviceInfo) {
+	s.elsewhere = true
+	s.before.DeviceCaps = collectors.DeviceCaps(dev)
+}
+
 // loaded is called when every client has reported and before they are
 // released: one sample at full load, and the device's objects split by
 // process.
@@ -87,11 +97,13 @@ func (s *sampler) finish(pt *result.Point, maxClients int) {
 		pt.Peak.Resources = pt.Server.Resources
 		pt.SamplerErrors = append(pt.SamplerErrors, errs...)
 	}
-	if s.server == 0 {
+	if s.server == 0 && !s.elsewhere {
 		return
 	}
 	before := s.before
-	pt.Limits = &before
+	if s.server != 0 {
+		pt.Limits = &before
+	}
 	pt.Cost = analysis.Cost(*pt)
 	if !pt.Passed || pt.Error != "" {
 		after := s.after

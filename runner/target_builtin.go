@@ -23,6 +23,8 @@ type builtinTarget struct {
 	spec       Spec
 	certs      certs.Pairs
 	profileDir string
+	// remote, if set, starts the server on its first host instead.
+	remote RemoteLauncher
 }
 
 func (t *builtinTarget) Start(ctx context.Context, n, trial int) (Server, error) {
@@ -45,6 +47,19 @@ func (t *builtinTarget) Start(ctx context.Context, n, trial int) (Server, error)
 	if s.Profile && t.profileDir != "" {
 		ss.CPUProfile = filepath.Join(t.profileDir, fmt.Sprintf("%d-%d-server.pprof", n, trial))
 	}
+	if t.remote != nil {
+		// On its own host the server shares the CPUs with no generator.
+		cmd, err := t.remote.Command(0, []string{"serve", "--spec", "-"}, nil)
+		if err != nil {
+			return nil, err
+		}
+		c, err := startChild("server on "+t.remote.Host(0), cmd, ss)
+		if err != nil {
+			return nil, err
+		}
+		c.remoteKill = func(pid int) { t.remote.Kill(0, pid) }
+		return &builtinServer{child: c, remote: t.remote}, nil
+	}
 	cmd := exec.Command(t.exe, "serve", "--spec", "-")
 	if procs, _ := splitCPUs(s.GoMaxProcs, runtime.NumCPU(), s.Procs); procs > 0 {
 		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(procs))
@@ -53,11 +68,14 @@ func (t *builtinTarget) Start(ctx context.Context, n, trial int) (Server, error)
 	if err != nil {
 		return nil, err
 	}
-	return &builtinServer{c}, nil
+	return &builtinServer{child: c}, nil
 }
 
-// builtinServer is a running `serve`.
-type builtinServer struct{ *child }
+// builtinServer is a running `serve`, here or on another host (remote).
+type builtinServer struct {
+	*child
+	remote RemoteLauncher
+}
 
 func (s *builtinServer) Ready(ctx context.Context, timeout time.Duration) (string, *result.DeviceInfo, error) {
 	t := time.NewTimer(timeout)
@@ -83,7 +101,14 @@ func (s *builtinServer) Ready(ctx context.Context, timeout time.Duration) (strin
 	}
 }
 
-func (s *builtinServer) PID() int             { return s.pid() }
+// PID is the server's process here; 0 on another host, where the
+// collectors cannot see it.
+func (s *builtinServer) PID() int {
+	if s.remote != nil {
+		return 0
+	}
+	return s.pid()
+}
 func (s *builtinServer) Events() <-chan Event { return s.events }
 func (s *builtinServer) Kill()                { s.kill() }
 
@@ -96,7 +121,15 @@ func (s *builtinServer) ExitText() string {
 // exits.
 func (s *builtinServer) Stop(grace time.Duration) (result.ServerStats, string) {
 	var st result.ServerStats
-	for _, ev := range s.stop(grace) {
+	var evs []Event
+	if pid := int(s.reported.Load()); s.remote != nil && pid > 0 {
+		// SIGTERM where it runs: the launcher does not carry signals.
+		s.remote.Signal(0, pid, "TERM")
+		evs = s.drain(grace)
+	} else {
+		evs = s.stop(grace)
+	}
+	for _, ev := range evs {
 		if ev.Event == "stats" && ev.Server != nil {
 			st = *ev.Server
 		}
