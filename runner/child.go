@@ -1,9 +1,9 @@
 package runner
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -70,16 +70,30 @@ func startChild(name string, cmd *exec.Cmd, spec any) (*child, error) {
 	c := &child{name: name, cmd: cmd, stdin: stdin, events: make(chan Event, 64),
 		exited: make(chan struct{}), tail: tail}
 	go func() {
-		dec := json.NewDecoder(stdout)
+		// One event per line. Before the first, a remote login shell may
+		// have written a banner or a greeting (a .bashrc that echoes):
+		// such lines go to the stderr tail, not into the protocol.
+		in := bufio.NewReaderSize(stdout, 64<<10)
+		spoken := false
 		for {
-			var ev Event
-			if err := dec.Decode(&ev); err != nil {
-				if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
-					c.events <- Event{Event: "error", Error: fmt.Sprintf("%s wrote unreadable output: %v", name, err)}
-					io.Copy(io.Discard, stdout)
+			line, err := in.ReadBytes('\n')
+			if len(bytes.TrimSpace(line)) == 0 {
+				if err != nil {
+					break
 				}
+				continue
+			}
+			if !spoken && line[0] != '{' {
+				tail.Write(line)
+				continue
+			}
+			var ev Event
+			if jerr := json.Unmarshal(line, &ev); jerr != nil {
+				c.events <- Event{Event: "error", Error: fmt.Sprintf("%s wrote unreadable output: %v", name, jerr)}
+				io.Copy(io.Discard, in)
 				break
 			}
+			spoken = true
 			switch ev.Event {
 			case "started":
 				c.reported.Store(int64(ev.PID))
@@ -134,6 +148,7 @@ func (c *child) drain(grace time.Duration) []Event {
 			evs = append(evs, ev)
 		case <-t.C:
 			c.forceKill()
+			c.closeStdin()
 		}
 	}
 	<-c.exited
@@ -141,9 +156,12 @@ func (c *child) drain(grace time.Duration) []Event {
 	return evs
 }
 
-// kill ends the child at once and reaps it.
+// kill ends the child at once and reaps it. Its stdin is closed too:
+// a process it left behind holding its stdout would otherwise wait for
+// that stdin while the runner waits for that stdout.
 func (c *child) kill() {
 	c.forceKill()
+	c.closeStdin()
 	c.drain(time.Hour)
 }
 

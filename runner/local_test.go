@@ -295,3 +295,26 @@ func readJSON(t *testing.T, path string, v any) {
 		t.Fatalf("%s: %v", path, err)
 	}
 }
+
+// A login shell's greeting on stdout before the first event (a remote
+// .bashrc that echoes) is not taken for the protocol; output that is not
+// an event after it is an error.
+func TestChildOutputBeforeEvents(t *testing.T) {
+	r := newRunner(t, fake(t, goodServer, "echo 'Welcome to the lab!'\necho\n"+goodClients), 2)
+	pt, err := r.RunPoint(context.Background(), 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pt.Connected != 4 || pt.Error != "" {
+		t.Errorf("connected %d, error %q: a greeting before the events broke the point", pt.Connected, pt.Error)
+	}
+	bad := `echo '{"event":"ready"}'; read -r addr; echo 'not an event'; exit 1`
+	r = newRunner(t, fake(t, goodServer, bad), 1)
+	pt, err = r.RunPoint(context.Background(), 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(pt.Error, "wrote unreadable output") {
+		t.Errorf("point error %q, want the unreadable output named", pt.Error)
+	}
+}
