@@ -38,5 +38,15 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# openssh-server, munge and slurm-wlm would start their system services
+# when installed (sshd on port 22 of every interface); the tests start
+# their own, in network namespaces, and need none of them. A
+# policy-rc.d that refuses (exit 101) keeps invoke-rc.d from starting
+# anything during this install; it is removed afterwards.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+  chmod 755 /usr/sbin/policy-rc.d
+  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${missing[@]}"
