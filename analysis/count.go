@@ -17,11 +17,14 @@ type Count struct {
 	// load generator that died): the count then fails whatever its
 	// clients did.
 	Errored bool
+	// SLOFailed is set when a trial's traffic phase decided against it
+	// (result.Traffic.Failed: criterion traffic, an SLO missed).
+	SLOFailed bool
 	// Rate is Connected/Attempted (0 with nothing attempted); CILow and
 	// CIHigh are its 95% Wilson interval, on the pooled clients.
 	Rate, CILow, CIHigh float64
-	// Passed: the pooled rate reached the threshold (Passes) and no trial
-	// errored.
+	// Passed: the pooled rate reached the threshold (Passes), no trial
+	// errored, and none missed the run's SLOs under criterion traffic.
 	Passed bool
 	// ConnectP50 and ConnectP99 are the worst trial's: percentiles do not
 	// pool exactly.
@@ -53,6 +56,9 @@ func Pool(points []result.Point, threshold float64) []Count {
 		if p.Error != "" {
 			c.Errored = true
 		}
+		if p.Traffic.Failed() {
+			c.SLOFailed = true
+		}
 		c.ConnectP50 = max(c.ConnectP50, p.Connect.P50)
 		c.ConnectP99 = max(c.ConnectP99, p.Connect.P99)
 		for o, n := range p.Outcomes {
@@ -67,7 +73,7 @@ func Pool(points []result.Point, threshold float64) []Count {
 			c.Rate = float64(c.Connected) / float64(c.Attempted)
 		}
 		c.CILow, c.CIHigh = Wilson(c.Connected, c.Attempted, Z95)
-		c.Passed = !c.Errored && Passes(c.Connected, c.Attempted, threshold)
+		c.Passed = !c.Errored && !c.SLOFailed && Passes(c.Connected, c.Attempted, threshold)
 		out = append(out, *c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Clients < out[j].Clients })

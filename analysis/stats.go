@@ -63,7 +63,8 @@ func Passes(connected, attempted int, threshold float64) bool {
 // and Connected. A point that carries an Error never passes: a server or
 // generator that died is a failure of that client count, whatever the counts
 // collected before it died say. A point with nothing attempted never passes
-// either.
+// either, nor does one whose traffic phase decides against it
+// (result.Traffic.Failed).
 func Judge(p *result.Point, threshold float64) {
 	if p.Attempted > 0 {
 		p.SuccessRate = float64(p.Connected) / float64(p.Attempted)
@@ -71,7 +72,7 @@ func Judge(p *result.Point, threshold float64) {
 		p.SuccessRate = 0
 	}
 	p.CILow, p.CIHigh = Wilson(p.Connected, p.Attempted, Z95)
-	p.Passed = p.Error == "" && Passes(p.Connected, p.Attempted, threshold)
+	p.Passed = p.Error == "" && Passes(p.Connected, p.Attempted, threshold) && !p.Traffic.Failed()
 }
 
 // Percentiles summarises samples. Quantiles use linear interpolation between

@@ -34,6 +34,11 @@ func clientsCommand(s Streams) *cli.Command {
 			&cli.StringFlag{Name: "key", Usage: "client key PEM (required without --spec)"},
 			&cli.DurationFlag{Name: "hold", Usage: "keep connected clients open this long before exiting"},
 			&cli.BoolFlag{Name: "hold-stdin", Usage: "keep connected clients open until stdin ends (how a probe with --client-cmd holds them)"},
+			&cli.DurationFlag{Name: "duration", Usage: "traffic phase once the clients are connected (0 = none)"},
+			&cli.StringFlag{Name: "op", Value: "send", Usage: "traffic operation: send, write or read (the server needs --remote)"},
+			&cli.IntFlag{Name: "depth", Value: 1, Usage: "messages each client keeps outstanding"},
+			&cli.Float64Flag{Name: "msg-rate", Usage: "messages/s each client is due (open loop); 0 = closed loop"},
+			&cli.DurationFlag{Name: "msg-timeout", Value: 5 * time.Second, Usage: "a message outstanding this long fails its client"},
 			specFlag(),
 		}, append(fabricFlags(), profileFlag())...),
 		Action: func(c *cli.Context) error {
@@ -72,6 +77,6 @@ func generatorSpec(c *cli.Context, in *bufio.Reader) (runner.GeneratorSpec, bool
 		Rate: c.Float64("rate"), Fabric: fabricSpec(c, c.String("backend")),
 		CA: read("ca"), Cert: read("cert"), Key: read("key"), TLSResume: c.Bool("tls-resume"), TLSKex: c.String("tls-kex"),
 		InFlight: c.Int("inflight"), Timeout: c.Duration("timeout"), Rounds: c.Int("rounds"), MsgSize: c.Int("msg-size"),
-		CPUProfile: c.String("cpuprofile"), Hold: c.Duration("hold"), HoldStdin: c.Bool("hold-stdin")}
+		CPUProfile: c.String("cpuprofile"), Hold: c.Duration("hold"), HoldStdin: c.Bool("hold-stdin"), Traffic: trafficConfig(c)}
 	return spec, false, err
 }

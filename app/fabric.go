@@ -18,6 +18,8 @@ func fabricFlags() []cli.Flag {
 		&cli.IntFlag{Name: "sim-max-cq", Usage: "sim: the server device's max_cq"},
 		&cli.IntFlag{Name: "sim-max-mr", Usage: "sim: the server device's max_mr"},
 		&cli.IntFlag{Name: "sim-max-pd", Usage: "sim: the server device's max_pd"},
+		&cli.DurationFlag{Name: "sim-service-delay", Usage: "sim: the server device transmits one frame per this delay (a server slow on purpose, to plant where latency crosses an SLO)"},
+		&cli.IntFlag{Name: "sim-service-delay-from", Usage: "sim: apply --sim-service-delay only once the server device has this many QPs (0 = always)"},
 	}
 }
 
@@ -26,5 +28,6 @@ func fabricFlags() []cli.Flag {
 func fabricSpec(c *cli.Context, backend string) runner.Fabric {
 	return runner.Fabric{Backend: backend, Device: c.String("device"), Port: c.Int("port"),
 		GIDIndex: c.Int("gid-index"), SimMaxQP: c.Int("sim-max-qp"), SimMaxCQ: c.Int("sim-max-cq"),
-		SimMaxMR: c.Int("sim-max-mr"), SimMaxPD: c.Int("sim-max-pd")}
+		SimMaxMR: c.Int("sim-max-mr"), SimMaxPD: c.Int("sim-max-pd"),
+		SimServiceDelay: c.Duration("sim-service-delay"), SimServiceDelayFrom: c.Int("sim-service-delay-from")}
 }

@@ -46,7 +46,7 @@ func probeFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "stop-on-error", Usage: "stop at the first point that itself fails (server died, load generator crashed or hung) instead of counting it as failed and going on"},
 		&cli.DurationFlag{Name: "calibrate", Value: runner.DefaultCalibration, Usage: "measure this machine's speed (serial TLS handshakes in one process) for this long before and after each point, to tell a slow host from a slow server (0 = off)"},
 		&cli.DurationFlag{Name: "sample-interval", Value: 500 * time.Millisecond, Usage: "how often the collectors sample resources, processes and the host (0 = off)"},
-	}, append(append(append(append(append(vmFlags(), simInVMFlag(), vmPeerFlag()), limitFlags()...), fabricFlags()...), targetFlags()...), remoteFlags()...)...)
+	}, append(append(append(append(append(append(trafficFlags(), vmFlags()...), simInVMFlag(), vmPeerFlag()), limitFlags()...), fabricFlags()...), targetFlags()...), remoteFlags()...)...)
 }
 
 func searchCommand(s Streams) *cli.Command {
@@ -147,12 +147,17 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 	if be.guest != nil && (spec.Server != nil || spec.Client != nil) {
 		be.Description = "vm: " + runner.GuestNetdevDevice + " on a dummy netdev, " + runner.GuestNetdevAddr + " (Soft-RoCE in a QEMU guest)"
 	}
+	slos, criterion, req, err := trafficOptions(c)
+	if err != nil {
+		return err
+	}
 	prog := newProgress(s.Err)
 	o := session.Options{
 		Mode: mode, Command: os.Args, ToolVersion: Version, ResultsDir: c.String("results"),
 		Backend: be.Backend, Spec: spec, Trials: c.Int("trials"), StopOnError: c.Bool("stop-on-error"),
 		Target:   targetRecord(spec, c.StringSlice("target-dir"), be.targetDevice(spec), be.targetAddr(spec)),
 		Strategy: strat, Open: be.open, ProfileDir: c.String("profile"),
+		SLOs: slos, SLOText: c.String("slo"), Criterion: criterion,
 		Progress: prog.update,
 		PointStarts: func(n, trial int) {
 			prog.start(n, trial, c.Int("trials"))
@@ -162,6 +167,9 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 			fmt.Fprintln(s.Out, pointLine(pt, be.Backend.Simulated))
 			for _, l := range hostLines(pt) {
 				fmt.Fprintln(s.Out, l)
+			}
+			if line := trafficLine(pt); line != "" {
+				fmt.Fprintln(s.Out, line)
 			}
 		},
 		Note: func(note string) {
@@ -244,6 +252,12 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 		}
 		return fail(ExitRunError, "%v (%s saved in %s)", perr, saved, path)
 	}
+	if req != nil {
+		if err := req.check(run); err != nil {
+			return err
+		}
+		fmt.Fprintf(s.Out, "requirement met: %d clients by %s\n", req.n, req.criterion)
+	}
 	return nil
 }
 
@@ -256,7 +270,7 @@ func probeSpec(c *cli.Context, be *backend) runner.Spec {
 		TLSResume: c.Bool("tls-resume"), Detach: c.Bool("detach"), TLSKex: c.String("tls-kex"),
 		GoMaxProcs: c.String("gomaxprocs"), Backlog: c.Int("backlog"), NoFile: c.Uint64("nofile"), MemLock: c.Uint64("memlock"),
 		SampleInterval: offIfZero(c.Duration("sample-interval")), CalibrationWindow: offIfZero(c.Duration("calibrate")),
-		Profile: c.String("profile") != "",
+		Profile: c.String("profile") != "", Traffic: trafficConfig(c),
 	}
 }
 

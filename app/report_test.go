@@ -45,8 +45,9 @@ func TestReportRegeneratesSearchOutput(t *testing.T) {
 			t.Errorf("%s: regenerated file differs (%v)", filepath.Base(f), err)
 		}
 	}
-	if n != 7 {
-		t.Errorf("search wrote %d report files, want 7 (md, html, 5 plots)", n)
+	// The traffic phase is on by default: its three plots join the five.
+	if n != 10 {
+		t.Errorf("search wrote %d report files, want 10 (md, html, 8 plots)", n)
 	}
 }
 

@@ -38,6 +38,8 @@ func serveCommand(s Streams) *cli.Command {
 			detachFlag(),
 			&cli.BoolFlag{Name: "tls-tickets", Usage: "issue TLS session tickets so that returning clients can resume (default: off, every client does a full handshake)"},
 			&cli.StringFlag{Name: "ready-file", Usage: "write the listening address to this file once ready"},
+			&cli.IntFlag{Name: "depth", Value: 1, Usage: "messages a client may have outstanding (sizes each client's queues and echo buffers)"},
+			&cli.BoolFlag{Name: "remote", Usage: "lend each client depth × msg-size bytes of one buffer registered at start for RDMA WRITE and READ (its address and rkey are in the accept)"},
 			specFlag(),
 		}, append(append(limitFlags(), profileFlag()), fabricFlags()...)...),
 		Action: func(c *cli.Context) error {
@@ -82,7 +84,8 @@ func serverSpec(c *cli.Context) (runner.ServerSpec, error) {
 		MsgSize: c.Int("msg-size"), Backlog: c.Int("backlog"), HandshakeTimeout: c.Duration("handshake-timeout"),
 		ExchangeTimeout: c.Duration("exchange-timeout"), TLSKex: c.String("tls-kex"), Detach: c.Bool("detach"),
 		TLSTickets: c.Bool("tls-tickets"), NoFile: c.Uint64("nofile"), MemLock: c.Uint64("memlock"),
-		CPUProfile: c.String("cpuprofile"), ReadyFile: c.String("ready-file")}, nil
+		CPUProfile: c.String("cpuprofile"), ReadyFile: c.String("ready-file"),
+		Depth: c.Int("depth"), Remote: c.Bool("remote")}, nil
 }
 
 // readSpec reads --spec: inline JSON, or with "-" the first line of in.

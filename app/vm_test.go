@@ -93,6 +93,20 @@ func TestVMRealSoftRoCE(t *testing.T) {
 	if !qemu || len(p.SamplerErrors) != 0 {
 		t.Errorf("QEMU seen from the host: %v; sampler errors %v", qemu, p.SamplerErrors)
 	}
+	// The default traffic phase ran on rxe with every client, verified,
+	// and nothing failed; perftest gave its yardsticks at the same size.
+	if tr := p.Traffic; tr == nil || tr.Error != "" || tr.ErrorCount() != 0 || tr.Clients != 64 || tr.Messages < 64 ||
+		tr.PerClient.Min <= 0 || tr.Latency.P50 <= 0 || !tr.SLOPassed {
+		t.Errorf("traffic phase %+v", p.Traffic)
+	}
+	if len(r.Environment.DataPath) != 2 {
+		t.Errorf("data path references %+v, want ib_send_lat and ib_send_bw", r.Environment.DataPath)
+	}
+	for _, ref := range r.Environment.DataPath {
+		if ref.Error != "" || (ref.Figures["t_typical"] <= 0 && ref.Figures["msg/s"] <= 0) {
+			t.Errorf("%s: %+v", ref.Tool, ref)
+		}
+	}
 	qpns := map[uint32]bool{}
 	for _, rec := range p.Records {
 		if rec.RemoteQPN == 0 || qpns[rec.RemoteQPN] {

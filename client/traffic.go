@@ -52,13 +52,13 @@ import (
 
 // TrafficConfig is one traffic phase.
 type TrafficConfig struct {
-	Op       string        // result.OpSend (default), OpWrite, OpRead
-	Duration time.Duration // the window messages are sent in
-	Depth    int           // messages outstanding per client (≤ Config.Depth)
-	Rate     float64       // messages/s per client; 0 = closed loop
+	Op       string        `json:"op,omitempty"`    // result.OpSend (default), OpWrite, OpRead
+	Duration time.Duration `json:"duration"`        // the window messages are sent in; 0 = no phase
+	Depth    int           `json:"depth,omitempty"` // messages outstanding per client (≤ Config.Depth)
+	Rate     float64       `json:"rate,omitempty"`  // messages/s per client; 0 = closed loop
 	// Timeout is how long a message may stay outstanding before its
 	// client is failed as "timeout" (the peer stopped answering).
-	Timeout time.Duration
+	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
 // DefaultMsgTimeout is TrafficConfig.Timeout when unset.
@@ -429,13 +429,19 @@ func (f *flow) handle(wc fabric.WC) {
 			f.echoDoneLocked(j, now)
 		}
 	case kindRecv:
-		if err := f.echoLocked(wc, j, now); err != nil {
+		slot, err := f.echoLocked(wc, j, now)
+		if err != nil {
 			f.failLocked(result.TrafficVerify, err)
 			return
 		}
+		// The receive goes back before the next message goes out, so its
+		// echo never finds the queue empty (an RNR wait of the server's
+		// QP, 0.64 ms and more).
 		if err := c.qp.PostRecv(wrid(kindRecv, j), c.buf.mr, c.buf.recvOff(j), e.size); err != nil {
 			f.failLocked(result.TrafficPost, fmt.Errorf("repost receive: %w", err))
+			return
 		}
+		f.echoDoneLocked(slot, now)
 	case kindWrite:
 		s := &f.slots[j]
 		if !s.busy {
@@ -485,31 +491,30 @@ func checkRegion(b []byte, size int, want uint64) error {
 	return nil
 }
 
-// echoLocked verifies an echo that arrived in receive buffer r and marks
-// its message's slot.
-func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time) error {
+// echoLocked verifies an echo that arrived in receive buffer r, marks
+// its message's slot as echoed and returns that slot.
+func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time) (int, error) {
 	size := f.e.size
 	if wc.ByteLen != size {
-		return fmt.Errorf("echo of %d bytes, sent %d", wc.ByteLen, size)
+		return 0, fmt.Errorf("echo of %d bytes, sent %d", wc.ByteLen, size)
 	}
 	echo := f.c.recvBuf(r)
 	seq, err := payload.Check(echo)
 	if err != nil {
-		return fmt.Errorf("echo: %w", err)
+		return 0, fmt.Errorf("echo: %w", err)
 	}
 	for j := range f.slots {
 		s := &f.slots[j]
 		if s.busy && !s.echoed && s.seq == seq {
 			if !bytes.Equal(echo, f.c.sendBuf(j)) {
-				return fmt.Errorf("echo of message %d differs from the message", seq)
+				return 0, fmt.Errorf("echo of message %d differs from the message", seq)
 			}
 			s.echoed = true
 			f.lat.RecordDuration(now.Sub(s.due))
-			f.echoDoneLocked(j, now)
-			return nil
+			return j, nil
 		}
 	}
-	return fmt.Errorf("echo of message %d, which is not outstanding", seq)
+	return 0, fmt.Errorf("echo of message %d, which is not outstanding", seq)
 }
 
 // echoDoneLocked completes a send slot once both its send and its echo

@@ -236,6 +236,7 @@ func Ramp(ctx context.Context, clients []int, cfg Config, m Measure, observe fun
 type tally struct {
 	trials, attempted, connected int
 	errored                      bool
+	sloFailed                    bool // a trial's traffic phase decided against it
 	// reconciled is set once the count's re-tests were spent (or skipped),
 	// so that each count is re-tested at most once and the probe ends.
 	reconciled bool
@@ -248,6 +249,9 @@ func (t *tally) add(pt result.Point) {
 	if pt.Error != "" {
 		t.errored = true
 	}
+	if pt.Traffic.Failed() {
+		t.sloFailed = true
+	}
 }
 
 func (t *tally) rate() float64 {
@@ -258,7 +262,7 @@ func (t *tally) rate() float64 {
 }
 
 func (t *tally) passed(threshold float64) bool {
-	return !t.errored && analysis.Passes(t.connected, t.attempted, threshold)
+	return !t.errored && !t.sloFailed && analysis.Passes(t.connected, t.attempted, threshold)
 }
 
 type prober struct {

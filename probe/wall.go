@@ -64,6 +64,11 @@ func readEvidence(points []result.Point) evidence {
 		if pt.Error != "" {
 			return evidence{why: "the point itself failed (" + pt.Error + ")"}
 		}
+		if pt.Traffic.Failed() {
+			// Its clients held; their traffic did not meet the SLOs,
+			// which depends on the load, not on a limit.
+			return evidence{why: "its traffic phase missed the SLOs (" + missed(pt.Traffic) + ")"}
+		}
 		if e.held < 0 || pt.Connected < e.held {
 			e.held = pt.Connected
 		}
@@ -140,4 +145,18 @@ func count(n int) string {
 		return "-" + s
 	}
 	return s
+}
+
+// missed lists a traffic phase's failed objectives, or its error.
+func missed(t *result.Traffic) string {
+	if t.Error != "" {
+		return t.Error
+	}
+	var out []string
+	for _, v := range t.SLO {
+		if !v.Passed {
+			out = append(out, v.Text)
+		}
+	}
+	return strings.Join(out, ", ")
 }

@@ -54,7 +54,8 @@ func NewComparison(runs []*result.Run) *Comparison {
 		c.Header = append(c.Header, l)
 	}
 	byCount := map[int][]string{}
-	var succ, conn []Series
+	var succ, conn, rate, p99 []Series
+	traffic := false
 	for i, r := range runs {
 		m := NewModel(r)
 		a := m.Answer
@@ -94,6 +95,13 @@ func NewComparison(runs []*result.Run) *Comparison {
 			}
 		}
 		succ, conn = append(succ, s), append(conn, cs)
+		rs, ls := Series{Label: c.Labels[i]}, Series{Label: c.Labels[i]}
+		if d, ok := trafficData(r); ok {
+			traffic = true
+			rs.X, rs.Y = d.rate.X, d.rate.Y
+			ls.X, ls.Y = d.p99.X, d.p99.Y
+		}
+		rate, p99 = append(rate, rs), append(p99, ls)
 	}
 	var ns []int
 	for n := range byCount {
@@ -106,6 +114,13 @@ func NewComparison(runs []*result.Run) *Comparison {
 	c.Plots = []Plot{
 		linePlot("compare-success", "Success rate vs clients", "clients", "success %", succ),
 		linePlot("compare-connect", "Connect time p50 vs clients", "clients", "ms", conn),
+	}
+	if traffic {
+		// Overlaid only when a run had a traffic phase, so comparisons of
+		// connect-only runs are as before.
+		c.Plots = append(c.Plots,
+			linePlot("compare-throughput", "Message rate vs clients", "clients", "msg/s", rate),
+			logLinePlot("compare-latency", "Message latency p99 vs clients", "clients", "µs (log)", p99))
 	}
 	return c
 }

@@ -78,7 +78,7 @@ func Figures(run *result.Run, m *Model) []Plot {
 	}
 	plots = append(plots, linePlot("cpu", "CPU over the run", "seconds since start", "%", []Series{cpu, srvCPU}))
 	plots = append(plots, linePlot("memory", "Memory over the run", "seconds since start", "MiB", []Series{rss, hostMem}))
-	return plots
+	return append(plots, trafficFigures(run)...)
 }
 
 func counts(run *result.Run) []int {

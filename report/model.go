@@ -34,7 +34,13 @@ type Model struct {
 	PhaseAt int
 	Phases  []PhaseRow
 	RTT     []RTTRow
-	Limit   *result.Diagnosis
+	// Traffic is each count's traffic phase (none: the run had none);
+	// TrafficNote says how they ran.
+	Traffic     []TrafficRow
+	TrafficNote string
+	// TrafficRef sets the figures beside perftest's on the same device.
+	TrafficRef string
+	Limit      *result.Diagnosis
 	// LimitAt is the client count the diagnosis is for.
 	LimitAt int
 	Recs    []string
@@ -147,6 +153,7 @@ func NewModel(run *result.Run) *Model {
 	}
 	m.Interrupted = run.Interrupted
 	m.answer(run, f)
+	m.Traffic, m.TrafficNote, m.TrafficRef = trafficRows(run), trafficNote(run), trafficReference(run)
 	m.rates(run)
 	m.env(run)
 	m.costs(f)
@@ -208,6 +215,7 @@ func (m *Model) answer(run *result.Run, f analysis.Findings) {
 	if p := run.Interrupted; p != nil {
 		a.Sentences = append(a.Sentences, "⏸ "+analysis.CutShort(*p))
 	}
+	a.Sentences = append(a.Sentences, trafficSentences(run, sim)...)
 	if len(a.NonMonotonic) > 0 {
 		a.Sentences = append(a.Sentences, fmt.Sprintf("⚠️ Non-monotonic: success at %s clients is lower than at a larger count. Success should not rise with load; these points were disturbed by something other than capacity (timeouts, noise) and deserve re-testing.",
 			joinInts(a.NonMonotonic)))

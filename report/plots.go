@@ -54,6 +54,16 @@ var (
 
 // linePlot renders series against a shared x axis.
 func linePlot(name, title, xlabel, ylabel string, series []Series) Plot {
+	return drawLines(name, title, xlabel, ylabel, series, false)
+}
+
+// logLinePlot is linePlot on a logarithmic y axis, for figures that span
+// decades (latencies from microseconds to seconds); values must be > 0.
+func logLinePlot(name, title, xlabel, ylabel string, series []Series) Plot {
+	return drawLines(name, title, xlabel, ylabel, series, true)
+}
+
+func drawLines(name, title, xlabel, ylabel string, series []Series, logY bool) Plot {
 	out := Plot{Name: name, Title: title}
 	n := 0
 	for _, s := range series {
@@ -67,6 +77,10 @@ func linePlot(name, title, xlabel, ylabel string, series []Series) Plot {
 	p.Title.Text = title
 	p.X.Label.Text = xlabel
 	p.Y.Label.Text = ylabel
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = true
 	for i, s := range series {

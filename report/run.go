@@ -24,7 +24,7 @@ func (m *Model) Document() Document {
 // Markdown renders the model with templates/report.md.tmpl; tables come
 // from tablewriter's Markdown renderer.
 func Markdown(m *Model) ([]byte, error) {
-	var rows, rates, cost, phases, rtt, steps, env [][]string
+	var rows, rates, cost, phases, rtt, steps, env, traffic [][]string
 	for _, r := range m.Rows {
 		st := r.Status
 		if r.NonMonotonic {
@@ -58,6 +58,10 @@ func Markdown(m *Model) ([]byte, error) {
 	for _, kv := range m.Env {
 		env = append(env, []string{kv[0], kv[1]})
 	}
+	for _, t := range m.Traffic {
+		traffic = append(traffic, []string{itoa(t.Clients), t.Success, t.ConnectP50, t.P50, t.P99, t.P999, t.MsgRate, t.MBps,
+			t.PerClient, t.ServerMem, t.ServerCPU, t.GenCPU, t.Errors, t.SLO})
+	}
 	return execMarkdown("report", map[string]any{
 		"M":      m,
 		"Source": resourceSource(m),
@@ -68,6 +72,8 @@ func Markdown(m *Model) ([]byte, error) {
 		"Phases": mdTable([]string{"Phase", "n", "p50", "p95", "p99"}, phases),
 		"RTT":    mdTable([]string{"Clients", "n", "p50", "p95", "p99", "max"}, rtt),
 		"Steps":  mdTable([]string{"#", "Clients", "Trials", "Success", "Decision", "Note"}, steps),
+		"Traffic": mdTable([]string{"Clients", "Success", "Connect p50 ms", "Latency p50", "p99", "p99.9", "Throughput msg/s", "MB/s",
+			"Per client msg/s (min / median / max)", "Server memory", "Server CPU (cores)", "Generator CPU (cores)", "Errors", "SLO"}, traffic),
 	})
 }
 

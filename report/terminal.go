@@ -39,6 +39,8 @@ func Status(r analysis.Count) string {
 	switch {
 	case r.Passed:
 		return "✅ pass"
+	case r.SLOFailed && !r.Errored && analysis.Passes(r.Connected, r.Attempted, analysis.DefaultThreshold):
+		return "❌ SLO"
 	case r.Rate >= 0.9:
 		return "⚠️ degraded"
 	default:
@@ -104,6 +106,13 @@ func Terminal(w io.Writer, run *result.Run) error {
 			prefix = "(simulated) "
 		}
 		fmt.Fprintln(w, prefix+run.Search.Verdict)
+	}
+	sim := ""
+	if run.Backend.Simulated {
+		sim = "(simulated) "
+	}
+	for _, s := range trafficSentences(run, sim) {
+		fmt.Fprintln(w, strings.ReplaceAll(s, "**", ""))
 	}
 	// How the search got there, when the run recorded why (runs before
 	// reasons were recorded have only the notes, which the table says).

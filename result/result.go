@@ -129,6 +129,10 @@ type Environment struct {
 	Guest *Environment `json:"guest,omitempty"`
 	// Reference holds an independent tool's figures on the same device.
 	Reference *Reference `json:"reference,omitempty"`
+	// DataPath holds independent tools' figures for the traffic phase's
+	// data path on the same device at the run's message size (perftest's
+	// ib_send_lat and ib_send_bw in the Soft-RoCE guest).
+	DataPath []Reference `json:"data_path_reference,omitempty"`
 }
 
 // DeviceInfo is the device the server used.
@@ -172,6 +176,13 @@ type Config struct {
 	// the server listened on for them.
 	Launcher   string `json:"launcher,omitempty"`
 	ServerAddr string `json:"server_addr,omitempty"`
+	// Traffic is the phase each point ran once its clients connected
+	// (absent: none); SLO the objectives its points were checked
+	// against, and Criterion what a point had to meet to pass
+	// (CriterionConnect when empty).
+	Traffic   *TrafficSetup `json:"traffic,omitempty"`
+	SLO       string        `json:"slo,omitempty"`
+	Criterion string        `json:"criterion,omitempty"`
 }
 
 // Calibration is how fast the machine ran around a point: serial mutual

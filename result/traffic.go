@@ -50,9 +50,13 @@ type Traffic struct {
 	// RatePerClient is the open loop's schedule per client (messages/s);
 	// 0 is the closed loop.
 	RatePerClient float64 `json:"rate_per_client,omitempty"`
-	// DurationSec is the phase as measured: from the first message to
-	// the last completion awaited (the longest generator's).
+	// DurationSec is the window messages were sent and counted in (the
+	// longest generator's; shorter than asked when interrupted).
 	DurationSec float64 `json:"duration_sec"`
+	// SampleT is when the phase started on the clock of the point's
+	// collector samples (Sample.T), so the samples taken during it can be
+	// told apart.
+	SampleT float64 `json:"sample_t,omitempty"`
 	// Clients took part; ClientsFailed of them ended with an error.
 	Clients       int `json:"clients"`
 	ClientsFailed int `json:"clients_failed,omitempty"`
@@ -99,9 +103,13 @@ type Traffic struct {
 	ClientHist  *hist.Hist `json:"client_hist,omitempty"`
 
 	// SLO holds the verdict of each of the run's objectives on this
-	// point; SLOPassed is true when all held (and with none).
+	// point; SLOPassed is true when all held (and with none), and the
+	// phase completed.
 	SLO       []slo.Verdict `json:"slo,omitempty"`
 	SLOPassed bool          `json:"slo_passed"`
+	// Judged is set when the run's criterion is traffic: the point
+	// passes only if SLOPassed.
+	Judged bool `json:"judged,omitempty"`
 	// Error is set when the phase itself failed (a generator died, the
 	// run was interrupted); the figures hold what was collected.
 	Error string `json:"error,omitempty"`
@@ -229,6 +237,30 @@ func (t *Traffic) Summarize() {
 			t.HarnessLimit += "; " + w
 		}
 	}
+}
+
+// Failed reports whether the phase decides against its point: the run's
+// criterion is traffic and the phase missed an SLO or did not complete.
+func (t *Traffic) Failed() bool { return t != nil && t.Judged && !t.SLOPassed }
+
+// Criteria a point is judged by (search --criterion).
+const (
+	// CriterionConnect: the clients connected at the threshold.
+	CriterionConnect = "connect"
+	// CriterionTraffic: and their traffic phase met the run's SLOs.
+	CriterionTraffic = "traffic"
+)
+
+// Criteria lists the criteria.
+var Criteria = []string{CriterionConnect, CriterionTraffic}
+
+// TrafficSetup is the traffic phase a run's points ran.
+type TrafficSetup struct {
+	DurationSec   float64 `json:"duration_sec"`
+	Op            string  `json:"op"`
+	Depth         int     `json:"depth"`
+	RatePerClient float64 `json:"rate_per_client,omitempty"`
+	MsgTimeoutSec float64 `json:"msg_timeout_sec"`
 }
 
 // ErrorCount is the number of failed clients, whatever the class.

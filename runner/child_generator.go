@@ -60,7 +60,14 @@ type GeneratorSpec struct {
 	Dir     string         `json:"dir,omitempty"`
 	// Build is the server command's build directory for the point.
 	Build string `json:"build,omitempty"`
+	// Traffic is the phase the connected clients run (Duration 0 =
+	// none): with events, when the runner writes "traffic" on stdin
+	// (every client of the point connected); by hand, at once.
+	Traffic client.TrafficConfig `json:"traffic"`
 }
+
+// StartTraffic is the line that starts a generator's traffic phase.
+const StartTraffic = "traffic"
 
 // ReadSpec reads one JSON line from in into v: how a child gets its
 // ServerSpec or GeneratorSpec from the runner.
@@ -136,6 +143,8 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 	// released is closed when in ends after the release: the runner let
 	// the clients go, or it (or the connection to it) is gone.
 	released := make(chan struct{})
+	// startTraffic gets the runner's StartTraffic line.
+	startTraffic := make(chan struct{}, 1)
 	if events {
 		// Started, device open: the runner sends the server's address
 		// when the server and every generator are ready, so the clients
@@ -152,13 +161,20 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
 		go func() {
-			watchRelease(in, heartbeatLost)
+			watchRelease(in, heartbeatLost, func(line string) {
+				if strings.TrimSpace(line) == StartTraffic {
+					select {
+					case startTraffic <- struct{}{}:
+					default:
+					}
+				}
+			})
 			close(released)
 			cancel()
 		}()
 	}
 	d, err := client.NewDialer(dev, client.Config{Addr: addr, TLS: tlsConf,
-		Rounds: spec.Rounds, MsgSize: spec.MsgSize, Timeout: spec.Timeout})
+		Rounds: spec.Rounds, MsgSize: spec.MsgSize, Timeout: spec.Timeout, Depth: spec.Traffic.Depth})
 	if err != nil {
 		return failf(err)
 	}
@@ -170,7 +186,20 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 	if events {
 		usage := selfUsage(spec.Proc, dev.Name(), spec.Fabric.Backend)
 		emit.Emit(Event{Event: "done", OK: len(conns), Records: recs, Usage: &usage})
-		// Hold every connected client until the runner releases them.
+		// Run the traffic phase when the runner asks (every client of
+		// the point connected), then hold every connected client until
+		// the runner releases them.
+		if spec.Traffic.Duration > 0 {
+			select {
+			case <-startTraffic:
+				tr := d.Traffic(ctx, conns, spec.Traffic)
+				emit.Emit(Event{Event: "traffic", Traffic: &tr})
+			case <-released:
+			case <-ctx.Done():
+			}
+		}
+		// (Traffic returns at once when ctx ends, with what it measured:
+		// an interrupted phase is reported too.)
 		select {
 		case <-released:
 		case <-ctx.Done():
@@ -182,6 +211,10 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 			// that failed must say so by its exit, now.
 			client.CloseAll(conns)
 			return fmt.Errorf("%d of %d clients did not connect", len(recs)-len(conns), len(recs))
+		}
+		if spec.Traffic.Duration > 0 && len(conns) > 0 {
+			tr := d.Traffic(ctx, conns, spec.Traffic)
+			printTraffic(out, tr)
 		}
 		if spec.HoldStdin {
 			io.Copy(io.Discard, in)
@@ -258,16 +291,18 @@ const (
 )
 
 // watchRelease returns when in ends (the release) or stays silent for
-// lost.
-func watchRelease(in *bufio.Reader, lost time.Duration) {
+// lost; every line read meanwhile (heartbeats are empty) goes to onLine.
+func watchRelease(in *bufio.Reader, lost time.Duration, onLine func(string)) {
 	lines := make(chan struct{})
 	go func() {
 		// Left blocked if the silence ends the wait: the process exits.
 		for {
-			if _, err := in.ReadString('\n'); err != nil {
+			line, err := in.ReadString('\n')
+			if err != nil {
 				close(lines)
 				return
 			}
+			onLine(line)
 			lines <- struct{}{}
 		}
 	}()
@@ -310,4 +345,18 @@ func selfUsage(proc int, device, backend string) result.GeneratorUsage {
 		u.Limits["RLIMIT_NOFILE"] = strconv.FormatUint(rl.Cur, 10)
 	}
 	return u
+}
+
+// printTraffic is the line a generator run by hand prints after its
+// traffic phase.
+func printTraffic(out io.Writer, t result.Traffic) {
+	fmt.Fprintf(out, "traffic: %s of %d bytes, depth %d, %d clients: %d messages in %.1f s, %.0f msg/s, %.2f MB/s, latency p50 %.0f us p99 %.0f us",
+		t.Op, t.MsgBytes, t.Depth, t.Clients, t.Messages, t.DurationSec, t.MsgRate, t.MBps, t.Latency.P50, t.Latency.P99)
+	for _, k := range t.ErrorClasses() {
+		fmt.Fprintf(out, ", %s %d", k, t.Errors[k])
+	}
+	if t.Error != "" {
+		fmt.Fprintf(out, " (%s)", t.Error)
+	}
+	fmt.Fprintln(out)
 }

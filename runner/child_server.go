@@ -36,6 +36,11 @@ type ServerSpec struct {
 	ExchangeTimeout  time.Duration `json:"exchange_timeout"`
 	TLSKex           string        `json:"tls_kex,omitempty"`
 	Detach           bool          `json:"detach,omitempty"`
+	// Depth is the messages a client may have outstanding; Remote lends
+	// each client a slice of a buffer for RDMA WRITE and READ
+	// (server.Config).
+	Depth  int  `json:"depth,omitempty"`
+	Remote bool `json:"remote,omitempty"`
 	// TLSTickets issues session tickets so that returning clients can
 	// resume.
 	TLSTickets bool `json:"tls_tickets,omitempty"`
@@ -85,6 +90,7 @@ func Serve(ctx context.Context, spec ServerSpec, out io.Writer, events bool) err
 		TLS: tlsConf, Provider: p, Device: spec.Fabric.DeviceConfig(), MsgSize: spec.MsgSize,
 		Backlog: spec.Backlog, HandshakeTimeout: spec.HandshakeTimeout,
 		ExchangeTimeout: spec.ExchangeTimeout, Detach: spec.Detach,
+		Depth: spec.Depth, Remote: spec.Remote,
 	}
 	if u, ok := p.(interface{ InUse() map[string]int }); ok {
 		scfg.InUse = u.InUse

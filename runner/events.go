@@ -16,7 +16,11 @@ import (
 // says "ready" (a server with its address and device), a generator then
 // waits for the release, the server's address as the next stdin line,
 // reports "progress" while its clients connect and "done" with their
-// records, and holds them until its stdin closes. A server says "stats"
+// records, and holds them until its stdin closes. With a traffic phase
+// (GeneratorSpec.Traffic), the runner writes "traffic" on its stdin once
+// every generator is done: the generator runs the phase, says "traffic"
+// with its clients' result.Traffic, and holds them again until its stdin
+// closes. A server says "stats"
 // when it stops (SIGTERM). Either may say "error" at any time.
 //
 // A generator first says "started" with its process ID, before it reads
@@ -27,7 +31,7 @@ import (
 // when it ends (RemoteCommand), which tells a generator that died from a
 // launcher that lost its connection.
 type Event struct {
-	Event string `json:"event"` // "started", "ready", "stats", "progress", "done", "error", "exit"
+	Event string `json:"event"` // "started", "ready", "stats", "progress", "done", "traffic", "error", "exit"
 
 	// started, ready
 	PID int `json:"pid,omitempty"`
@@ -44,6 +48,8 @@ type Event struct {
 	OK      int                    `json:"ok,omitempty"`
 	Records []result.ClientRecord  `json:"records,omitempty"`
 	Usage   *result.GeneratorUsage `json:"usage,omitempty"`
+	// traffic: a generator's clients' traffic phase
+	Traffic *result.Traffic `json:"traffic,omitempty"`
 	// error
 	Error string `json:"error,omitempty"`
 }

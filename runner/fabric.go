@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/fabric"
 	"github.com/rdmaprobe/rdmaprobe/fabric/sim"
@@ -35,6 +36,12 @@ type Fabric struct {
 	SimMaxCQ int `json:"sim_max_cq,omitempty"`
 	SimMaxMR int `json:"sim_max_mr,omitempty"`
 	SimMaxPD int `json:"sim_max_pd,omitempty"`
+	// SimServiceDelay makes the simulated server device transmit one
+	// frame per delay once it has SimServiceDelayFrom QPs or more
+	// (sim.Options.ServiceDelay): a server slow on purpose, to plant the
+	// client count at which latency crosses an SLO. Server only.
+	SimServiceDelay     time.Duration `json:"sim_service_delay,omitempty"`
+	SimServiceDelayFrom int           `json:"sim_service_delay_from,omitempty"`
 }
 
 // DeviceConfig is the device to open.
@@ -76,10 +83,16 @@ func (f Fabric) SimCaps() fabric.Caps {
 }
 
 // generators is the fabric for load generators: without the server's
-// simulated caps.
+// simulated caps and delay.
 func (f Fabric) generators() Fabric {
 	f.SimMaxQP, f.SimMaxCQ, f.SimMaxMR, f.SimMaxPD = 0, 0, 0, 0
+	f.SimServiceDelay, f.SimServiceDelayFrom = 0, 0
 	return f
+}
+
+// simOptions are the simulated device's options.
+func (f Fabric) simOptions() sim.Options {
+	return sim.Options{Caps: f.SimCaps(), ServiceDelay: f.SimServiceDelay, ServiceDelayFrom: f.SimServiceDelayFrom}
 }
 
 // Provider opens the fabric: sim, or libibverbs when this binary has it
@@ -87,13 +100,13 @@ func (f Fabric) generators() Fabric {
 func (f Fabric) Provider() (fabric.Provider, error) {
 	switch f.Backend {
 	case "sim":
-		return sim.New(sim.Options{Caps: f.SimCaps()}), nil
+		return sim.New(f.simOptions()), nil
 	case "verbs", "auto":
 		if verbs.Supported() {
 			return verbs.New(), nil
 		}
 		if f.Backend == "auto" {
-			return sim.New(sim.Options{Caps: f.SimCaps()}), nil
+			return sim.New(f.simOptions()), nil
 		}
 		return nil, fmt.Errorf("this binary was built without verbs support: build with `make` (needs libibverbs-dev) or use --backend sim")
 	default:

@@ -96,6 +96,9 @@ type Guest struct {
 	// peerHosts how the first guest's launcher described it.
 	peer      *guestPeer
 	peerHosts []result.Host
+	// dataRef is perftest's data path at the run's message size, when
+	// the points run a traffic phase.
+	dataRef []result.Reference
 }
 
 // NewGuest boots the guest for spec's points and, on a real device,
@@ -136,8 +139,33 @@ func NewGuest(ctx context.Context, spec Spec, opts GuestOptions) (*Guest, error)
 	}
 	if !simulated { // a simulated fabric has no RDMA device to check
 		g.ref = g.reference(ctx)
+		if spec.Traffic.Duration > 0 {
+			g.dataRef = g.dataPathReference(ctx, spec.MsgSize)
+		}
 	}
 	return g, nil
+}
+
+// dataPathReference runs perftest's send latency and bandwidth tools at
+// the traffic phase's message size.
+func (g *Guest) dataPathReference(ctx context.Context, size int) []result.Reference {
+	if size <= 0 {
+		size = 4096
+	}
+	var refs []result.Reference
+	for _, r := range softroce.DataPathReference(ctx, g.g, size) {
+		ref := result.Reference{Tool: r.Tool, Command: r.Command, Figures: r.Figures, Output: r.Output}
+		if r.Err != nil {
+			ref.Error = r.Err.Error()
+			fmt.Fprintf(g.opts.Out, "reference: %s failed: %v\n", r.Tool, r.Err)
+		} else if v, ok := r.Figures["t_typical"]; ok {
+			fmt.Fprintf(g.opts.Out, "reference: %s %d B on %s: t_typical %.2f µs, p99 %.2f µs\n", r.Tool, size, g.g.Ready.Device, v, r.Figures["99%"])
+		} else {
+			fmt.Fprintf(g.opts.Out, "reference: %s %d B on %s: %.0f msg/s, %.2f MB/s\n", r.Tool, size, g.g.Ready.Device, r.Figures["msg/s"], r.Figures["BW average"])
+		}
+		refs = append(refs, ref)
+	}
+	return refs
 }
 
 // BootGuest boots the guest for the bench suite.
@@ -242,6 +270,7 @@ func (g *Guest) Describe(run *result.Run) {
 		run.Config.Launcher = "ssh"
 		run.Config.ServerAddr = listenAddr(g.spec.Listen)
 	}
+	run.Environment.DataPath = g.dataRef
 }
 
 // Environment is the guest's, as the guest reported it at boot.

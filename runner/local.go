@@ -238,6 +238,9 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		// the calibration's.
 		pt.Calibration.AfterHS = l.calib.measure(ctx, pt.Calibration)
 	}
+	if spec.Traffic.Duration > 0 && spec.Client == nil && c.pointErr == "" {
+		pt.Traffic = l.trafficPhase(ctx, c, srv, smp.started)
+	}
 
 	// Release the clients (stdin EOF), then stop the server, which gives
 	// its own view as it exits.
@@ -293,6 +296,9 @@ func (l *Local) startGenerators(n, trial int, build string) ([]*child, error) {
 			TLSResume: spec.TLSResume, TLSKex: spec.TLSKex, InFlight: spec.InFlight,
 			Timeout: spec.Timeout, Rounds: spec.Rounds, MsgSize: spec.MsgSize,
 			Command: spec.Client, Total: n, Build: build}
+		if spec.Traffic.Duration > 0 && spec.Client == nil {
+			gs.Traffic = spec.traffic()
+		}
 		if spec.Client != nil {
 			gs.Dir = pointDir(l.opts.WorkDir, n, trial)
 		}

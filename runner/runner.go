@@ -36,8 +36,11 @@ package runner
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/server"
 )
@@ -123,6 +126,11 @@ type Spec struct {
 	// address of the server's host they reach (--server-addr); a
 	// simulated server's port takes its IP too.
 	Listen string `json:"listen,omitempty"`
+	// Traffic is the phase each point runs once all its clients are
+	// connected (Duration 0 = none): the server is started with the
+	// depth, and with a remote buffer for WRITE and READ. The built-in
+	// clients run it; a client command (Client) has none.
+	Traffic client.TrafficConfig `json:"traffic"`
 }
 
 // DefaultMode is the server's default resource mode (the predecessor's
@@ -152,7 +160,44 @@ func (s Spec) Check() error {
 			return err
 		}
 	}
+	return s.checkTraffic()
+}
+
+// checkTraffic refuses a traffic phase no client could run.
+func (s Spec) checkTraffic() error {
+	t := s.Traffic
+	switch {
+	case t.Duration < 0:
+		return fmt.Errorf("--duration %v: want 0 (no traffic phase) or more", t.Duration)
+	case t.Duration == 0:
+		return nil
+	case t.Op != "" && !slices.Contains(result.Ops, t.Op):
+		return fmt.Errorf("--op %q: want one of %s", t.Op, strings.Join(result.Ops, ", "))
+	case t.Depth < 0 || t.Depth > MaxDepth:
+		return fmt.Errorf("--depth %d: want 1 to %d messages outstanding per client", t.Depth, MaxDepth)
+	case t.Rate < 0:
+		return fmt.Errorf("--msg-rate %g: want 0 (closed loop) or more messages/s per client", t.Rate)
+	case t.Timeout < 0:
+		return fmt.Errorf("--msg-timeout %v: want more than 0", t.Timeout)
+	}
 	return nil
+}
+
+// MaxDepth bounds --depth: every client's queues and buffers grow with
+// it, on both sides.
+const MaxDepth = 1024
+
+// traffic is the traffic phase with its defaults filled in.
+func (s Spec) traffic() client.TrafficConfig {
+	t := s.Traffic
+	if t.Op == "" {
+		t.Op = result.OpSend
+	}
+	t.Depth = max(t.Depth, 1)
+	if t.Timeout <= 0 {
+		t.Timeout = client.DefaultMsgTimeout
+	}
+	return t
 }
 
 // withDefaults fills what a zero Spec leaves open.

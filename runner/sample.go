@@ -14,12 +14,14 @@ import (
 // before the server so the RDMA baseline excludes everything the point
 // creates.
 type sampler struct {
-	sess   *collectors.Session
-	mu     sync.Mutex
-	procs  []collectors.Proc
-	before result.Limits
-	after  result.Limits
-	server int
+	sess *collectors.Session
+	// started is the clock of the samples' T (zero without sampling).
+	started time.Time
+	mu      sync.Mutex
+	procs   []collectors.Proc
+	before  result.Limits
+	after   result.Limits
+	server  int
 	// elsewhere: the server runs on another host, out of the
 	// collectors' sight; the point is still diagnosed.
 	elsewhere bool
@@ -31,6 +33,7 @@ func startSampler(ctx context.Context, interval time.Duration, device string) *s
 	if interval < 0 {
 		return s
 	}
+	s.started = time.Now()
 	s.sess = collectors.Start(ctx, collectors.Config{Interval: interval,
 		Device: device, Procs: s.list})
 	return s

@@ -44,6 +44,10 @@ func (t *builtinTarget) Start(ctx context.Context, n, trial int) (Server, error)
 			ss.Fabric.Addr = h
 		}
 	}
+	if s.Traffic.Duration > 0 {
+		tr := s.traffic()
+		ss.Depth, ss.Remote = tr.Depth, tr.Op != result.OpSend
+	}
 	if s.Profile && t.profileDir != "" {
 		ss.CPUProfile = filepath.Join(t.profileDir, fmt.Sprintf("%d-%d-server.pprof", n, trial))
 	}

@@ -17,10 +17,12 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/certs"
+	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/probe"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/slo"
 )
 
 // Strategy chooses the points: probe.Search or probe.Ramp with their
@@ -56,6 +58,13 @@ type Options struct {
 	ProfileDir string
 	// Target names a server or clients that are commands (recorded).
 	Target *result.Target
+	// SLOs are checked on every point's traffic phase (SLOText is how
+	// they were written); Criterion is what a point must meet to pass
+	// (result.CriterionConnect when empty; CriterionTraffic: and its
+	// traffic phase the SLOs).
+	SLOs      []slo.SLO
+	SLOText   string
+	Criterion string
 
 	// Progress, PointStarts, Point and Note, if set, are told what
 	// happens: live counts, the start and the outcome of each point,
@@ -148,6 +157,8 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 			return pt, err // nothing measured: no point to keep
 		}
 		mu.Lock()
+		judgeTraffic(&pt, run.Points, o.SLOs, o.Criterion)
+		analysis.Judge(&pt, o.Spec.Threshold)
 		describe()
 		run.Points = append(run.Points, pt)
 		run.PSN = result.CheckPSNs(run.Points)
@@ -228,6 +239,22 @@ func newRun(o Options) *result.Run {
 			Threshold: sp.Threshold, Trials: o.Trials, MaxClients: sp.MaxClients,
 		},
 	}
+	if t := sp.Traffic; t.Duration > 0 && sp.Client == nil {
+		op := t.Op
+		if op == "" {
+			op = result.OpSend
+		}
+		timeout := t.Timeout
+		if timeout <= 0 {
+			timeout = client.DefaultMsgTimeout
+		}
+		run.Config.Traffic = &result.TrafficSetup{DurationSec: t.Duration.Seconds(), Op: op, Depth: max(t.Depth, 1),
+			RatePerClient: t.Rate, MsgTimeoutSec: timeout.Seconds()}
+		run.Config.SLO = o.SLOText
+	}
+	if o.Criterion != "" && o.Criterion != result.CriterionConnect {
+		run.Config.Criterion = o.Criterion
+	}
 	if o.Mode == "search" {
 		run.Config.Lo, run.Config.Hi = o.Lo, o.Hi
 	} else {
@@ -249,4 +276,31 @@ func (o Options) Check() error {
 		return fmt.Errorf("--trials must be at least 1")
 	}
 	return o.Spec.Check()
+}
+
+// judgeTraffic checks pt's traffic phase against the run's SLOs. base,
+// for objectives written against it, is the traffic phase at the run's
+// smallest client count measured so far (pt's own when it is the
+// smallest; the first trial there). A phase that did not complete
+// misses its SLOs. Under criterion traffic the verdict decides the
+// point (result.Traffic.Judged).
+func judgeTraffic(pt *result.Point, prior []result.Point, slos []slo.SLO, criterion string) {
+	t := pt.Traffic
+	if t == nil {
+		return
+	}
+	var base *slo.Figures
+	baseN := 0
+	for _, p := range append(prior, *pt) {
+		if p.Traffic == nil || p.Traffic.Error != "" || (base != nil && p.Clients >= baseN) {
+			continue
+		}
+		f := p.Traffic.Figures(p.Attempted - p.Connected)
+		base, baseN = &f, p.Clients
+	}
+	t.SLO, t.SLOPassed = slo.CheckAll(slos, t.Figures(pt.Attempted-pt.Connected), base)
+	if t.Error != "" {
+		t.SLOPassed = false
+	}
+	t.Judged = criterion == result.CriterionTraffic
 }

@@ -65,7 +65,7 @@ const guestModuleList = "/etc/rdmaprobe/modules"
 
 // DefaultExtraBinaries are the reference and inspection tools the vm
 // backend expects inside the guest.
-var DefaultExtraBinaries = []string{"ibv_devinfo", "ibv_rc_pingpong", "ib_write_lat", "rdma"}
+var DefaultExtraBinaries = []string{"ibv_devinfo", "ibv_rc_pingpong", "ib_write_lat", "ib_send_lat", "ib_send_bw", "rdma"}
 
 // hostRoot is "/" except in tests, which build images from fixture trees.
 var hostRoot = "/"

@@ -72,9 +72,48 @@ func ReferenceLatency(ctx context.Context, g *Guest) (tool, command string, figu
 var ErrPerftestClock = errors.New("perftest printed inf/nan: its cycle-counter calibration failed")
 
 func referenceLatencyOnce(ctx context.Context, g *Guest) (tool, command string, figures map[string]float64, output string, err error) {
-	tool = "ib_write_lat"
-	const port = referencePort + 1
-	common := []string{"ib_write_lat", "-d", rxeDevice, "-x", strconv.Itoa(rxeGIDIndex), "-F", "-p", strconv.Itoa(port)}
+	return perftestOnce(ctx, g, "ib_write_lat", referencePort+1, nil)
+}
+
+// DataPathReference runs perftest's ib_send_lat and ib_send_bw with
+// size-byte messages on rxe0 in the guest, server and client both: the
+// yardsticks of the traffic phase's latency (t_typical, p99) and
+// message rate (MsgRate, in Mpps, and msg/s) at the run's message size.
+// A run whose cycle counter came out uncalibrated (ErrPerftestClock) is
+// repeated, up to three attempts.
+func DataPathReference(ctx context.Context, g *Guest, size int) []PerftestResult {
+	var out []PerftestResult
+	for i, tool := range []string{"ib_send_lat", "ib_send_bw"} {
+		extra := []string{"-s", strconv.Itoa(size)}
+		if tool == "ib_send_bw" {
+			// perftest's default of 1000 iterations takes well under a
+			// second of rxe in the guest; more give a steadier rate.
+			extra = append(extra, "-n", "5000")
+		}
+		var r PerftestResult
+		for range 3 {
+			r.Tool, r.Command, r.Figures, r.Output, r.Err = perftestOnce(ctx, g, tool, referencePort+2+i, extra)
+			if !errors.Is(r.Err, ErrPerftestClock) {
+				break
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// PerftestResult is one perftest run.
+type PerftestResult struct {
+	Tool, Command string
+	Figures       map[string]float64
+	Output        string
+	Err           error
+}
+
+// perftestOnce runs one perftest tool as server and client on rxe0 with
+// GID index 1 and parses the client's result row.
+func perftestOnce(ctx context.Context, g *Guest, tool string, port int, extra []string) (_, command string, figures map[string]float64, output string, err error) {
+	common := append([]string{tool, "-d", rxeDevice, "-x", strconv.Itoa(rxeGIDIndex), "-F", "-p", strconv.Itoa(port)}, extra...)
 	client := append(append([]string(nil), common...), "127.0.0.1")
 	command = strings.Join(client, " ")
 	timeout := (60 * time.Second).Milliseconds()
@@ -96,31 +135,47 @@ func referenceLatencyOnce(ctx context.Context, g *Guest) (tool, command string, 
 			res.Client.ExitCode, firstLine(res.Client.Stderr+res.Client.Error),
 			res.Server.ExitCode, firstLine(res.Server.Stderr+res.Server.Error))
 	}
-	figures, err = ParsePerftestLat(output)
+	figures, err = ParsePerftest(output)
+	if err == nil && figures["MsgRate"] > 0 {
+		figures["msg/s"] = figures["MsgRate"] * 1e6
+	}
 	return tool, command, figures, output, err
 }
 
-// ParsePerftestLat reads the result row of a perftest latency tool,
-// naming figures after its header (units dropped: all are µs).
-func ParsePerftestLat(out string) (map[string]float64, error) {
+// ParsePerftestLat reads the result row of a perftest latency tool
+// (ParsePerftest).
+func ParsePerftestLat(out string) (map[string]float64, error) { return ParsePerftest(out) }
+
+// ParsePerftest reads the result row of a perftest tool, latency or
+// bandwidth, naming figures after its header without their units
+// ("t_typical", "99%", "99.9%" in µs; "BW average" in MB/s, "MsgRate" in
+// Mpps; "bytes", "iterations"). A column name may hold spaces ("BW
+// peak[MB/sec]", "99% percentile[usec]"), so the header is split after
+// each unit; the leading "#bytes #iterations" are separate columns. A
+// value of inf or nan is ErrPerftestClock.
+func ParsePerftest(out string) (map[string]float64, error) {
 	lines := strings.Split(out, "\n")
 	for i, l := range lines {
 		if !strings.Contains(l, "#bytes") || i+1 >= len(lines) {
 			continue
 		}
-		// Headers contain spaces ("99% percentile[usec]"): split on the
-		// unit suffix instead of on blanks.
 		var names []string
 		for _, h := range strings.SplitAfter(l, "]") {
-			h = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(h), "[usec]"))
+			h = strings.TrimSpace(h)
 			if h == "" {
 				continue
 			}
-			if strings.HasPrefix(h, "#bytes") {
-				names = append(names, strings.Fields(h)...)
-				continue
+			if k := strings.LastIndexByte(h, '['); k >= 0 && strings.HasSuffix(h, "]") {
+				h = strings.TrimSpace(h[:k]) // the unit
 			}
-			names = append(names, strings.ReplaceAll(strings.TrimSuffix(h, " percentile"), "% ", "%"))
+			f := strings.Fields(h)
+			for len(f) > 0 && strings.HasPrefix(f[0], "#") {
+				names, f = append(names, f[0]), f[1:]
+			}
+			if len(f) > 0 {
+				n := strings.Join(f, " ")
+				names = append(names, strings.ReplaceAll(strings.TrimSuffix(n, " percentile"), "% ", "%"))
+			}
 		}
 		vals := strings.Fields(lines[i+1])
 		if len(vals) != len(names) {

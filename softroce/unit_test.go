@@ -516,3 +516,26 @@ func TestAvailable(t *testing.T) {
 	}
 	t.Logf("available=%v: %s", ok, why)
 }
+
+// ib_send_bw's header names columns with spaces and other units.
+func TestParsePerftestBW(t *testing.T) {
+	out := `---------------------------------------------------------------------------------------
+ #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]
+ 4096       5000             72.04              71.94  		   0.018417
+---------------------------------------------------------------------------------------
+`
+	got, err := ParsePerftest(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"bytes": 4096, "iterations": 5000, "BW peak": 72.04, "BW average": 71.94, "MsgRate": 0.018417}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v\nwant %v", got, want)
+	}
+	if _, err := ParsePerftest(strings.Replace(out, "0.018417", "-nan", 1)); !errors.Is(err, ErrPerftestClock) {
+		t.Errorf("nan message rate: %v, want ErrPerftestClock", err)
+	}
+	if _, err := ParsePerftest(strings.Replace(out, "0.018417", "", 1)); err == nil || !strings.Contains(err.Error(), "4 values for 5 columns") {
+		t.Errorf("short row: %v", err)
+	}
+}

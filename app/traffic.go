@@ -1,0 +1,165 @@
+package app
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rdmaprobe/rdmaprobe/analysis"
+	"github.com/rdmaprobe/rdmaprobe/client"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/slo"
+)
+
+// DefaultDuration is each point's traffic phase unless --duration says
+// otherwise. Two seconds give a closed loop thousands of round trips per
+// client on sim and hundreds on Soft-RoCE in the TCG guest (enough for a
+// p99 of the point), while `make run`'s search of 300..600 stays under
+// two minutes (README, Decisions).
+const DefaultDuration = 2 * time.Second
+
+// ExitRequirement is the exit status of a run whose --require was not
+// met; a plain measurement exits 0 whatever it measured.
+const ExitRequirement = 3
+
+// trafficFlags are the traffic phase's flags of search and ramp.
+func trafficFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "duration", Value: DefaultDuration, Usage: "traffic phase of each point once all its clients are connected: every client exchanges verified messages with the server for this long (0 = off)"},
+		&cli.StringFlag{Name: "op", Value: result.OpSend, Usage: "traffic operation: send (SEND/RECV echo of a checksummed payload), write (RDMA WRITE into the server's buffer, read back after the phase) or read (RDMA READ of what the server put there)"},
+		&cli.IntFlag{Name: "depth", Value: 1, Usage: "messages each client keeps outstanding (closed loop), or at most has (open loop)"},
+		&cli.Float64Flag{Name: "msg-rate", Usage: "messages/s each client is due (open loop, latency timed from when each was due); 0 = closed loop at --depth"},
+		&cli.DurationFlag{Name: "msg-timeout", Value: client.DefaultMsgTimeout, Usage: "a message outstanding this long fails its client as timeout (the peer stopped answering)"},
+		&cli.StringFlag{Name: "slo", Value: "errors=0", Usage: "the traffic phase's objectives, comma-separated: p50|p90|p99|p99.9|max|mean<=DURATION, errors=N, rate|client-rate|mbps>=X or >=F*base (base: the run's smallest N), e.g. p99<=2ms,errors=0"},
+		&cli.StringFlag{Name: "criterion", Value: result.CriterionConnect, Usage: "what a point must meet to pass: connect (its clients connect at --threshold) or traffic (and its traffic phase meets --slo): max connected or max sustainable"},
+		&cli.StringFlag{Name: "require", Usage: "exit with status 3 unless `N` clients pass, and every smaller count tested, by the criterion: --criterion's, or the one named as N:connect or N:traffic (a CI gate; without it a run exits 0 whatever it measured)"},
+	}
+}
+
+// trafficConfig is the traffic phase the flags ask for (Duration 0 =
+// none).
+func trafficConfig(c *cli.Context) client.TrafficConfig {
+	return client.TrafficConfig{Duration: c.Duration("duration"), Op: c.String("op"), Depth: c.Int("depth"),
+		Rate: c.Float64("msg-rate"), Timeout: c.Duration("msg-timeout")}
+}
+
+// requirement is --require.
+type requirement struct {
+	n         int
+	criterion string
+}
+
+// trafficOptions reads --slo, --criterion and --require, refusing what
+// cannot work with the traffic phase asked for.
+func trafficOptions(c *cli.Context) ([]slo.SLO, string, *requirement, error) {
+	slos, err := slo.Parse(c.String("slo"))
+	if err != nil {
+		return nil, "", nil, fail(2, "--slo: %v", err)
+	}
+	criterion := c.String("criterion")
+	if !slices.Contains(result.Criteria, criterion) {
+		return nil, "", nil, fail(2, "--criterion %q: want connect or traffic", criterion)
+	}
+	if d := c.Int("depth"); d < 1 {
+		return nil, "", nil, fail(2, "--depth %d: want 1 to %d messages outstanding per client", d, runner.MaxDepth)
+	}
+	// A client command of the operator's has no traffic phase.
+	noTraffic, why := c.Duration("duration") <= 0, "--duration is 0"
+	if c.String("client-cmd") != "" {
+		noTraffic, why = true, "the clients are --client-cmd's"
+	}
+	if criterion == result.CriterionTraffic && noTraffic {
+		return nil, "", nil, fail(2, "--criterion traffic needs a traffic phase: %s", why)
+	}
+	var req *requirement
+	if s := c.String("require"); s != "" {
+		r, err := parseRequire(s, criterion)
+		if err != nil {
+			return nil, "", nil, fail(2, "--require: %v", err)
+		}
+		if r.criterion == result.CriterionTraffic && noTraffic {
+			return nil, "", nil, fail(2, "--require %s needs a traffic phase: %s", s, why)
+		}
+		req = &r
+	}
+	return slos, criterion, req, nil
+}
+
+// parseRequire reads N or N:criterion.
+func parseRequire(s, criterion string) (requirement, error) {
+	num, crit, ok := strings.Cut(strings.TrimSpace(s), ":")
+	if !ok {
+		crit = criterion
+	}
+	n, err := strconv.Atoi(strings.ReplaceAll(num, "_", ""))
+	if err != nil || n < 1 {
+		return requirement{}, fmt.Errorf("%q: want a client count of at least 1, optionally :connect or :traffic", s)
+	}
+	if !slices.Contains(result.Criteria, crit) {
+		return requirement{}, fmt.Errorf("%q: criterion %q, want connect or traffic", s, crit)
+	}
+	return requirement{n: n, criterion: crit}, nil
+}
+
+// check is nil when the run met the requirement, otherwise the error that
+// makes the command exit with ExitRequirement.
+func (r *requirement) check(run *result.Run) error {
+	got := analysis.Capacity(run.Points, run.Config.Threshold, r.criterion)
+	what := "max connected"
+	if r.criterion == result.CriterionTraffic {
+		what = "max sustainable (--slo " + run.Config.SLO + ")"
+	}
+	if got >= r.n {
+		return nil
+	}
+	return fail(ExitRequirement, "requirement not met: %d clients by %s; %s among the counts tested: %d", r.n, r.criterion, what, got)
+}
+
+// trafficLine is a point's traffic phase in one line, "" without one.
+func trafficLine(pt result.Point) string {
+	t := pt.Traffic
+	if t == nil {
+		return ""
+	}
+	mode := fmt.Sprintf("depth %d", t.Depth)
+	if t.RatePerClient > 0 {
+		mode = fmt.Sprintf("%g msg/s per client", t.RatePerClient)
+	}
+	s := fmt.Sprintf("        traffic: %s %d B, %s, %.1f s: %.0f msg/s, %.2f MB/s, latency p50 %s p99 %s max %s, per client %.0f..%.0f msg/s",
+		t.Op, t.MsgBytes, mode, t.DurationSec, t.MsgRate, t.MBps,
+		usText(t.Latency.P50), usText(t.Latency.P99), usText(t.Latency.Max), t.PerClient.Min, t.PerClient.Max)
+	if n := t.ErrorCount(); n > 0 {
+		var parts []string
+		for _, k := range t.ErrorClasses() {
+			parts = append(parts, fmt.Sprintf("%s %d", k, t.Errors[k]))
+		}
+		s += "; errors: " + strings.Join(parts, ", ")
+	}
+	var failed []string
+	for _, v := range t.SLO {
+		if !v.Passed {
+			failed = append(failed, v.Text)
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		s += "; SLO missed: " + strings.Join(failed, ", ")
+	case len(t.SLO) > 0 && t.Error == "":
+		s += "; SLO met"
+	}
+	if t.HarnessLimit != "" {
+		s += "; harness limit: " + t.HarnessLimit
+	}
+	if t.Error != "" {
+		s += "; phase error: " + t.Error
+	}
+	return s
+}
+
+// usText prints microseconds as slo.FormatLatency does.
+func usText(us float64) string { return slo.FormatLatency(time.Duration(us * 1e3)) }

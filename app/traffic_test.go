@@ -1,0 +1,81 @@
+package app
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// The done-when of the traffic phase, on a planted capacity: a simulated
+// server whose device serves one frame per 5 ms once it holds 5 QPs, so
+// that a closed loop's p99 jumps from well under 2 ms at 4 clients to
+// over 10 ms at 5. search --criterion traffic --slo p99<=2ms must report
+// exactly 4, and --require 5 must make the command exit 3, while every
+// count connected (max connected above).
+//
+// The passing side needs the sim's own p99 under 2 ms at 4 clients,
+// which a host running other work at a load of many times its CPUs may
+// not give: the test says so when it sees it.
+func TestSearchFindsPlantedSustainableCapacity(t *testing.T) {
+	root := t.TempDir()
+	out, errOut, code := run(t, "search", "--backend", "sim", "--lo", "1", "--hi", "12",
+		"--criterion", "traffic", "--slo", "p99<=2ms", "--duration", "1s",
+		"--sim-service-delay", "5ms", "--sim-service-delay-from", "5",
+		"--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--results", root, "--require", "5")
+	if code != ExitRequirement {
+		t.Fatalf("exit %d, want %d (requirement not met)\nstdout:\n%s\nstderr:\n%s", code, ExitRequirement, out, errOut)
+	}
+	if !strings.Contains(errOut, "requirement not met: 5 clients by traffic") || !strings.Contains(errOut, "max sustainable (--slo p99<=2ms) among the counts tested: 4") {
+		t.Errorf("stderr %q", errOut)
+	}
+	r := loadOnlyRun(t, root)
+	if r.Config.Criterion != result.CriterionTraffic || r.Config.SLO != "p99<=2ms" || r.Config.Traffic == nil || r.Config.Traffic.DurationSec != 1 {
+		t.Errorf("config %+v", r.Config)
+	}
+	for _, pt := range r.Points {
+		tr := pt.Traffic
+		if tr == nil {
+			t.Fatalf("%d clients: no traffic phase", pt.Clients)
+		}
+		if pt.Connected != pt.Clients || tr.Clients != pt.Clients || tr.Messages == 0 || tr.ErrorCount() != 0 {
+			t.Errorf("%d clients: %d connected, phase %d clients %d messages, errors %v", pt.Clients, pt.Connected, tr.Clients, tr.Messages, tr.Errors)
+		}
+		if pt.Clients >= 5 && (pt.Passed || tr.SLOPassed || tr.Latency.P99 < 5000) {
+			t.Errorf("%d clients (delay planted): passed %v, p99 %.0f us", pt.Clients, pt.Passed, tr.Latency.P99)
+		}
+		if pt.Clients < 5 && !pt.Passed {
+			t.Errorf("%d clients: failed with p99 %.0f us (SLO %v); a loaded host's scheduling can do this, the planted delay cannot",
+				pt.Clients, tr.Latency.P99, tr.SLO)
+		}
+	}
+	if r.Search == nil || r.Search.Capacity != 4 || r.Search.FirstFail != 5 {
+		t.Fatalf("search %+v, want capacity 4, first failure 5\n%s", r.Search, out)
+	}
+	if !strings.Contains(out, "SLO missed: p99") || !strings.Contains(out, "traffic: send 64 B, depth 1") {
+		t.Errorf("the points' traffic lines are missing:\n%s", out)
+	}
+}
+
+func TestTrafficFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--slo", "p99<=2"}, `--slo: slo "p99<=2": "2" needs a unit`},
+		{[]string{"--criterion", "fast"}, `--criterion "fast": want connect or traffic`},
+		{[]string{"--criterion", "traffic", "--duration", "0"}, "--criterion traffic needs a traffic phase"},
+		{[]string{"--require", "x"}, `--require: "x": want a client count`},
+		{[]string{"--require", "10:fast"}, `criterion "fast"`},
+		{[]string{"--require", "10:traffic", "--duration", "0"}, "needs a traffic phase"},
+		{[]string{"--op", "atomic"}, `--op "atomic": want one of send, write, read`},
+		{[]string{"--depth", "0"}, "--depth 0: want 1 to 1024"},
+		{[]string{"--msg-rate", "-1"}, "--msg-rate -1"},
+	} {
+		args := append([]string{"ramp", "--backend", "sim", "--clients", "1", "--results", t.TempDir()}, tc.args...)
+		_, errOut, code := run(t, args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line containing %q", tc.args, code, errOut, tc.want)
+		}
+	}
+}

@@ -1,0 +1,263 @@
+package report
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/analysis"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/slo"
+)
+
+// The data path with N held: each point's traffic phase, as the
+// predecessor's reports tabled it (clients, success, connect time,
+// latency, throughput, server memory), measured rather than estimated.
+
+// TrafficRow is one point's traffic phase (the first trial at a count).
+type TrafficRow struct {
+	Clients    int
+	Success    string
+	ConnectP50 string // ms
+	// Latency percentiles of a message, formatted with their unit.
+	P50, P90, P99, P999, Max string
+	MsgRate, MBps            string
+	// PerClient is the slowest, median and fastest client's msg/s.
+	PerClient string
+	ServerMem string // server RSS at full load
+	ServerCPU string // cores during the phase
+	GenCPU    string // the busiest generator's cores of its GOMAXPROCS
+	Errors    string
+	SLO       string // "✅ met", "❌ p99 5.1ms > 2ms"
+	Harness   string // why the figures are the generators' limit, if they are
+}
+
+// trafficRows formats every count's first traffic phase.
+func trafficRows(run *result.Run) []TrafficRow {
+	var rows []TrafficRow
+	seen := map[int]bool{}
+	pts := append([]result.Point(nil), run.Points...)
+	sort.SliceStable(pts, func(i, j int) bool { return pts[i].Clients < pts[j].Clients })
+	for _, p := range pts {
+		t := p.Traffic
+		if t == nil || seen[p.Clients] {
+			continue
+		}
+		seen[p.Clients] = true
+		r := TrafficRow{Clients: p.Clients, Success: Pct(p.SuccessRate), ConnectP50: f1(p.Connect.P50),
+			P50: latency(t.Latency.P50), P90: latency(t.Latency.P90), P99: latency(t.Latency.P99),
+			P999: latency(t.Latency.P999), Max: latency(t.Latency.Max),
+			MsgRate: fmt.Sprintf("%.0f", t.MsgRate), MBps: f2(t.MBps),
+			PerClient: fmt.Sprintf("%.0f / %.0f / %.0f", t.PerClient.Min, t.PerClient.Median, t.PerClient.Max),
+			ServerMem: "–", ServerCPU: "–", GenCPU: "–", Errors: "–", SLO: "–", Harness: t.HarnessLimit}
+		if p.Peak != nil && p.Peak.ServerRSS > 0 {
+			r.ServerMem = bytesIEC(float64(p.Peak.ServerRSS))
+		}
+		if t.ServerCPU > 0 {
+			r.ServerCPU = f2(t.ServerCPU)
+		}
+		if t.GeneratorCores > 0 {
+			r.GenCPU = fmt.Sprintf("%s of %d", f2(t.GeneratorCPU), t.GeneratorCores)
+		}
+		if n := t.ErrorCount(); n > 0 {
+			var parts []string
+			for _, k := range t.ErrorClasses() {
+				parts = append(parts, fmt.Sprintf("%s %d", k, t.Errors[k]))
+			}
+			r.Errors = strings.Join(parts, ", ")
+		}
+		switch {
+		case t.Error != "":
+			r.SLO = "❌ " + t.Error
+		case len(t.SLO) > 0 && t.SLOPassed:
+			r.SLO = "✅ met"
+		case len(t.SLO) > 0:
+			var missed []string
+			for _, v := range t.SLO {
+				if !v.Passed {
+					missed = append(missed, v.Text)
+				}
+			}
+			r.SLO = "❌ " + strings.Join(missed, ", ")
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// latency formats microseconds with their unit.
+func latency(us float64) string {
+	if us <= 0 {
+		return "–"
+	}
+	return slo.FormatLatency(time.Duration(us * 1e3))
+}
+
+// trafficNote says how the phases were run, "" without any.
+func trafficNote(run *result.Run) string {
+	t := run.Config.Traffic
+	if t == nil {
+		return ""
+	}
+	loop := fmt.Sprintf("closed loop, %d outstanding per client", t.Depth)
+	if t.RatePerClient > 0 {
+		loop = fmt.Sprintf("open loop at %g messages/s per client (at most %d outstanding; latency from when each was due)", t.RatePerClient, t.Depth)
+	}
+	s := fmt.Sprintf("Once every client of a point connected, each exchanged verified %s messages of %d B with the server for %gs (%s; a message outstanding %gs fails its client).",
+		t.Op, run.Config.PayloadBytes, t.DurationSec, loop, t.MsgTimeoutSec)
+	if run.Config.SLO != "" {
+		s += fmt.Sprintf(" Objectives: %s.", run.Config.SLO)
+	}
+	return s
+}
+
+// trafficSentences are the answer's lines about the data path: max
+// connected and max sustainable among the counts tested, and the
+// harness's limit where it was reached.
+func trafficSentences(run *result.Run, sim string) []string {
+	if run.Config.Traffic == nil {
+		return nil
+	}
+	var out []string
+	conn := analysis.Capacity(run.Points, run.Config.Threshold, result.CriterionConnect)
+	sus := analysis.Capacity(run.Points, run.Config.Threshold, result.CriterionTraffic)
+	slos := run.Config.SLO
+	if slos == "" {
+		slos = "no objectives"
+	}
+	s := fmt.Sprintf("%sMax connected: **%d**; max sustainable (%s): **%d**, among the counts tested", sim, conn, slos, sus)
+	if run.Config.Criterion == result.CriterionTraffic {
+		s += " (the search followed the SLOs)"
+	}
+	out = append(out, s+".")
+	var peak *result.Point
+	for i := range run.Points {
+		p := &run.Points[i]
+		if p.Traffic != nil && (peak == nil || p.Traffic.MsgRate > peak.Traffic.MsgRate) {
+			peak = p
+		}
+	}
+	if peak != nil {
+		t := peak.Traffic
+		out = append(out, fmt.Sprintf("%sPeak message rate %.0f msg/s (%s MB/s) at %d clients, latency p50 %s, p99 %s.",
+			sim, t.MsgRate, f2(t.MBps), peak.Clients, latency(t.Latency.P50), latency(t.Latency.P99)))
+	}
+	for _, p := range run.Points {
+		if p.Traffic != nil && p.Traffic.HarnessLimit != "" {
+			out = append(out, fmt.Sprintf("⚠️ At %d clients the load generators were the limit (%s): the figures there are the harness's, not the server's.",
+				p.Clients, p.Traffic.HarnessLimit))
+			break
+		}
+	}
+	return out
+}
+
+// trafficSeries are a run's traffic phases against clients, the first
+// trial at each count.
+type trafficSeries struct {
+	rate, mbps, p50, p90, p99, p999, lo, med, hi Series
+}
+
+// trafficData collects them; false when the run had no traffic phase.
+func trafficData(run *result.Run) (trafficSeries, bool) {
+	d := trafficSeries{rate: Series{Label: "msg/s"}, mbps: Series{Label: "MB/s ×1000"},
+		p50: Series{Label: "p50"}, p90: Series{Label: "p90"}, p99: Series{Label: "p99"}, p999: Series{Label: "p99.9"},
+		lo: Series{Label: "slowest client"}, med: Series{Label: "median client"}, hi: Series{Label: "fastest client"}}
+	if run.Config.Traffic == nil {
+		return d, false
+	}
+	seen := map[int]bool{}
+	pts := append([]result.Point(nil), run.Points...)
+	sort.SliceStable(pts, func(i, j int) bool { return pts[i].Clients < pts[j].Clients })
+	for _, p := range pts {
+		t := p.Traffic
+		if t == nil || seen[p.Clients] || t.Messages == 0 {
+			continue
+		}
+		seen[p.Clients] = true
+		x := float64(p.Clients)
+		add := func(s *Series, y float64) { s.X, s.Y = append(s.X, x), append(s.Y, y) }
+		add(&d.rate, t.MsgRate)
+		add(&d.mbps, t.MBps*1000)
+		add(&d.p50, t.Latency.P50)
+		add(&d.p90, t.Latency.P90)
+		add(&d.p99, t.Latency.P99)
+		add(&d.p999, t.Latency.P999)
+		add(&d.lo, t.PerClient.Min)
+		add(&d.med, t.PerClient.Median)
+		add(&d.hi, t.PerClient.Max)
+	}
+	return d, true
+}
+
+// trafficFigures plots the phases against clients: throughput, latency
+// percentiles, and the spread between clients (fairness). None when the
+// run had no traffic phase.
+func trafficFigures(run *result.Run) []Plot {
+	d, ok := trafficData(run)
+	if !ok {
+		return nil
+	}
+	return []Plot{
+		linePlot("throughput", "Message rate vs clients (all clients)", "clients", "per second", []Series{d.rate, d.mbps}),
+		logLinePlot("latency", "Message latency percentiles vs clients", "clients", "µs (log)", []Series{d.p50, d.p90, d.p99, d.p999}),
+		linePlot("fairness", "Per-client message rate vs clients", "clients", "msg/s per client", []Series{d.lo, d.med, d.hi}),
+	}
+}
+
+// trafficReference sets the run's figures beside perftest's on the same
+// device at the same message size: the smallest count's latency p50
+// against ib_send_lat's t_typical, and the peak message rate against
+// ib_send_bw's. "" without a reference.
+func trafficReference(run *result.Run) string {
+	refs := run.Environment.DataPath
+	if len(refs) == 0 {
+		return ""
+	}
+	var small, peak *result.Point
+	for i := range run.Points {
+		p := &run.Points[i]
+		t := p.Traffic
+		if t == nil || t.Messages == 0 {
+			continue
+		}
+		if small == nil || p.Clients < small.Clients {
+			small = p
+		}
+		if peak == nil || t.MsgRate > peak.Traffic.MsgRate {
+			peak = p
+		}
+	}
+	var parts []string
+	for _, r := range refs {
+		if r.Error != "" {
+			parts = append(parts, fmt.Sprintf("%s failed: %s", r.Tool, r.Error))
+			continue
+		}
+		if v, ok := r.Figures["t_typical"]; ok {
+			s := fmt.Sprintf("`%s`: t_typical %s, p99 %s", r.Command, latency(v), latency(r.Figures["99%"]))
+			if small != nil {
+				s += fmt.Sprintf(" (rdmaprobe at %d %s: p50 %s, %.2f×)", small.Clients, plural(small.Clients, "client", "clients"),
+					latency(small.Traffic.Latency.P50), small.Traffic.Latency.P50/v)
+			}
+			parts = append(parts, s)
+		}
+		if v, ok := r.Figures["msg/s"]; ok && v > 0 {
+			s := fmt.Sprintf("`%s`: %.0f msg/s, %s MB/s", r.Command, v, f2(r.Figures["BW average"]))
+			if peak != nil {
+				s += fmt.Sprintf(" (rdmaprobe's peak: %.0f msg/s at %d clients, %s)", peak.Traffic.MsgRate, peak.Clients,
+					Pct(peak.Traffic.MsgRate/v))
+			}
+			parts = append(parts, s)
+		}
+	}
+	return "perftest on the same device: " + strings.Join(parts, "; ") + "."
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,0 +1,125 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/shirou/gopsutil/v3/process"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// trafficGrace is how long the runner waits for the generators'
+// reports beyond the phase and its message timeout (their drain, the
+// read-back of WRITEs, the report's encoding) before calling them hung.
+const trafficGrace = 30 * time.Second
+
+// trafficPhase runs the point's traffic phase once every generator is
+// done connecting: the generators with connected clients are told to
+// start together, and their reports merged. samplesAt is the clock of
+// the collectors' samples (Sample.T counts from it), so the phase's
+// window can be found among them. Interrupted (ctx), the generators are
+// released and what they report is kept, with the phase's Error set.
+func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, samplesAt time.Time) *result.Traffic {
+	cfg := l.spec.traffic()
+	var gens []*child
+	for i, g := range c.gens {
+		if c.st[i].done && c.st[i].progress.OK > 0 {
+			gens = append(gens, g)
+		}
+	}
+	if len(gens) == 0 || ctx.Err() != nil {
+		return nil
+	}
+	tr := &result.Traffic{Op: cfg.Op, MsgBytes: l.spec.MsgSize, Depth: cfg.Depth, RatePerClient: cfg.Rate}
+	cpu0, cpuErr := processCPU(srv.PID())
+	start := time.Now()
+	if !samplesAt.IsZero() {
+		tr.SampleT = start.Sub(samplesAt).Seconds()
+	}
+	for _, g := range gens {
+		// A generator that died meanwhile shows as closed events.
+		g.send(StartTraffic)
+	}
+	reports := make(chan tagged)
+	quit := make(chan struct{})
+	defer close(quit)
+	for i, g := range gens {
+		go func(i int, g *child) {
+			for {
+				ev, ok := <-g.events
+				if ok && ev.Event != "traffic" && ev.Event != "error" {
+					continue
+				}
+				select {
+				case reports <- tagged{i: i, ev: ev, closed: !ok}:
+				case <-quit:
+					return
+				}
+				if !ok || ev.Event == "traffic" {
+					return
+				}
+			}
+		}(i, g)
+	}
+	deadline := time.NewTimer(cfg.Duration + cfg.Timeout + trafficGrace)
+	defer deadline.Stop()
+	setErr := func(why string) {
+		if tr.Error == "" {
+			tr.Error = why
+		}
+	}
+	done := ctx.Done()
+	for remaining := len(gens); remaining > 0; {
+		select {
+		case t := <-reports:
+			g := gens[t.i]
+			switch {
+			case t.closed:
+				<-g.exited
+				setErr(g.exitText() + " during the traffic phase")
+				remaining--
+			case t.ev.Event == "error":
+				setErr(g.name + ": " + t.ev.Error)
+			case t.ev.Traffic != nil:
+				tr.Merge(*t.ev.Traffic)
+				remaining--
+			default:
+				setErr(g.name + " sent an empty traffic report")
+				remaining--
+			}
+		case <-done:
+			done = nil
+			setErr("interrupted")
+			for _, g := range gens {
+				// Released: its phase ends at once and reports what it
+				// measured, on any launcher.
+				g.closeStdin()
+			}
+			deadline.Reset(interruptGrace)
+		case <-deadline.C:
+			setErr(fmt.Sprintf("%d load generators sent no traffic report within %v of the phase's end", remaining, cfg.Timeout+trafficGrace))
+			remaining = 0
+		}
+	}
+	wall := time.Since(start)
+	if cpu1, err := processCPU(srv.PID()); err == nil && cpuErr == nil && wall > 0 {
+		tr.ServerCPU = (cpu1 - cpu0).Seconds() / wall.Seconds()
+	}
+	tr.Summarize()
+	return tr
+}
+
+// processCPU is a process's user and system CPU time so far.
+func processCPU(pid int) (time.Duration, error) {
+	p, err := process.NewProcess(int32(pid))
+	if err != nil {
+		return 0, err
+	}
+	t, err := p.Times()
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration((t.User + t.System) * float64(time.Second)), nil
+}
