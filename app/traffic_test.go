@@ -1,6 +1,9 @@
 package app
 
 import (
+	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,22 +17,31 @@ import (
 // exactly 4, and --require 5 must make the command exit 3, while every
 // count connected (max connected above).
 //
-// The passing side needs the sim's own p99 under 2 ms at 4 clients,
-// which a host running other work at a load of many times its CPUs may
-// not give: the test says so when it sees it.
+// The passing side needs the sim's own p99 under 2 ms at up to 4
+// clients: a few hundred microseconds on an idle 2-core host (CI), but a
+// host running other work at a load of many times its CPUs deschedules
+// the sim's goroutines for milliseconds. When a count below the planted
+// one misses the SLO on such a host, the test says so and skips rather
+// than blame the search.
 func TestSearchFindsPlantedSustainableCapacity(t *testing.T) {
 	root := t.TempDir()
 	out, errOut, code := run(t, "search", "--backend", "sim", "--lo", "1", "--hi", "12",
 		"--criterion", "traffic", "--slo", "p99<=2ms", "--duration", "1s",
 		"--sim-service-delay", "5ms", "--sim-service-delay-from", "5",
 		"--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--results", root, "--require", "5")
+	r := loadOnlyRun(t, root)
+	for _, pt := range r.Points {
+		if load := loadAverage(); pt.Clients < 5 && !pt.Passed && pt.Traffic != nil && load > 2*float64(runtime.NumCPU()) {
+			t.Skipf("the host is saturated (load average %.1f on %d CPUs): %d clients, no delay planted, had p99 %.0f us",
+				load, runtime.NumCPU(), pt.Clients, pt.Traffic.Latency.P99)
+		}
+	}
 	if code != ExitRequirement {
 		t.Fatalf("exit %d, want %d (requirement not met)\nstdout:\n%s\nstderr:\n%s", code, ExitRequirement, out, errOut)
 	}
 	if !strings.Contains(errOut, "requirement not met: 5 clients by traffic") || !strings.Contains(errOut, "max sustainable (--slo p99<=2ms) among the counts tested: 4") {
 		t.Errorf("stderr %q", errOut)
 	}
-	r := loadOnlyRun(t, root)
 	if r.Config.Criterion != result.CriterionTraffic || r.Config.SLO != "p99<=2ms" || r.Config.Traffic == nil || r.Config.Traffic.DurationSec != 1 {
 		t.Errorf("config %+v", r.Config)
 	}
@@ -78,4 +90,18 @@ func TestTrafficFlagErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and one line containing %q", tc.args, code, errOut, tc.want)
 		}
 	}
+}
+
+// loadAverage is the host's 1-minute load average, 0 if unknown.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }
