@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/client"
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -84,15 +85,10 @@ func TestTrafficPhaseInterrupted(t *testing.T) {
 		done <- err
 	}()
 	// Interrupted once the generator is in its (hour-long) phase.
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		if _, err := os.Stat(mark); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the generator never started its traffic phase")
-		}
-		time.Sleep(10 * time.Millisecond) // polling a file: no event to wait on
-	}
+	eventually.True(t, 20*time.Second, "the generator is in its traffic phase", func() bool {
+		_, err := os.Stat(mark)
+		return err == nil
+	})
 	cancel()
 	select {
 	case err := <-done:
