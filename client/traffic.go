@@ -457,7 +457,9 @@ func (f *flow) handle(wc fabric.WC) {
 		want := payload.RegionSeq(c.serverQPN, j)
 		// Not wc.ByteLen: verbs leaves it undefined for a READ.
 		if err := checkRegion(c.recvBuf(j), e.size, want); err != nil {
-			f.failLocked(result.TrafficVerify, fmt.Errorf("read of slot %d: %w", j, err))
+			// The server fills slot j at j × its --msg-size: a server
+			// started by hand with another size fails here.
+			f.failLocked(result.TrafficVerify, fmt.Errorf("read of slot %d: %w (the server's --msg-size must be the clients')", j, err))
 			return
 		}
 		f.doneLocked(j, now)
