@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/runner"
 )
 
@@ -38,7 +39,7 @@ func clientsCommand(s Streams) *cli.Command {
 			&cli.StringFlag{Name: "op", Value: "send", Usage: "traffic operation: send, write or read (the server needs --remote)"},
 			&cli.IntFlag{Name: "depth", Value: 1, Usage: "messages each client keeps outstanding"},
 			&cli.Float64Flag{Name: "msg-rate", Usage: "messages/s each client is due (open loop); 0 = closed loop"},
-			&cli.DurationFlag{Name: "msg-timeout", Value: 5 * time.Second, Usage: "a message outstanding this long fails its client"},
+			&cli.DurationFlag{Name: "msg-timeout", Value: client.DefaultMsgTimeout, Usage: "a message outstanding this long fails its client"},
 			specFlag(),
 		}, append(fabricFlags(), profileFlag())...),
 		Action: func(c *cli.Context) error {

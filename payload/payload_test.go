@@ -27,3 +27,32 @@ func TestFillCheck(t *testing.T) {
 		t.Error("filler does not depend on the sequence")
 	}
 }
+
+// Every length fills (the tail past the last 8 bytes too), and Seq reads
+// the header.
+func TestFillLengths(t *testing.T) {
+	for n := HeaderLen; n <= HeaderLen+17; n++ {
+		b := make([]byte, n)
+		Fill(b, 7, n)
+		if seq, err := Check(b); err != nil || seq != 7 || Seq(b) != 7 {
+			t.Fatalf("n=%d: seq %d (Seq %d) err %v", n, seq, Seq(b), err)
+		}
+		if n > HeaderLen {
+			b[n-1] ^= 0x80
+			if _, err := Check(b); err == nil {
+				t.Errorf("n=%d: last byte corrupted, check passed", n)
+			}
+		}
+	}
+	if Seq([]byte{1}) != 0 {
+		t.Error("Seq of a short buffer")
+	}
+}
+
+func BenchmarkFill4K(b *testing.B) {
+	buf := make([]byte, 4096)
+	b.SetBytes(4096)
+	for i := 0; i < b.N; i++ {
+		Fill(buf, uint64(i), 4096)
+	}
+}

@@ -47,6 +47,10 @@ func (t *builtinTarget) Start(ctx context.Context, n, trial int) (Server, error)
 	if s.Traffic.Duration > 0 {
 		tr := s.traffic()
 		ss.Depth, ss.Remote = tr.Depth, tr.Op != result.OpSend
+		// In srq mode a buffer for every message that can be in flight:
+		// fewer, and the rest wait out RNR timers, which is the SRQ's
+		// sizing measured rather than the server's data path.
+		ss.SRQDepth = ss.MaxClients * tr.Depth
 	}
 	if s.Profile && t.profileDir != "" {
 		ss.CPUProfile = filepath.Join(t.profileDir, fmt.Sprintf("%d-%d-server.pprof", n, trial))

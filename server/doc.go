@@ -104,7 +104,9 @@
 // and the echo buffers are Depth of each kind: per-client and shared-cq
 // register 2 MRs of Depth·M, the pool is 2·N·Depth·M, and in srq mode a
 // client may hold Depth echoes in flight plus max(2, Depth) waiting for a
-// send slot. With Config.Remote (serve --remote) every mode also
+// send slot, and an SRQ holds up to Depth buffers per client of its
+// group (the runner asks for that many in a traffic phase: with fewer,
+// messages beyond them wait out RNR timers). With Config.Remote (serve --remote) every mode also
 // registers, at start, one buffer of N·Depth·M with remote write and
 // read: a client's slice of it is in its accept (exchange.Remote), its
 // QP allows RDMA WRITE and READ, and each of its slots starts filled

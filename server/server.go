@@ -199,7 +199,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, s.wr, true, nil, 0)
 	case ModeSRQ:
-		depth := srqDepth(caps, per, cfg.SRQDepth)
+		depth := srqDepth(caps, per*cfg.Depth, cfg.SRQDepth)
 		groups := (cfg.MaxClients + per - 1) / per
 		if s.pool, err = newBufPool(pd, caps, groups*depth, cfg.MsgSize); err != nil {
 			s.teardown()

@@ -94,7 +94,8 @@ func groupSize(caps fabric.Caps, maxClients, wr int) int {
 }
 
 // srqDepth is the number of receive buffers of each group's SRQ: want (or
-// DefaultSRQDepth), at most one per client of the group and max_srq_wr.
+// DefaultSRQDepth), at most one per message the group's clients can
+// have outstanding (perGroup counts them) and max_srq_wr.
 func srqDepth(caps fabric.Caps, perGroup, want int) int {
 	if want <= 0 {
 		want = DefaultSRQDepth
