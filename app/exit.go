@@ -16,9 +16,9 @@ const (
 	ExitRunError = 1
 	// ExitUsage: the command line does not parse or does not make sense.
 	ExitUsage = 2
-	// exitRequirement is reserved for issue 19's --require (a capacity
-	// gate for CI), which is being added; it defines the status there.
-	exitRequirement = 3
+	// ExitRequirement: the run finished, but the capacity --require asked
+	// for was not met (a gate for CI).
+	ExitRequirement = 3
 	// ExitInterrupted: SIGINT (Ctrl-C) or SIGTERM, as a shell reports a
 	// process killed by SIGINT (128 + 2).
 	ExitInterrupted = 130
@@ -32,7 +32,7 @@ var exitStatuses = []struct {
 	{ExitMeasured, "measured: the command did what it was asked; a probe exits 0 whatever capacity it found (the verdict is in its output and run.json)"},
 	{ExitRunError, "run error: the run could not start or finish (no usable backend, a guest that did not boot or died, a point error with --stop-on-error, a file that cannot be read or written); the points completed are saved"},
 	{ExitUsage, "usage: an unknown command or flag, a value that does not parse, flags that do not go together"},
-	{exitRequirement, "reserved for a capacity requirement that was not met (--require, not in this build yet)"},
+	{ExitRequirement, "requirement not met: the run finished, but the capacity --require N asked for (by --criterion) was not reached; the run is saved"},
 	{ExitInterrupted, "interrupted: search, ramp or bench stopped by Ctrl-C (SIGINT) or SIGTERM; the points completed, and the one cut short, are saved (serve, which ends that way, exits 0)"},
 }
 

@@ -58,17 +58,12 @@ func TestExitStatuses(t *testing.T) {
 	noChildren(t)
 	cases[ExitInterrupted] = nil
 
-	// 3 is --require's (issue 19): reserved, and said to be, until the
-	// flag exists; then a requirement the run cannot meet must exit 3.
-	if hasFlag(t, "ramp", "require") {
-		args := append([]string{"ramp", "--clients", "3", "--sim-max-qp", "2", "--require", "3"}, cheap...)
-		if _, errOut, got := run(t, args...); got != exitRequirement {
-			t.Errorf("%q: exit %d, want %d\n%s", args, got, exitRequirement, errOut)
-		}
-	} else if !strings.Contains(meaning(exitRequirement), "reserved") {
-		t.Errorf("exit status %d is documented as %q, but --require does not exist", exitRequirement, meaning(exitRequirement))
+	// 3: a requirement the run cannot meet.
+	args := append([]string{"ramp", "--clients", "3", "--sim-max-qp", "2", "--require", "3"}, cheap...)
+	if _, errOut, got := run(t, args...); got != ExitRequirement {
+		t.Errorf("%q: exit %d, want %d\n%s", args, got, ExitRequirement, errOut)
 	}
-	cases[exitRequirement] = nil
+	cases[ExitRequirement] = nil
 
 	help, _, _ := run(t, "--help")
 	for _, s := range exitStatuses {
@@ -88,22 +83,6 @@ func meaning(code int) string {
 		}
 	}
 	return "undocumented"
-}
-
-func hasFlag(t *testing.T, cmd, flag string) bool {
-	t.Helper()
-	c := New(Streams{}).Command(cmd)
-	if c == nil {
-		t.Fatalf("no command %s", cmd)
-	}
-	for _, f := range c.Flags {
-		for _, n := range f.Names() {
-			if n == flag {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // The README's exit status table is exitStatuses (-update rewrites it).

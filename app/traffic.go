@@ -23,10 +23,6 @@ import (
 // two minutes (README, Decisions).
 const DefaultDuration = 2 * time.Second
 
-// ExitRequirement is the exit status of a run whose --require was not
-// met; a plain measurement exits 0 whatever it measured.
-const ExitRequirement = 3
-
 // trafficFlags are the traffic phase's flags of search and ramp.
 func trafficFlags() []cli.Flag {
 	return []cli.Flag{
