@@ -180,3 +180,17 @@ func TestDiagnoseGeneratorPorts(t *testing.T) {
 		}
 	}
 }
+
+// A client command that prints its server's EMFILE (the compiled-cap
+// fixture relays "server error: accept: Too many open files") is not a
+// wall of the generators' hosts: the errno came from the other side.
+func TestDiagnoseRelayedEMFILEIsNotTheGenerators(t *testing.T) {
+	pt := result.Point{Clients: 6, Attempted: 6, Connected: 5,
+		Outcomes: map[string]int{result.OutcomeOK: 5, result.OutcomeExit: 1},
+		Records: []result.ClientRecord{{ID: 5, Outcome: result.OutcomeExit, Errno: "EMFILE",
+			Error: "exit status 4: capclient: server error: accept: Too many open files (EMFILE)"}}}
+	d := Diagnose(pt, result.Limits{NoFile: 1 << 20}, result.Limits{}, 6)
+	if d != nil && strings.HasPrefix(d.Limit, "generator:") {
+		t.Fatalf("diagnosis %+v", d)
+	}
+}

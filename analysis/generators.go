@@ -24,9 +24,13 @@ var generatorLimits = map[string][4]string{
 // which hosts hit it, when the point's clients failed with an errno only
 // their side can have. A capacity probe measures the server: a run such
 // a wall stopped says so, and says the server was not what limited it.
+//
+// A client command's errno is read from what it printed, which may be its
+// server's error relayed ("server error: accept: Too many open files"):
+// such failures (class exit) are not taken as the generators' wall.
 func generatorLimited(pt result.Point, f failure) *result.Diagnosis {
 	lim, ok := generatorLimits[f.errno]
-	if !ok {
+	if !ok || f.class == result.OutcomeExit {
 		return nil
 	}
 	hostOf := map[int]string{}
