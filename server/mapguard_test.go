@@ -160,8 +160,15 @@ func TestMapGuardRefusesFastAtTheWall(t *testing.T) {
 	if !errors.As(first, &ve) || ve.Errno != syscall.ENOMEM || !bytes.Contains([]byte(ve.Detail), []byte("of vm.max_map_count")) {
 		t.Errorf("refusal %v: want ibv_create_qp ENOMEM naming the count (collectors read it)", first)
 	}
-	// The first client is done: its reservation is free again.
+	// The first client is done: its reservation is free again. While
+	// another client's count is under way the refusal still stands, at
+	// once, without a count of its own.
 	done()
+	g.reading = true
+	if _, err := g.check(); err != first || g.reads != reads {
+		t.Errorf("during a count: %v after %d counts, want the standing refusal and none", err, g.reads-reads)
+	}
+	g.reading = false
 	next, err := g.check()
 	if err != nil {
 		t.Errorf("refused after the in-flight client finished: %v", err)
