@@ -30,6 +30,7 @@ func trafficFlags() []cli.Flag {
 		&cli.StringFlag{Name: "op", Value: result.OpSend, Usage: "traffic operation: send (SEND/RECV echo of a checksummed payload), write (RDMA WRITE into the server's buffer, read back after the phase) or read (RDMA READ of what the server put there)"},
 		&cli.IntFlag{Name: "depth", Value: 1, Usage: "messages each client keeps outstanding (closed loop), or at most has (open loop)"},
 		&cli.Float64Flag{Name: "msg-rate", Usage: "messages/s each client is due (open loop, latency timed from when each was due); 0 = closed loop at --depth"},
+		&cli.DurationFlag{Name: "busy-poll", Usage: "server and clients keep polling an empty completion queue this long after their last completion before sleeping on its completion channel: perftest's busy polling, for data-path latency, at the price of CPU (0 = sleep at once)"},
 		&cli.DurationFlag{Name: "msg-timeout", Value: client.DefaultMsgTimeout, Usage: "a message outstanding this long fails its client as timeout (the peer stopped answering)"},
 		&cli.StringFlag{Name: "slo", Value: "errors=0", Usage: "the traffic phase's objectives, comma-separated: p50|p90|p99|p99.9|max|mean<=DURATION, errors=N, rate|client-rate|mbps>=X or >=F*base (base: the run's smallest N), e.g. p99<=2ms,errors=0"},
 		&cli.StringFlag{Name: "criterion", Value: result.CriterionConnect, Usage: "what a point must meet to pass: connect (its clients connect at --threshold) or traffic (and its traffic phase meets --slo): max connected or max sustainable"},
@@ -41,7 +42,7 @@ func trafficFlags() []cli.Flag {
 // none).
 func trafficConfig(c *cli.Context) client.TrafficConfig {
 	return client.TrafficConfig{Duration: c.Duration("duration"), Op: c.String("op"), Depth: c.Int("depth"),
-		Rate: c.Float64("msg-rate"), Timeout: c.Duration("msg-timeout")}
+		Rate: c.Float64("msg-rate"), Timeout: c.Duration("msg-timeout"), BusyPoll: c.Duration("busy-poll")}
 }
 
 // requirement is --require.
@@ -60,6 +61,9 @@ func trafficOptions(c *cli.Context) ([]slo.SLO, string, *requirement, error) {
 	criterion := c.String("criterion")
 	if !slices.Contains(result.Criteria, criterion) {
 		return nil, "", nil, fail(2, "--criterion %q: want connect or traffic", criterion)
+	}
+	if b := c.Duration("busy-poll"); b < 0 || b > time.Second {
+		return nil, "", nil, fail(2, "--busy-poll %v: want 0 (off) to 1s", b)
 	}
 	if d := c.Int("depth"); d < 1 {
 		return nil, "", nil, fail(2, "--depth %d: want 1 to %d messages outstanding per client", d, runner.MaxDepth)

@@ -36,6 +36,9 @@ type Config struct {
 	// Depth is how many messages a client may have outstanding in the
 	// traffic phase (1 if 0): it sizes each client's queues and buffers.
 	Depth int
+	// BusyPoll, if not 0, keeps polling an empty CQ this long before
+	// sleeping on its completion channel (fabric.Spin; server.Config).
+	BusyPoll time.Duration
 }
 
 // Dialer connects clients over one device context and PD, as a
@@ -70,7 +73,7 @@ func NewDialer(dev fabric.Device, cfg Config) (*Dialer, error) {
 	}
 	wr := max(QPDepth, cfg.Depth)
 	return &Dialer{cfg: cfg, dev: dev, pd: pd, port: dev.Port(), bufs: newBufs(pd, cfg.MsgSize, cfg.Depth),
-		groups: newGroups(dev, wr), wr: wr}, nil
+		groups: newGroups(dev, wr, cfg.BusyPoll), wr: wr}, nil
 }
 
 // Close stops the CQ routers and releases the CQs, the buffers and the

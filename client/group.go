@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/fabric"
 )
@@ -49,6 +50,7 @@ type groups struct {
 	dev      fabric.Device
 	perGroup int
 	cqe      int
+	busy     time.Duration // Config.BusyPoll
 
 	mu   sync.Mutex
 	all  []*cqGroup
@@ -57,10 +59,10 @@ type groups struct {
 	stop context.CancelFunc
 }
 
-func newGroups(dev fabric.Device, wr int) *groups {
+func newGroups(dev fabric.Device, wr int, busy time.Duration) *groups {
 	per := GroupSize(dev.Caps(), wr)
 	ctx, stop := context.WithCancel(context.Background())
-	return &groups{dev: dev, perGroup: per, cqe: per * 2 * wr, ctx: ctx, stop: stop}
+	return &groups{dev: dev, perGroup: per, cqe: per * 2 * wr, busy: busy, ctx: ctx, stop: stop}
 }
 
 // join returns a group with room for one more client, creating it (and
@@ -141,6 +143,12 @@ func (g *groups) route(ctx context.Context, cg *cqGroup) {
 		if err != nil {
 			g.broken(cg, err)
 			return
+		}
+		if n == 0 && g.busy > 0 {
+			if n, err = fabric.Spin(ctx, cg.cq, wcs, g.busy); err != nil {
+				g.broken(cg, err)
+				return
+			}
 		}
 		if n == 0 {
 			if ctx.Err() != nil {

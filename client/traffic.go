@@ -59,6 +59,9 @@ type TrafficConfig struct {
 	// Timeout is how long a message may stay outstanding before its
 	// client is failed as "timeout" (the peer stopped answering).
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// BusyPoll is Config.BusyPoll for the server and the generators of a
+	// run with a traffic phase (--busy-poll).
+	BusyPoll time.Duration `json:"busy_poll,omitempty"`
 }
 
 // DefaultMsgTimeout is TrafficConfig.Timeout when unset: long enough

@@ -261,6 +261,8 @@ type TrafficSetup struct {
 	Depth         int     `json:"depth"`
 	RatePerClient float64 `json:"rate_per_client,omitempty"`
 	MsgTimeoutSec float64 `json:"msg_timeout_sec"`
+	// BusyPollUS is --busy-poll in microseconds (0: CQs slept on).
+	BusyPollUS float64 `json:"busy_poll_us,omitempty"`
 }
 
 // ErrorCount is the number of failed clients, whatever the class.

@@ -174,7 +174,7 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 		}()
 	}
 	d, err := client.NewDialer(dev, client.Config{Addr: addr, TLS: tlsConf,
-		Rounds: spec.Rounds, MsgSize: spec.MsgSize, Timeout: spec.Timeout, Depth: spec.Traffic.Depth})
+		Rounds: spec.Rounds, MsgSize: spec.MsgSize, Timeout: spec.Timeout, Depth: spec.Traffic.Depth, BusyPoll: spec.Traffic.BusyPoll})
 	if err != nil {
 		return failf(err)
 	}

@@ -41,6 +41,8 @@ type ServerSpec struct {
 	// (server.Config).
 	Depth  int  `json:"depth,omitempty"`
 	Remote bool `json:"remote,omitempty"`
+	// BusyPoll: server.Config.BusyPoll (--busy-poll).
+	BusyPoll time.Duration `json:"busy_poll,omitempty"`
 	// SRQDepth is each SRQ's receive buffers in srq mode
 	// (server.Config.SRQDepth; 0 = its default).
 	SRQDepth int `json:"srq_depth,omitempty"`
@@ -93,7 +95,7 @@ func Serve(ctx context.Context, spec ServerSpec, out io.Writer, events bool) err
 		TLS: tlsConf, Provider: p, Device: spec.Fabric.DeviceConfig(), MsgSize: spec.MsgSize,
 		Backlog: spec.Backlog, HandshakeTimeout: spec.HandshakeTimeout,
 		ExchangeTimeout: spec.ExchangeTimeout, Detach: spec.Detach,
-		Depth: spec.Depth, Remote: spec.Remote, SRQDepth: spec.SRQDepth,
+		Depth: spec.Depth, Remote: spec.Remote, SRQDepth: spec.SRQDepth, BusyPoll: spec.BusyPoll,
 	}
 	if u, ok := p.(interface{ InUse() map[string]int }); ok {
 		scfg.InUse = u.InUse

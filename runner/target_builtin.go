@@ -46,7 +46,7 @@ func (t *builtinTarget) Start(ctx context.Context, n, trial int) (Server, error)
 	}
 	if s.Traffic.Duration > 0 {
 		tr := s.traffic()
-		ss.Depth, ss.Remote = tr.Depth, tr.Op != result.OpSend
+		ss.Depth, ss.Remote, ss.BusyPoll = tr.Depth, tr.Op != result.OpSend, tr.BusyPoll
 		// In srq mode a buffer for every message that can be in flight:
 		// fewer, and the rest wait out RNR timers, which is the SRQ's
 		// sizing measured rather than the server's data path.

@@ -29,7 +29,7 @@ func checkMessage(b []byte) error {
 
 func (c *conn) await(ctx context.Context, cq fabric.CQ, ch chan fabric.WC) (fabric.WC, error) {
 	if ch == nil {
-		return fabric.Await(ctx, cq)
+		return fabric.AwaitBusy(ctx, cq, c.s.cfg.BusyPoll)
 	}
 	select {
 	case wc := <-ch:

@@ -38,6 +38,7 @@ type harness struct {
 	rounds     int
 	mode       string
 	depth      int
+	busy       time.Duration   // the server's and the dialer's BusyPoll
 	server     fabric.Provider // the server's device
 	addr       string
 	serverPair certs.Pair
@@ -98,6 +99,8 @@ type harnessOpts struct {
 	// service delay (sim.Options); a real device ignores them.
 	simDelay     time.Duration
 	simDelayFrom int
+	// busy is the server's and the dialer's Config.BusyPoll.
+	busy time.Duration
 }
 
 func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
@@ -114,7 +117,7 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 	handshake, exchange := o.handshake, o.exchange
 	fab := testFabric(t, sim.Options{Caps: o.simCaps, ServiceDelay: o.simDelay, ServiceDelayFrom: o.simDelayFrom})
 	h := &harness{t: t, inUse: fab.inUse, served: make(chan error, 1), clientHeld: fab.clientHeld, rounds: o.rounds, mode: o.mode,
-		depth: o.depth, server: fab.server}
+		depth: o.depth, busy: o.busy, server: fab.server}
 	pre := h.inUse()
 	var err error
 	if h.serverPair, err = certs.SelfSigned(); err != nil {
@@ -132,7 +135,7 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 	h.srv, err = server.New(ctx, server.Config{Listen: "127.0.0.1:0", MaxClients: maxClients, Mode: o.mode,
 		TLS: stls, Provider: fab.server, Device: fabric.DeviceConfig{GIDIndex: -1}, MsgSize: 256,
 		HandshakeTimeout: handshake, ExchangeTimeout: exchange, SRQDepth: o.srqDepth, Detach: o.detach,
-		Depth: o.depth, Remote: o.remote})
+		Depth: o.depth, Remote: o.remote, BusyPoll: o.busy})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -161,7 +164,7 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 
 func (h *harness) newDialer(dev fabric.Device, conf *tls.Config) *client.Dialer {
 	h.t.Helper()
-	d, err := client.NewDialer(dev, client.Config{Addr: h.addr, TLS: conf, Rounds: h.rounds, MsgSize: 256, Timeout: guard, Depth: h.depth})
+	d, err := client.NewDialer(dev, client.Config{Addr: h.addr, TLS: conf, Rounds: h.rounds, MsgSize: 256, Timeout: guard, Depth: h.depth, BusyPoll: h.busy})
 	if err != nil {
 		h.t.Fatal(err)
 	}

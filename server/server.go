@@ -106,6 +106,11 @@ type Config struct {
 	// fabric provides it: its device lives in this process, out of
 	// reach of the kernel's RDMA resource tracking.
 	InUse func() map[string]int
+	// BusyPoll, if not 0, makes a loop that finds its CQ empty keep
+	// polling it for this long before it sleeps on the completion
+	// channel (fabric.Spin): perftest's way of measuring latency, at the
+	// price of CPU (0 = sleep at once, the default).
+	BusyPoll time.Duration
 }
 
 // Server serves one configuration until its context ends.
@@ -206,6 +211,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, s.wr, true, s.pool, depth)
+	}
+	if s.shared != nil {
+		s.shared.busy = cfg.BusyPoll
 	}
 	lc := net.ListenConfig{}
 	ln, err := listen(ctx, lc, cfg.Listen, cfg.Backlog)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/fabric"
 )
@@ -22,9 +23,10 @@ type sharedCQs struct {
 	events   bool     // pool and srq modes: the routers echo
 	pool     *memPool // srq mode: where the SRQ buffers live; else nil
 	perGroup int
-	wr       int // each QP's send and receive queue depth
-	depth    int // srq mode: buffers per group's SRQ
-	max      int // the server's capacity
+	wr       int           // each QP's send and receive queue depth
+	depth    int           // srq mode: buffers per group's SRQ
+	max      int           // the server's capacity
+	busy     time.Duration // Config.BusyPoll
 
 	mu     sync.Mutex
 	groups []*cqGroup
@@ -301,6 +303,11 @@ func (s *sharedCQs) route(g *cqGroup, cq fabric.CQ, send bool, depth int) {
 		n, err := cq.Poll(wcs)
 		if err != nil {
 			return
+		}
+		if n == 0 && s.busy > 0 {
+			if n, err = fabric.Spin(s.ctx, cq, wcs, s.busy); err != nil {
+				return
+			}
 		}
 		if n == 0 {
 			if s.ctx.Err() != nil {

@@ -249,7 +249,7 @@ func newRun(o Options) *result.Run {
 			timeout = client.DefaultMsgTimeout
 		}
 		run.Config.Traffic = &result.TrafficSetup{DurationSec: t.Duration.Seconds(), Op: op, Depth: max(t.Depth, 1),
-			RatePerClient: t.Rate, MsgTimeoutSec: timeout.Seconds()}
+			RatePerClient: t.Rate, MsgTimeoutSec: timeout.Seconds(), BusyPollUS: float64(t.BusyPoll.Microseconds())}
 		run.Config.SLO = o.SLOText
 	}
 	if o.Criterion != "" && o.Criterion != result.CriterionConnect {
