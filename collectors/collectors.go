@@ -25,6 +25,10 @@ type Collector interface {
 type Proc struct {
 	Role string // "server", "clients-0", "qemu"
 	PID  int
+	// Tree, when set, lists PID and every process it started (a server
+	// command's workers, or the server under an `sh -c`): the sample
+	// then covers them all (see result.ProcSample.Processes).
+	Tree func() []int
 }
 
 // Config says what a session samples.

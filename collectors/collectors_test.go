@@ -2,8 +2,12 @@ package collectors
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -209,5 +213,48 @@ func TestSampleBudget(t *testing.T) {
 		if got := due(t0.Add(c.since), t0, c.took); got != c.want {
 			t.Errorf("%v after a reading of %v: due %v, want %v", c.since, c.took, got, c.want)
 		}
+	}
+}
+
+// A server command's tree is sampled as one: a shell and the two
+// processes it started are three processes, their RSS and threads summed.
+func TestProcTreeIsSummed(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "sleep 600 & sleep 600 & wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	}()
+	pid := cmd.Process.Pid
+	children := func() []int {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		out := []int{pid}
+		for _, f := range strings.Fields(string(data)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	eventually.True(t, 30*time.Second, "the shell's two children", func() bool { return len(children()) == 3 })
+	c := newProcCollector(func() []Proc { return []Proc{{Role: "server", PID: pid, Tree: children}} })
+	c.Force()
+	var s result.Sample
+	if err := c.Collect(&s); err != nil {
+		t.Fatal(err)
+	}
+	alone, err := newProcCollector(nil).readOne("server", pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Procs) != 1 {
+		t.Fatalf("samples %+v", s.Procs)
+	}
+	ps := s.Procs[0]
+	if ps.Processes != 3 || ps.PID != pid || ps.RSS <= alone.RSS || ps.Threads < 3 {
+		t.Errorf("tree sample %+v, the shell alone %+v", ps, alone)
 	}
 }

@@ -24,9 +24,18 @@ type procCollector struct {
 	// under emulation, where the sampler shares the CPUs it measures. So
 	// ticks reuse a reading until it is older than its minimum age and
 	// readingBudget times what it took; explicit samples read afresh.
-	maps  map[int]reading
-	fds   map[int]reading
+	maps map[int]reading
+	fds  map[int]reading
+	// trees are the processes of each Proc with a Tree, as last listed:
+	// listing scans /proc, so it is reused like a slow count.
+	trees map[int]treeReading
 	force bool
+}
+
+// treeReading is a process tree as listed at a time.
+type treeReading struct {
+	pids []int
+	reading
 }
 
 // reading is a count and what reading it cost.
@@ -72,7 +81,7 @@ func newProcCollector(list func() []Proc) *procCollector {
 	// every CPU reading of every process (for start times we do not
 	// use): a second file, and the kernel's most expensive one to render.
 	process.EnableBootTimeCache(true)
-	return &procCollector{list: list, procs: map[int]*process.Process{}, maps: map[int]reading{}, fds: map[int]reading{}}
+	return &procCollector{list: list, procs: map[int]*process.Process{}, maps: map[int]reading{}, fds: map[int]reading{}, trees: map[int]treeReading{}}
 }
 
 // Force makes the next Collect read everything afresh.
@@ -90,6 +99,7 @@ func (c *procCollector) Collect(s *result.Sample) error {
 				delete(c.procs, p.PID)
 				delete(c.maps, p.PID)
 				delete(c.fds, p.PID)
+				delete(c.trees, p.PID)
 				continue // exited
 			}
 			if firstErr == nil {
@@ -103,14 +113,49 @@ func (c *procCollector) Collect(s *result.Sample) error {
 }
 
 func (c *procCollector) read(p Proc) (result.ProcSample, error) {
-	ps := result.ProcSample{Role: p.Role, PID: p.PID}
-	h := c.procs[p.PID]
+	ps, err := c.readOne(p.Role, p.PID)
+	if err != nil || p.Tree == nil {
+		return ps, err
+	}
+	now := time.Now()
+	t, ok := c.trees[p.PID]
+	if !ok || c.force || t.stale(now, mapsEvery) {
+		t = treeReading{pids: p.Tree()}
+		t.at, t.took = now, time.Since(now)
+		c.trees[p.PID] = t
+	}
+	ps.Processes = 1
+	for _, pid := range t.pids {
+		if pid == p.PID {
+			continue
+		}
+		o, err := c.readOne(p.Role, pid)
+		if err != nil { // a worker that has exited
+			delete(c.procs, pid)
+			delete(c.maps, pid)
+			delete(c.fds, pid)
+			continue
+		}
+		ps.Processes++
+		ps.CPU = roundTo(ps.CPU+o.CPU, 1)
+		ps.RSS += o.RSS
+		ps.Threads += o.Threads
+		ps.FDs = max(ps.FDs, o.FDs)
+		ps.Maps = max(ps.Maps, o.Maps)
+	}
+	return ps, nil
+}
+
+// readOne samples one process.
+func (c *procCollector) readOne(role string, pid int) (result.ProcSample, error) {
+	ps := result.ProcSample{Role: role, PID: pid}
+	h := c.procs[pid]
 	if h == nil {
 		var err error
-		if h, err = process.NewProcess(int32(p.PID)); err != nil {
+		if h, err = process.NewProcess(int32(pid)); err != nil {
 			return ps, err
 		}
-		c.procs[p.PID] = h
+		c.procs[pid] = h
 		h.Percent(0) // prime
 	}
 	pct, err := h.Percent(0)
@@ -128,13 +173,13 @@ func (c *procCollector) read(p Proc) (result.ProcSample, error) {
 		return ps, err
 	}
 	ps.Threads = int(th)
-	if ps.FDs, err = c.count(c.fds, p.PID, fdsEvery, func(int) (int, error) {
+	if ps.FDs, err = c.count(c.fds, pid, fdsEvery, func(int) (int, error) {
 		n, err := h.NumFDs()
 		return int(n), err
 	}); err != nil {
 		return ps, err
 	}
-	if ps.Maps, err = c.count(c.maps, p.PID, mapsEvery, countMaps); err != nil {
+	if ps.Maps, err = c.count(c.maps, pid, mapsEvery, countMaps); err != nil {
 		return ps, err
 	}
 	return ps, nil

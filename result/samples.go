@@ -25,6 +25,11 @@ type ProcSample struct {
 	Threads int     `json:"threads"`
 	FDs     int     `json:"fds"`
 	Maps    int     `json:"maps"` // lines of /proc/PID/maps
+	// Processes, for a server command that started others, is how many
+	// processes of its tree the sample covers: CPU, RSS and threads are
+	// their sums; open files and mappings the largest of one process
+	// (RLIMIT_NOFILE and vm.max_map_count bound each process alone).
+	Processes int `json:"processes,omitempty"`
 }
 
 // Peak is the highest reading of each series during a point.

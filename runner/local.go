@@ -207,7 +207,11 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	}
 	l.device = dev
 	if pid := srv.PID(); pid > 0 {
-		smp.serverUp(pid, dev)
+		var tree func() []int
+		if t, ok := srv.(interface{ Tree() []int }); ok {
+			tree = t.Tree // a server command: its workers count as it
+		}
+		smp.serverUp(pid, tree, dev)
 	} else {
 		smp.serverElsewhere(dev)
 	}

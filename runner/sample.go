@@ -52,10 +52,13 @@ func (s *sampler) add(role string, pid int) {
 }
 
 // serverUp records the server and the limits in force for it, with the
-// caps of the device it opened.
-func (s *sampler) serverUp(pid int, dev *result.DeviceInfo) {
+// caps of the device it opened; tree, if not nil, lists the server's
+// process and those it started, which its samples then cover.
+func (s *sampler) serverUp(pid int, tree func() []int, dev *result.DeviceInfo) {
 	s.server = pid
-	s.add("server", pid)
+	s.mu.Lock()
+	s.procs = append(s.procs, collectors.Proc{Role: "server", PID: pid, Tree: tree})
+	s.mu.Unlock()
 	s.before = collectors.ReadLimits(pid)
 	s.before.DeviceCaps = collectors.DeviceCaps(dev)
 	if s.sess != nil {
