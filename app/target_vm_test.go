@@ -28,10 +28,15 @@ func TestVMTargetRping(t *testing.T) {
 	needVM(t)
 	rping := needTool(t, "rping", "rdmacm-utils")
 	root := t.TempDir()
-	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "2,4", "--calibrate", "0", "--timeout", "90s",
+	// rping prints with stdio, which a pipe buffers by 4 KiB: with its
+	// default 64-byte pings a client's first "ping data" line reaches
+	// the runner only after ~50 pings, late on a loaded host (two of
+	// two clients timed out at 90 s in one CI run). 4 KiB pings make
+	// every line fill the buffer, so each is seen as it is printed.
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "2,4", "--calibrate", "0", "--timeout", "3m",
 		"--vm-mem", "2048", "--results", root,
-		"--server-cmd", "rping -s -P -a {addr} -p {port}",
-		"--client-cmd", "rping -c -a {addr} -p {port} -C 1000000 -v", "--client-ok", `^ping data: rdma-ping-0`)
+		"--server-cmd", "rping -s -P -S 4096 -a {addr} -p {port}",
+		"--client-cmd", "rping -c -S 4096 -a {addr} -p {port} -C 1000000 -v", "--client-ok", `^ping data: rdma-ping-0`)
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
 	}
@@ -45,6 +50,14 @@ func TestVMTargetRping(t *testing.T) {
 	for _, p := range run.Points {
 		if !p.Passed || p.Connected != p.Clients {
 			t.Errorf("%d clients: %d connected, outcomes %v, error %q", p.Clients, p.Connected, p.Outcomes, p.Error)
+			for _, r := range p.Records {
+				if r.Outcome != result.OutcomeOK && r.Command != nil {
+					t.Logf("client %d %s: %s\n%s", r.ID, r.Outcome, r.Error, r.Command.Tail)
+				}
+			}
+			if p.Target != nil {
+				t.Logf("server: exit %q\n%s", p.Target.Exit, p.Target.Tail)
+			}
 			continue
 		}
 		srv, cl := p.Peak.ByRole["server"], p.Peak.ByRole["clients"]
