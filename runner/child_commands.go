@@ -126,25 +126,7 @@ func generateCommands(ctx context.Context, spec GeneratorSpec, in *bufio.Reader,
 	}
 
 	var done, connected atomic.Int64
-	stopTick := make(chan struct{})
-	ticked := make(chan struct{})
-	go func() {
-		defer close(ticked)
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		last := int64(-1)
-		for {
-			select {
-			case <-tick.C:
-				if n := done.Load(); events && n != last {
-					last = n
-					emit.Emit(Event{Event: "progress", Done: int(n), OK: int(connected.Load())})
-				}
-			case <-stopTick:
-				return
-			}
-		}
-	}()
+	stopProgress := reportProgress(emit, events, &done, &connected)
 
 	recs := make([]result.ClientRecord, spec.N)
 	procs := make([]*command.Proc, spec.N)
@@ -193,8 +175,7 @@ func generateCommands(ctx context.Context, spec GeneratorSpec, in *bufio.Reader,
 		}(i, id)
 	}
 	wg.Wait()
-	close(stopTick)
-	<-ticked
+	stopProgress()
 
 	if events {
 		emit.Emit(Event{Event: "done", OK: int(connected.Load()), Records: recs})

@@ -235,6 +235,19 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 // 250 ms while it changes.
 func runClients(ctx context.Context, d *client.Dialer, spec GeneratorSpec, emit *Emitter, events bool) ([]result.ClientRecord, []*client.Conn) {
 	var done, ok atomic.Int64
+	stopProgress := reportProgress(emit, events, &done, &ok)
+	recs, conns := client.Run(ctx, d, client.Load{N: spec.N, IDBase: spec.IDBase,
+		Proc: spec.Proc, Rate: spec.Rate, InFlight: spec.InFlight, Lead: spec.TLSResume}, func(n, k int) {
+		done.Store(int64(n))
+		ok.Store(int64(k))
+	})
+	stopProgress()
+	return recs, conns
+}
+
+// reportProgress emits a "progress" event (with events) every 250 ms
+// while done changes, until the returned stop is called.
+func reportProgress(emit *Emitter, events bool, done, ok *atomic.Int64) (stop func()) {
 	tick := time.NewTicker(250 * time.Millisecond)
 	stopTick := make(chan struct{})
 	ticked := make(chan struct{})
@@ -253,15 +266,11 @@ func runClients(ctx context.Context, d *client.Dialer, spec GeneratorSpec, emit 
 			}
 		}
 	}()
-	recs, conns := client.Run(ctx, d, client.Load{N: spec.N, IDBase: spec.IDBase,
-		Proc: spec.Proc, Rate: spec.Rate, InFlight: spec.InFlight, Lead: spec.TLSResume}, func(n, k int) {
-		done.Store(int64(n))
-		ok.Store(int64(k))
-	})
-	tick.Stop()
-	close(stopTick)
-	<-ticked
-	return recs, conns
+	return func() {
+		tick.Stop()
+		close(stopTick)
+		<-ticked
+	}
 }
 
 // printCounts is the line a generator run by hand prints: "5/5 clients

@@ -3,8 +3,6 @@ package runner
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -155,19 +153,16 @@ func (s *SSH) prepare(ctx context.Context, h *sshHost, cfg SSHConfig) error {
 // copyBinary puts exe on host under remoteCacheDir, unless a copy with
 // the same content is there, and returns its path there.
 func (s *SSH) copyBinary(ctx context.Context, host, exe string) (string, error) {
+	sum, err := FileSHA256(exe)
+	if err != nil {
+		return "", err
+	}
 	f, err := os.Open(exe)
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return "", err
-	}
-	name := remoteCacheDir + "/rdmaprobe-" + hex.EncodeToString(h.Sum(nil))[:16]
+	name := remoteCacheDir + "/rdmaprobe-" + sum[:16]
 	// Written under a temporary name and renamed, so a copy cut short is
 	// never taken for a binary.
 	script := fmt.Sprintf(`f=%s; [ -x "$f" ] && exit 0; mkdir -p %s && cat >"$f.$$" && chmod 755 "$f.$$" && mv -f "$f.$$" "$f"`,

@@ -127,6 +127,22 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 
 	var mu sync.Mutex
 	var saveErr error
+	// keep adds a point to the run (add, under the run's lock), saves
+	// the run and reports the point.
+	keep := func(pt *result.Point, add func()) {
+		mu.Lock()
+		describe()
+		add()
+		if p, e := result.SaveRun(dir, run); e != nil && saveErr == nil {
+			saveErr = e
+		} else if e == nil {
+			s.Path = p
+		}
+		mu.Unlock()
+		if o.Point != nil {
+			o.Point(*pt)
+		}
+	}
 	record := func(ctx context.Context, n, trial int) (result.Point, error) {
 		if o.PointStarts != nil {
 			o.PointStarts(n, trial)
@@ -139,38 +155,18 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 			if err == nil {
 				err = fmt.Errorf("%d clients (trial %d): %s", n, trial, pt.Error)
 			}
-			mu.Lock()
-			describe()
-			run.Interrupted = &pt
-			if p, e := result.SaveRun(dir, run); e != nil && saveErr == nil {
-				saveErr = e
-			} else if e == nil {
-				s.Path = p
-			}
-			mu.Unlock()
-			if o.Point != nil {
-				o.Point(pt)
-			}
+			keep(&pt, func() { run.Interrupted = &pt })
 			return pt, err
 		}
 		if err != nil && (ctx.Err() == nil || pt.Attempted == 0) {
 			return pt, err // nothing measured: no point to keep
 		}
-		mu.Lock()
-		judgeTraffic(&pt, run.Points, o.SLOs, o.Criterion)
-		analysis.Judge(&pt, o.Spec.Threshold)
-		describe()
-		run.Points = append(run.Points, pt)
-		run.PSN = result.CheckPSNs(run.Points)
-		if p, e := result.SaveRun(dir, run); e != nil && saveErr == nil {
-			saveErr = e
-		} else if e == nil {
-			s.Path = p
-		}
-		mu.Unlock()
-		if o.Point != nil {
-			o.Point(pt)
-		}
+		keep(&pt, func() {
+			judgeTraffic(&pt, run.Points, o.SLOs, o.Criterion)
+			analysis.Judge(&pt, o.Spec.Threshold)
+			run.Points = append(run.Points, pt)
+			run.PSN = result.CheckPSNs(run.Points)
+		})
 		return pt, err
 	}
 	obs := func(ev probe.Event) {
