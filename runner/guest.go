@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -409,18 +410,22 @@ func (g *Guest) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	return pt, nil
 }
 
-// mergeHostSamples adds the host's QEMU readings to the guest sample
-// nearest in time (both count seconds from their own start of the point).
+// mergeHostSamples adds to each guest sample the host's QEMU reading
+// nearest to it in time (both count seconds from their own start of the
+// point), so a sample holds one reading per process: the host samples
+// every interval while the guest's sampler backs off from large counts,
+// and readings between two guest samples are dropped.
 func mergeHostSamples(pt *result.Point, host []result.Sample) {
-	if len(pt.Samples) == 0 {
+	if len(host) == 0 {
 		return
 	}
 	j := 0
-	for _, h := range host {
-		for j+1 < len(pt.Samples) && pt.Samples[j+1].T <= h.T {
+	for i := range pt.Samples {
+		t := pt.Samples[i].T
+		for j+1 < len(host) && math.Abs(host[j+1].T-t) <= math.Abs(host[j].T-t) {
 			j++
 		}
-		pt.Samples[j].Procs = append(pt.Samples[j].Procs, h.Procs...)
+		pt.Samples[i].Procs = append(pt.Samples[i].Procs, host[j].Procs...)
 	}
 }
 
