@@ -27,7 +27,7 @@ const DefaultDuration = 2 * time.Second
 func trafficFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.DurationFlag{Name: "duration", Value: DefaultDuration, Usage: "traffic phase of each point once all its clients are connected: every client exchanges verified messages with the server for this long (0 = off)"},
-		&cli.StringFlag{Name: "op", Value: result.OpSend, Usage: "traffic operation: send (SEND/RECV echo of a checksummed payload), write (RDMA WRITE into the server's buffer, read back after the phase) or read (RDMA READ of what the server put there)"},
+		&cli.StringFlag{Name: "op", Value: result.OpSend, Usage: "traffic operation: send (SEND/RECV echo of a self-checking payload), write (RDMA WRITE into the server's buffer, read back after the phase) or read (RDMA READ of what the server put there)"},
 		&cli.IntFlag{Name: "depth", Value: 1, Usage: "messages each client keeps outstanding (closed loop), or at most has (open loop)"},
 		&cli.Float64Flag{Name: "msg-rate", Usage: "messages/s each client is due (open loop, latency timed from when each was due); 0 = closed loop at --depth"},
 		&cli.DurationFlag{Name: "busy-poll", Usage: "server and clients keep polling an empty completion queue this long after their last completion before sleeping on its completion channel: perftest's busy polling, for data-path latency, at the price of CPU (0 = sleep at once)"},

@@ -1,6 +1,10 @@
 package payload
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 func TestFillCheck(t *testing.T) {
 	for _, n := range []int{HeaderLen, 13, 64, 4096} {
@@ -54,5 +58,79 @@ func BenchmarkFill4K(b *testing.B) {
 	b.SetBytes(4096)
 	for i := 0; i < b.N; i++ {
 		Fill(buf, uint64(i), 4096)
+	}
+}
+
+// Every single-bit flip, in the header or the filler, fails the check
+// and is reported at its byte; so do a message cut short or run long by
+// a byte and another message's bytes.
+func TestCheckCatchesEveryFlip(t *testing.T) {
+	for _, n := range []int{HeaderLen, HeaderLen + 1, 21, 64, 100} {
+		b := make([]byte, n)
+		Fill(b, 0x1234, n)
+		for i := 0; i < n; i++ {
+			for bit := 0; bit < 8; bit++ {
+				b[i] ^= 1 << bit
+				_, err := Check(b)
+				b[i] ^= 1 << bit
+				if err == nil {
+					t.Fatalf("n=%d: bit %d of byte %d flipped, check passed", n, bit, i)
+				}
+				if i >= HeaderLen && !strings.Contains(err.Error(), fmt.Sprintf("at byte %d of %d", i, n)) {
+					t.Fatalf("n=%d: flip at byte %d reported as %v", n, i, err)
+				}
+			}
+		}
+		if _, err := Check(b); err != nil {
+			t.Fatalf("n=%d: intact message after the flips: %v", n, err)
+		}
+	}
+	long := make([]byte, 4097)
+	Fill(long, 9, 4096)
+	long[4096] = 0x5a // one byte of anything past the message
+	for _, m := range [][]byte{long[:4095], long} {
+		if _, err := Check(m); err == nil {
+			t.Errorf("a 4096-byte message checked as %d bytes passed", len(m))
+		}
+	}
+	other := make([]byte, 4096)
+	Fill(other, 10, 4096)
+	copy(other[:HeaderLen], long[:HeaderLen]) // message 10's filler under message 9's header
+	if _, err := Check(other); err == nil {
+		t.Error("another message's filler passed")
+	}
+}
+
+// The sequences at the edges: 0, Bye, a region's, and the one whose
+// seed would be 0.
+func TestCheckEdgeSequences(t *testing.T) {
+	// seq·0x9e3779b97f4a7c15 == 64·0xd1b54a32d192ed03 (mod 2^64), by
+	// Newton's iteration for the multiplier's inverse.
+	mul, lenMul := uint64(0x9e3779b97f4a7c15), uint64(0xd1b54a32d192ed03)
+	inv := mul
+	for i := 0; i < 6; i++ {
+		inv *= 2 - mul*inv
+	}
+	zero := 64 * lenMul * inv
+	if seed(zero, 64) != 1 {
+		t.Fatalf("seed(%#x, 64) = %#x, want the fallback 1", zero, seed(zero, 64))
+	}
+	for _, seq := range []uint64{0, 1, Bye, RegionSeq(0xffffff, 3), zero} {
+		b := make([]byte, 64)
+		Fill(b, seq, 64)
+		if got, err := Check(b); err != nil || got != seq {
+			t.Errorf("seq %#x: %#x, %v", seq, got, err)
+		}
+	}
+}
+
+func BenchmarkCheck4K(b *testing.B) {
+	buf := make([]byte, 4096)
+	Fill(buf, 7, 4096)
+	b.SetBytes(4096)
+	for i := 0; i < b.N; i++ {
+		if _, err := Check(buf); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -11,7 +11,7 @@ import (
 
 // Traffic operations.
 const (
-	OpSend  = "send"  // SEND/RECV of a checksummed payload, echoed back by the server
+	OpSend  = "send"  // SEND/RECV of a self-checking payload, echoed back by the server
 	OpWrite = "write" // RDMA WRITE into the client's region of a server buffer
 	OpRead  = "read"  // RDMA READ of the client's region, filled by the server
 )
@@ -25,7 +25,7 @@ const (
 	// TrafficTimeout: a message got no completion within the message
 	// deadline (the peer stopped answering).
 	TrafficTimeout = "timeout"
-	// TrafficVerify: an echo or a read did not verify (checksum, sequence
+	// TrafficVerify: an echo or a read did not verify (payload, sequence
 	// or length).
 	TrafficVerify = "verify"
 	// TrafficPost: posting a work request failed.

@@ -1,6 +1,6 @@
 // Package server is the secure verbs server under test: a TLS 1.3 listener
 // that, per admitted client, creates an RC QP, exchanges {QPN, PSN, GID,
-// LID, MTU}, moves the QP RESET→INIT→RTR→RTS by hand and echoes checksummed
+// LID, MTU}, moves the QP RESET→INIT→RTR→RTS by hand and echoes self-checking
 // payloads over SEND/RECV until the client leaves. Client N+1 is refused
 // with an explicit "at capacity" reply.
 //
@@ -51,7 +51,7 @@
 // open file, per connected client. With Config.Detach (serve --detach)
 // the server answers the hello with exchange.Detached and closes the
 // connection once that is written; the client closes its end too, and
-// when it leaves it sends a goodbye over its QP (a checksummed header
+// when it leaves it sends a goodbye over its QP (a self-checking header
 // whose sequence is payload.Bye), waits for the RC acknowledgement, then
 // destroys the QP. The server releases the client on the goodbye, in
 // every mode, and counts no failure. What it gives up: a client that
