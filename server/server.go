@@ -81,8 +81,8 @@ type Config struct {
 	// (0 = the kernel's somaxconn).
 	Backlog int
 	// SRQDepth is the number of receive buffers of each group's SRQ in
-	// srq mode (0 = DefaultSRQDepth); never more than the group's clients
-	// or max_srq_wr.
+	// srq mode (0 = DefaultSRQDepth); never more than two per message the
+	// group's clients can have outstanding, or max_srq_wr.
 	SRQDepth int
 	// Detach closes each client's control connection once the client is
 	// accepted (exchange.Detached), so the server holds no socket per

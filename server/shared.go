@@ -96,13 +96,19 @@ func groupSize(caps fabric.Caps, maxClients, wr int) int {
 }
 
 // srqDepth is the number of receive buffers of each group's SRQ: want (or
-// DefaultSRQDepth), at most one per message the group's clients can
-// have outstanding (perGroup counts them) and max_srq_wr.
+// DefaultSRQDepth), at most two per message the group's clients can
+// have outstanding (perGroup counts them) and max_srq_wr. Two: a buffer
+// goes back to the SRQ only once the echo sent from it has completed,
+// and by then its client may have its echo and have sent the next
+// message; with one per message that message often found the SRQ empty
+// and waited out an RNR timer (at least a jiffy, 4 ms, in rxe): at 1
+// client in srq mode p50 1.66 ms and p99 11 ms, against 0.95 and 2 ms
+// per-client.
 func srqDepth(caps fabric.Caps, perGroup, want int) int {
 	if want <= 0 {
 		want = DefaultSRQDepth
 	}
-	d := min(want, perGroup)
+	d := min(want, 2*perGroup)
 	if caps.MaxSRQWR > 0 {
 		d = min(d, caps.MaxSRQWR)
 	}
