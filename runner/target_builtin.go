@@ -13,6 +13,7 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/certs"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/server"
 )
 
 // builtinTarget runs rdmaprobe's own server: `rdmaprobe serve --spec -`
@@ -51,7 +52,7 @@ func (t *builtinTarget) Start(ctx context.Context, n, trial int) (Server, error)
 		// flight (see server's srqDepth): fewer, and messages wait out
 		// RNR timers, which is the SRQ's sizing measured rather than the
 		// server's data path.
-		ss.SRQDepth = 2 * ss.MaxClients * tr.Depth
+		ss.SRQDepth = max(2*ss.MaxClients*tr.Depth, server.MinSRQDepth)
 	}
 	if s.Profile && t.profileDir != "" {
 		ss.CPUProfile = filepath.Join(t.profileDir, fmt.Sprintf("%d-%d-server.pprof", n, trial))

@@ -11,8 +11,9 @@
 // ring is a memory mapping of the server process, and vm.max_map_count
 // (65,530 by default) bounds those: per-client mode meets it near 16k
 // clients. Per client (N = --max-clients, M = --msg-size, G = clients per
-// group = min(⌊max_cqe/2⌋, N), D = receive buffers per SRQ = min(2·G,
-// Config.SRQDepth or DefaultSRQDepth = 1024, max_srq_wr)):
+// group = min(⌊max_cqe/2⌋, N), D = receive buffers per SRQ = min(max(2·G,
+// MinSRQDepth = 64), Config.SRQDepth or DefaultSRQDepth = 1024,
+// max_srq_wr)):
 //
 //	mode        per client                   fixed, shared by the clients                rxe mappings per client
 //	per-client  1 QP + 2 CQ + 2 MR (M bytes)  —                                           4: 2 CQ rings, SQ, RQ

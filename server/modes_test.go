@@ -131,7 +131,7 @@ func TestModes(t *testing.T) {
 					t.Fatalf("wave %d: after the clients left the fabric holds %v, want %v", wave, h.inUse(), left)
 				}
 				if tt.mode == server.ModeSRQ {
-					depth := min(2*perGroup, server.DefaultSRQDepth)
+					depth := min(max(2*perGroup, server.MinSRQDepth), server.DefaultSRQDepth)
 					if tt.srqDepth > 0 {
 						depth = tt.srqDepth
 					}

@@ -64,6 +64,11 @@ const (
 // fewer clients). See the package documentation.
 const DefaultSRQDepth = 1024
 
+// MinSRQDepth is the fewest receive buffers an SRQ gets however few
+// clients its group has (unless Config.SRQDepth asks for fewer): see
+// srqDepth.
+const MinSRQDepth = 64
+
 // Config of a server.
 type Config struct {
 	Listen     string // host:port; port 0 picks a free one
@@ -82,7 +87,8 @@ type Config struct {
 	Backlog int
 	// SRQDepth is the number of receive buffers of each group's SRQ in
 	// srq mode (0 = DefaultSRQDepth); never more than two per message the
-	// group's clients can have outstanding, or max_srq_wr.
+	// group's clients can have outstanding (or MinSRQDepth if that is
+	// more), or max_srq_wr.
 	SRQDepth int
 	// Detach closes each client's control connection once the client is
 	// accepted (exchange.Detached), so the server holds no socket per
