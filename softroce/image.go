@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ImageConfig says what goes into the guest's initramfs.
@@ -122,6 +123,8 @@ func BuildImage(ctx context.Context, cfg ImageConfig) (Image, error) {
 	}
 	if fi, err := os.Stat(img.Initrd); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
 		img.Cached = true
+		now := time.Now()
+		os.Chtimes(img.Initrd, now, now) // used: pruneImages keeps it
 		return img, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -145,7 +148,55 @@ func BuildImage(ctx context.Context, cfg ImageConfig) (Image, error) {
 	if err := os.Rename(tmp.Name(), img.Initrd); err != nil {
 		return Image{}, fmt.Errorf("store initramfs: %w", err)
 	}
+	pruneImages(dir, time.Now())
 	return img, nil
+}
+
+// Cached images are pruned when a new one is stored: every rdmaprobe
+// binary (and every change to what goes into the guest) has an image of
+// its own, about 45 MB, and a day of development left 177 of them (8
+// GB). A use marks its image (the modification time), and QEMU reads the
+// image once, at boot.
+const (
+	// keepImages is how many of the most recently used images stay
+	// however old they are, up to imageMaxUnused.
+	keepImages = 8
+	// imageInUse protects an image used this recently whatever its rank:
+	// far longer than a process holds a path before QEMU reads it.
+	imageInUse = time.Hour
+	// imageMaxUnused is how long an image may go unused at all.
+	imageMaxUnused = 24 * time.Hour
+)
+
+// pruneImages removes from dir the images unused for imageMaxUnused, and
+// beyond the keepImages most recently used those unused for imageInUse;
+// also what an interrupted build left (a temporary file older than
+// imageInUse). Errors are ignored: a prune that fails leaves a file.
+func pruneImages(dir string, now time.Time) {
+	type image struct {
+		path string
+		used time.Time
+	}
+	var imgs []image
+	paths, _ := filepath.Glob(filepath.Join(dir, "initramfs-*.cpio"))
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			imgs = append(imgs, image{p, fi.ModTime()})
+		}
+	}
+	sort.Slice(imgs, func(i, j int) bool { return imgs[i].used.After(imgs[j].used) })
+	for i, img := range imgs {
+		idle := now.Sub(img.used)
+		if idle > imageMaxUnused || (i >= keepImages && idle > imageInUse) {
+			os.Remove(img.path)
+		}
+	}
+	tmps, _ := filepath.Glob(filepath.Join(dir, ".initramfs-*"))
+	for _, p := range tmps {
+		if fi, err := os.Stat(p); err == nil && now.Sub(fi.ModTime()) > imageInUse {
+			os.Remove(p)
+		}
+	}
 }
 
 func defaultCacheDir() (string, error) {
