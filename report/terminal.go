@@ -33,8 +33,10 @@ func Pct(x float64) string {
 	return s + "%"
 }
 
-// Status is the symbol of a row: ✅ at the threshold, ⚠️ at ≥ 90% of
-// it... simplified: ✅ passed, ⚠️ ≥ 90%, ❌ below.
+// Status is the symbol of a row: ✅ the point passed; ❌ SLO when its
+// clients connected at the target rate but its traffic phase missed an
+// SLO (without a completion error); ⚠️ when at least 90% connected;
+// ❌ below that.
 func Status(r analysis.Count) string {
 	switch {
 	case r.Passed:
