@@ -327,7 +327,11 @@ func (s *sharedCQs) route(g *cqGroup, cq fabric.CQ, send bool, depth int) {
 				return
 			}
 			if n == 0 {
-				if cq.Wait(s.ctx) != nil {
+				// A stop that ends the wait is not the end: completions
+				// may have come with it (clients' goodbyes, acknowledged
+				// to them already), and the loop drains them before it
+				// returns. Only a failed wait ends the router at once.
+				if cq.Wait(s.ctx) != nil && s.ctx.Err() == nil {
 					return
 				}
 				continue
