@@ -78,19 +78,7 @@ func Run(ctx context.Context, d *Dialer, l Load, progress func(done, ok int)) ([
 			}
 			break
 		}
-		if l.Rate > 0 && i > 0 {
-			// Pace against the schedule, not the previous launch, so slow
-			// goroutine starts do not lower the rate.
-			due := start.Add(time.Duration(float64(i) / l.Rate * float64(time.Second)))
-			if wait := time.Until(due); wait > 0 {
-				t := time.NewTimer(wait)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-					t.Stop()
-				}
-			}
-		}
+		Pace(ctx, start, i, l.Rate)
 		if window != nil {
 			select {
 			case window <- struct{}{}:
@@ -115,6 +103,25 @@ func Run(ctx context.Context, d *Dialer, l Load, progress func(done, ok int)) ([
 	}
 	wg.Wait()
 	return finished(recs, conns, cut)
+}
+
+// Pace waits until launch i is due on a schedule of rate launches a
+// second from start (launch 0 at start; rate 0: no wait), or until ctx
+// ends. It paces against the schedule, not the previous launch, so slow
+// launches do not lower the rate.
+func Pace(ctx context.Context, start time.Time, i int, rate float64) {
+	if rate <= 0 || i <= 0 {
+		return
+	}
+	due := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+	if wait := time.Until(due); wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
 }
 
 // finished is the records of the clients that had an outcome, and the

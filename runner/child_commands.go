@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/command"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
@@ -137,17 +138,7 @@ func generateCommands(ctx context.Context, spec GeneratorSpec, in *bufio.Reader,
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := 0; i < spec.N; i++ {
-		if spec.Rate > 0 && i > 0 {
-			due := start.Add(time.Duration(float64(i) / spec.Rate * float64(time.Second)))
-			if wait := time.Until(due); wait > 0 {
-				t := time.NewTimer(wait)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-				}
-				t.Stop()
-			}
-		}
+		client.Pace(ctx, start, i, spec.Rate)
 		if window != nil {
 			window <- struct{}{}
 		}
