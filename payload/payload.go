@@ -41,6 +41,14 @@ func seed(seq uint64, n int) uint64 {
 	return 1
 }
 
+// next is the filler stream's next word (xorshift64).
+func next(x uint64) uint64 {
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	return x
+}
+
 // tag mixes seq into the header's 32-bit tag (splitmix64's finaliser),
 // so a message of HeaderLen bytes, which has no filler, still checks its
 // sequence.
@@ -62,16 +70,11 @@ func Fill(b []byte, seq uint64, n int) {
 	x := seed(seq, n)
 	i := HeaderLen
 	for ; i+8 <= n; i += 8 {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
+		x = next(x)
 		binary.LittleEndian.PutUint64(b[i:], x)
 	}
 	if i < n {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		for v := x; i < n; i++ {
+		for v := next(x); i < n; i++ {
 			b[i], v = byte(v), v>>8
 		}
 	}
@@ -106,16 +109,11 @@ func Check(b []byte) (uint64, error) {
 	var diff uint64
 	i := HeaderLen
 	for ; i+8 <= len(b); i += 8 {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
+		x = next(x)
 		diff |= binary.LittleEndian.Uint64(b[i:]) ^ x
 	}
 	if i < len(b) {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		for v := x; i < len(b); i++ {
+		for v := next(x); i < len(b); i++ {
 			diff |= uint64(b[i] ^ byte(v))
 			v >>= 8
 		}

@@ -44,7 +44,7 @@ type ServerSpec struct {
 	// BusyPoll: server.Config.BusyPoll (--busy-poll).
 	BusyPoll time.Duration `json:"busy_poll,omitempty"`
 	// SRQDepth is each SRQ's receive buffers in srq mode
-	// (server.Config.SRQDepth; 0 = its default).
+	// (server.Config.SRQDepth; 0 = its default, -1 = SRQDepthAll).
 	SRQDepth int `json:"srq_depth,omitempty"`
 	// TLSTickets issues session tickets so that returning clients can
 	// resume.

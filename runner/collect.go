@@ -91,7 +91,7 @@ func (c *collection) run(ctx context.Context, srv Server, addr string) {
 	defer c.deadline.Stop()
 	quit := make(chan struct{})
 	defer close(quit)
-	merged := c.fanIn(quit)
+	merged := fanIn(c.gens, quit, nil, func(ev Event) bool { return ev.Event == "done" })
 	srvEvents := srv.Events()
 	for c.remaining > 0 {
 		select {
@@ -117,19 +117,24 @@ func (c *collection) run(ctx context.Context, srv Server, addr string) {
 	}
 }
 
-// fanIn merges the generators' events into one channel until quit.
-func (c *collection) fanIn(quit <-chan struct{}) <-chan tagged {
+// fanIn merges the events of gens into one channel until quit: of each
+// generator, the events keep accepts (nil: all), up to the first that
+// last accepts, or the end of its events (closed).
+func fanIn(gens []*child, quit <-chan struct{}, keep, last func(Event) bool) <-chan tagged {
 	merged := make(chan tagged)
-	for i, g := range c.gens {
+	for i, g := range gens {
 		go func(i int, g *child) {
 			for {
 				ev, ok := <-g.events
+				if ok && keep != nil && !keep(ev) {
+					continue
+				}
 				select {
 				case merged <- tagged{i: i, ev: ev, closed: !ok}:
 				case <-quit:
 					return
 				}
-				if !ok || ev.Event == "done" {
+				if !ok || last(ev) {
 					return
 				}
 			}

@@ -48,11 +48,7 @@ func (t *builtinTarget) Start(ctx context.Context, n, trial int) (Server, error)
 	if s.Traffic.Duration > 0 {
 		tr := s.traffic()
 		ss.Depth, ss.Remote, ss.BusyPoll = tr.Depth, tr.Op != result.OpSend, tr.BusyPoll
-		// In srq mode two buffers for every message that can be in
-		// flight (see server's srqDepth): fewer, and messages wait out
-		// RNR timers, which is the SRQ's sizing measured rather than the
-		// server's data path.
-		ss.SRQDepth = max(2*ss.MaxClients*tr.Depth, server.MinSRQDepth)
+		ss.SRQDepth = server.SRQDepthAll
 	}
 	if s.Profile && t.profileDir != "" {
 		ss.CPUProfile = filepath.Join(t.profileDir, fmt.Sprintf("%d-%d-server.pprof", n, trial))

@@ -42,27 +42,11 @@ func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, sam
 		// A generator that died meanwhile shows as closed events.
 		g.send(StartTraffic)
 	}
-	reports := make(chan tagged)
 	quit := make(chan struct{})
 	defer close(quit)
-	for i, g := range gens {
-		go func(i int, g *child) {
-			for {
-				ev, ok := <-g.events
-				if ok && ev.Event != "traffic" && ev.Event != "error" {
-					continue
-				}
-				select {
-				case reports <- tagged{i: i, ev: ev, closed: !ok}:
-				case <-quit:
-					return
-				}
-				if !ok || ev.Event == "traffic" {
-					return
-				}
-			}
-		}(i, g)
-	}
+	reports := fanIn(gens, quit,
+		func(ev Event) bool { return ev.Event == "traffic" || ev.Event == "error" },
+		func(ev Event) bool { return ev.Event == "traffic" })
 	deadline := time.NewTimer(cfg.Duration + cfg.Timeout + trafficGrace)
 	defer deadline.Stop()
 	setErr := func(why string) {

@@ -69,6 +69,13 @@ const DefaultSRQDepth = 1024
 // srqDepth.
 const MinSRQDepth = 64
 
+// SRQDepthAll, as Config.SRQDepth, gives each SRQ a buffer for every
+// message its group's clients can have in flight, twice over (see
+// srqDepth), however many that is: a traffic phase's sizing, where a
+// message that finds the SRQ empty would measure RNR timers rather than
+// the server's data path.
+const SRQDepthAll = -1
+
 // Config of a server.
 type Config struct {
 	Listen     string // host:port; port 0 picks a free one
@@ -86,9 +93,9 @@ type Config struct {
 	// (0 = the kernel's somaxconn).
 	Backlog int
 	// SRQDepth is the number of receive buffers of each group's SRQ in
-	// srq mode (0 = DefaultSRQDepth); never more than two per message the
-	// group's clients can have outstanding (or MinSRQDepth if that is
-	// more), or max_srq_wr.
+	// srq mode (0 = DefaultSRQDepth, SRQDepthAll = as many as can be
+	// used); never more than two per message the group's clients can
+	// have outstanding (or MinSRQDepth if that is more), or max_srq_wr.
 	SRQDepth int
 	// Detach closes each client's control connection once the client is
 	// accepted (exchange.Detached), so the server holds no socket per

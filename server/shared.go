@@ -96,9 +96,9 @@ func groupSize(caps fabric.Caps, maxClients, wr int) int {
 }
 
 // srqDepth is the number of receive buffers of each group's SRQ: want (or
-// DefaultSRQDepth), at most two per message the group's clients can have
-// outstanding (perGroup counts them) but never fewer than MinSRQDepth,
-// and at most max_srq_wr. A buffer goes back to the SRQ only once the
+// DefaultSRQDepth; SRQDepthAll: no bound of its own), at most two per
+// message the group's clients can have outstanding (perGroup counts
+// them) but never fewer than MinSRQDepth, and at most max_srq_wr. A buffer goes back to the SRQ only once the
 // echo sent from it has completed, which the send router learns on its
 // own wake-up: by then its client may have had the echo and sent the
 // next message, and a message that finds the SRQ empty waits out an RNR
@@ -106,10 +106,14 @@ func groupSize(caps fabric.Caps, maxClients, wr int) int {
 // buffer per message gave 320 msg/s and p99 10.7 ms, two 740 and 8.5 ms,
 // 64 1,324 and 2.6 ms, as per-client mode (1,330 and 2.5 ms).
 func srqDepth(caps fabric.Caps, perGroup, want int) int {
-	if want <= 0 {
-		want = DefaultSRQDepth
+	d := max(2*perGroup, MinSRQDepth)
+	switch {
+	case want == SRQDepthAll:
+	case want <= 0:
+		d = min(d, DefaultSRQDepth)
+	default:
+		d = min(d, want)
 	}
-	d := min(want, max(2*perGroup, MinSRQDepth))
 	if caps.MaxSRQWR > 0 {
 		d = min(d, caps.MaxSRQWR)
 	}
