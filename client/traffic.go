@@ -96,11 +96,18 @@ type engine struct {
 
 // slot is one outstanding-message position of a client.
 type slot struct {
-	busy     bool
-	seq      uint64
-	due      time.Time // latency runs from here
-	posted   time.Time
-	sent     bool // send: the send completed
+	busy   bool
+	seq    uint64
+	due    time.Time // latency runs from here
+	posted time.Time
+	sent   bool // send: the send completed
+	// next is the message already written into the slot's send buffer
+	// for its next post (0: none): a send's buffer is free once the send
+	// completed, which is before its echo comes back, so the next message
+	// is filled while the server works on the echo instead of between the
+	// echo and the next post (in the TCG guest a 4 KiB fill is 3-5 µs of
+	// every round trip at one client).
+	next     uint64
 	echoed   bool // send: its echo verified
 	verified bool // write: read back after the phase
 }
@@ -378,14 +385,26 @@ func (f *flow) postLocked(due, now time.Time) {
 	for f.slots[j].busy {
 		j++
 	}
+	for k := j; k < len(f.slots); k++ {
+		if !f.slots[k].busy && f.slots[k].next != 0 {
+			j = k // a slot whose message is written already
+			break
+		}
+	}
 	c, e := f.c, f.e
-	f.seq++
 	s := &f.slots[j]
-	*s = slot{busy: true, seq: f.seq, due: due, posted: now}
+	seq, written := s.next, s.next != 0
+	if !written {
+		f.seq++
+		seq = f.seq
+	}
+	*s = slot{busy: true, seq: seq, due: due, posted: now}
 	var err error
 	switch e.cfg.Op {
 	case result.OpSend:
-		payload.Fill(c.sendBuf(j), f.seq, e.size)
+		if !written {
+			payload.Fill(c.sendBuf(j), seq, e.size)
+		}
 		err = c.qp.PostSend(wrid(kindSend, j), c.buf.mr, c.buf.sendOff(j), e.size)
 	case result.OpWrite:
 		payload.Fill(c.sendBuf(j), f.seq, e.size)
@@ -432,6 +451,11 @@ func (f *flow) handle(wc fabric.WC) {
 	case kindSend:
 		if s := &f.slots[j]; s.busy && !s.sent {
 			s.sent = true
+			if !s.echoed && !e.done(now) {
+				f.seq++
+				s.next = f.seq
+				payload.Fill(c.sendBuf(j), s.next, e.size)
+			}
 			f.echoDoneLocked(j, now)
 		}
 	case kindRecv:
