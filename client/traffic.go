@@ -407,7 +407,7 @@ func (f *flow) postLocked(due, now time.Time) {
 		}
 		err = c.qp.PostSend(wrid(kindSend, j), c.buf.mr, c.buf.sendOff(j), e.size)
 	case result.OpWrite:
-		payload.Fill(c.sendBuf(j), f.seq, e.size)
+		payload.Fill(c.sendBuf(j), seq, e.size)
 		err = c.qp.PostWrite(wrid(kindWrite, j), c.buf.mr, c.buf.sendOff(j), e.size,
 			c.remote.Addr+uint64(j*e.size), c.remote.RKey)
 	case result.OpRead:
