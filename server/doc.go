@@ -36,6 +36,8 @@
 // to the send buffer, repost, send, await the send) until the client
 // leaves; its stack, grown by the TLS handshake, is most of what such a
 // client costs in server memory besides its buffers.
+// Busy-polled (Config.BusyPoll) on verbs, per-client mode's loop runs in
+// C, one cgo call per stretch of messages (fabric.Echoer, echoloop.go).
 //
 // pool and srq: no goroutine per client. The handler returns once the
 // client is connected, and the group's CQ routers run the echo; the

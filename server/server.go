@@ -135,9 +135,12 @@ type Server struct {
 	ln   net.Listener
 
 	active atomic.Int64
-	shared *sharedCQs
-	pool   *memPool // pool and srq modes
-	region *region  // Config.Remote
+	// fastLoops counts the echo loops running in the provider
+	// (echoloop.go's spinFast).
+	fastLoops atomic.Int64
+	shared    *sharedCQs
+	pool      *memPool // pool and srq modes
+	region    *region  // Config.Remote
 	// wr is each client QP's send and receive queue depth.
 	wr int
 

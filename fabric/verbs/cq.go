@@ -109,26 +109,31 @@ func (c *cq) Poll(wc []fabric.WC) (int, error) {
 		return 0, verr("ibv_poll_cq", syscall.EIO, fmt.Sprintf("returned %d", n))
 	}
 	for i, w := range unsafe.Slice(c.buf, n) {
-		// For an error completion the opcode is not defined by the spec;
-		// rxe reports the work request's kind, which is the best we have.
-		op := fabric.WCSend
-		switch {
-		case w.opcode&C.IBV_WC_RECV != 0:
-			op = fabric.WCRecv
-		case w.opcode == C.IBV_WC_RDMA_WRITE:
-			op = fabric.WCRDMAWrite
-		case w.opcode == C.IBV_WC_RDMA_READ:
-			op = fabric.WCRDMARead
-		}
-		wc[i] = fabric.WC{
-			WRID:    uint64(w.wr_id),
-			Status:  fabric.WCStatus(w.status),
-			Opcode:  op,
-			ByteLen: int(w.byte_len),
-			QPN:     uint32(w.qp_num),
-		}
+		wc[i] = wcOf(w)
 	}
 	return n, nil
+}
+
+// wcOf is the fabric's view of a completion.
+func wcOf(w C.rp_wc) fabric.WC {
+	// For an error completion the opcode is not defined by the spec;
+	// rxe reports the work request's kind, which is the best we have.
+	op := fabric.WCSend
+	switch {
+	case w.opcode&C.IBV_WC_RECV != 0:
+		op = fabric.WCRecv
+	case w.opcode == C.IBV_WC_RDMA_WRITE:
+		op = fabric.WCRDMAWrite
+	case w.opcode == C.IBV_WC_RDMA_READ:
+		op = fabric.WCRDMARead
+	}
+	return fabric.WC{
+		WRID:    uint64(w.wr_id),
+		Status:  fabric.WCStatus(w.status),
+		Opcode:  op,
+		ByteLen: int(w.byte_len),
+		QPN:     uint32(w.qp_num),
+	}
 }
 
 func (c *cq) Arm() error {

@@ -1,0 +1,109 @@
+//go:build verbs && cgo
+
+// The server's per-client echo loop (server/echoloop.go) as one C call per
+// stretch of messages: see fabric.Echoer and echo.go.
+
+#include "echo.h"
+#include "payload.h"
+
+#include <errno.h>
+#include <time.h>
+
+static int64_t rp_now(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void rp_wc_of(const struct ibv_wc *w, rp_wc *out) {
+	out->wr_id = w->wr_id;
+	out->status = w->status;
+	out->opcode = w->opcode;
+	out->byte_len = w->byte_len;
+	out->qp_num = w->qp_num;
+}
+
+static int rp_post1(struct ibv_qp *qp, int send, uint64_t id, uint8_t *addr, uint32_t len, uint32_t lkey) {
+	struct ibv_sge sge = {.addr = (uintptr_t)addr, .length = len, .lkey = lkey};
+	if (send) {
+		struct ibv_send_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1,
+				.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED}, *bad;
+		return ibv_post_send(qp, &wr, &bad);
+	}
+	struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1}, *bad;
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+static int rp_errno(int r) { return r > 0 ? r : (errno ? errno : EIO); }
+
+int rp_echo(struct ibv_qp *qp, struct ibv_cq *rcq, struct ibv_cq *scq,
+		uint64_t raddr, uint32_t rlkey, uint64_t saddr, uint32_t slkey, int size, int depth,
+		uint8_t *busy, int *inflight, uint64_t *echoed, int64_t idle_ns, int64_t slice_ns, rp_wc *out, int *verb) {
+	uint8_t *rbuf = (uint8_t *)(uintptr_t)raddr, *sbuf = (uint8_t *)(uintptr_t)saddr;
+	int64_t now = rp_now();
+	int64_t idle_end = now + idle_ns, slice_end = now + slice_ns;
+	struct ibv_wc wc;
+	for (;;) {
+		// All send buffers in flight: await one, as the Go loop does.
+		while (*inflight >= depth) {
+			int n = ibv_poll_cq(scq, 1, &wc);
+			if (n < 0) {
+				*verb = RP_VERB_POLL_SEND;
+				return -EIO;
+			}
+			if (n == 0) {
+				now = rp_now();
+				if (now >= idle_end || now >= slice_end) return RP_ECHO_IDLE;
+				continue;
+			}
+			if (wc.status != IBV_WC_SUCCESS) {
+				rp_wc_of(&wc, out);
+				return RP_ECHO_SENDERR;
+			}
+			uint64_t k = wc.wr_id - 1;
+			if (wc.wr_id >= 1 && k < (uint64_t)depth && busy[k]) {
+				busy[k] = 0;
+				(*inflight)--;
+			}
+		}
+		int n = ibv_poll_cq(rcq, 1, &wc);
+		if (n < 0) {
+			*verb = RP_VERB_POLL_RECV;
+			return -EIO;
+		}
+		if (n == 0) {
+			now = rp_now();
+			if (now >= idle_end || now >= slice_end) return RP_ECHO_IDLE;
+			continue;
+		}
+		// Anything but a full-size message that verifies goes to Go, which
+		// says what is wrong with it (or ends the client on a goodbye).
+		uint64_t r = wc.wr_id < (uint64_t)depth ? wc.wr_id : (uint64_t)depth - 1;
+		uint8_t *in = rbuf + r * (uint64_t)size;
+		uint64_t seq;
+		if (wc.status != IBV_WC_SUCCESS || wc.byte_len != (uint32_t)size ||
+				rp_payload_check(in, size, &seq) != 0 || seq == RP_PAYLOAD_BYE) {
+			rp_wc_of(&wc, out);
+			return RP_ECHO_RECV;
+		}
+		int j = 0;
+		while (busy[j]) j++;
+		uint8_t *s = sbuf + j * (uint64_t)size;
+		memcpy(s, in, size);
+		int e = rp_post1(qp, 0, r, in, size, rlkey);
+		if (e != 0) {
+			*verb = RP_VERB_POST_RECV;
+			return -rp_errno(e);
+		}
+		e = rp_post1(qp, 1, (uint64_t)j + 1, s, size, slkey);
+		if (e != 0) {
+			*verb = RP_VERB_POST_SEND;
+			return -rp_errno(e);
+		}
+		busy[j] = 1;
+		(*inflight)++;
+		(*echoed)++;
+		now = rp_now();
+		idle_end = now + idle_ns;
+	}
+}

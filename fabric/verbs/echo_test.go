@@ -1,0 +1,123 @@
+//go:build verbs && cgo
+
+package verbs
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/payload"
+)
+
+// TestEchoSpin: the echo loop in C echoes a message byte for byte when
+// payload.Check passes it, of any length (the C check's tail included),
+// and hands back to the caller, without echoing, every receive that
+// payload.Check would not pass (a flipped byte in the header, the filler
+// or the tail), a goodbye, and a message shorter than the loop's size.
+func TestEchoSpin(t *testing.T) {
+	dev := openDev(t, -1)
+	pd := allocPD(t, dev)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// setup connects a pair: b echoes messages of size bytes.
+	setup := func(t *testing.T, size int) (a, b *ep, loop *fabric.EchoLoop) {
+		t.Helper()
+		a, b = pair(t, dev, pd)
+		if err := connect(a, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.qp.PostRecv(0, b.rmr, 0, size); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.qp.PostRecv(1, a.rmr, 0, msgSize); err != nil {
+			t.Fatal(err)
+		}
+		return a, b, &fabric.EchoLoop{QP: b.qp, RecvCQ: b.rcq, SendCQ: b.scq, RecvMR: b.rmr, SendMR: b.smr,
+			Size: size, Depth: 1, Busy: make([]bool, 1)}
+	}
+	// send posts msg from a and returns what b's loop did with it.
+	send := func(t *testing.T, a, b *ep, loop *fabric.EchoLoop, msg []byte) (fabric.WC, bool) {
+		t.Helper()
+		copy(a.smr.Buf(), msg)
+		if err := a.qp.PostSend(2, a.smr, 0, len(msg)); err != nil {
+			t.Fatal(err)
+		}
+		if wc, err := fabric.Await(ctx, a.scq); err != nil || wc.Status != fabric.WCSuccess {
+			t.Fatalf("send: %+v %v", wc, err)
+		}
+		// The message is in b's CQ by now; an echo completes its send
+		// before the loop goes idle.
+		wc, got, err := b.qp.(fabric.Echoer).EchoSpin(loop, 50*time.Millisecond, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if loop.Inflight != 0 || loop.Busy[0] {
+			t.Fatalf("after the loop: %d in flight, busy %v", loop.Inflight, loop.Busy)
+		}
+		return wc, got
+	}
+	for _, size := range []int{payload.HeaderLen, 13, 100, msgSize - 3, msgSize} {
+		a, b, loop := setup(t, size)
+		msg := make([]byte, size)
+		payload.Fill(msg, uint64(size), size)
+		if _, got := send(t, a, b, loop, msg); got {
+			t.Fatalf("%d bytes: a message that checks was handed back", size)
+		}
+		wc, err := fabric.Await(ctx, a.rcq)
+		if err != nil || wc.Status != fabric.WCSuccess || wc.ByteLen != size {
+			t.Fatalf("%d bytes: echo %+v %v", size, wc, err)
+		}
+		if !bytes.Equal(a.rmr.Buf()[:size], msg) {
+			t.Fatalf("%d bytes: the echo differs from the message", size)
+		}
+	}
+	// handedBack sends msg to a loop of size bytes and wants it back
+	// unechoed.
+	handedBack := func(t *testing.T, size int, msg []byte) {
+		t.Helper()
+		a, b, loop := setup(t, size)
+		wc, got := send(t, a, b, loop, msg)
+		if !got || wc.Status != fabric.WCSuccess || wc.WRID != 0 || wc.ByteLen != len(msg) || wc.Opcode != fabric.WCRecv {
+			t.Fatalf("handed back %v: %+v", got, wc)
+		}
+		var wcs [1]fabric.WC
+		if n, _ := a.rcq.Poll(wcs[:]); n != 0 {
+			t.Fatalf("an echo came back: %+v", wcs[0])
+		}
+	}
+	for _, size := range []int{msgSize, msgSize - 3} {
+		for _, at := range []int{0, 9, payload.HeaderLen, 2000, size - 1} {
+			msg := make([]byte, size)
+			payload.Fill(msg, 7, size)
+			msg[at] ^= 0x10
+			if _, err := payload.Check(msg); err == nil {
+				t.Fatalf("byte %d flipped still checks in Go", at)
+			}
+			t.Run("flipped", func(t *testing.T) { handedBack(t, size, msg) })
+		}
+	}
+	bye := make([]byte, payload.HeaderLen)
+	payload.Fill(bye, payload.Bye, len(bye))
+	t.Run("goodbye", func(t *testing.T) { handedBack(t, len(bye), bye) })
+	short := make([]byte, 100)
+	payload.Fill(short, 3, len(short))
+	t.Run("short", func(t *testing.T) { handedBack(t, 200, short) })
+
+	// Nothing to receive: idle after about idle, nothing handed back.
+	_, b, loop := setup(t, msgSize)
+	start := time.Now()
+	if _, got, err := b.qp.(fabric.Echoer).EchoSpin(loop, 20*time.Millisecond, time.Second); got || err != nil {
+		t.Fatalf("idle loop: %v %v", got, err)
+	}
+	if el := time.Since(start); el < 20*time.Millisecond {
+		t.Errorf("idle after %v, want 20ms", el)
+	}
+	// A loop its MRs cannot hold is refused.
+	loop.Size = 2 * msgSize
+	if _, _, err := b.qp.(fabric.Echoer).EchoSpin(loop, time.Millisecond, time.Millisecond); err == nil {
+		t.Error("a loop larger than its MRs ran")
+	}
+}
