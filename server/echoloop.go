@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"runtime"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/fabric"
@@ -48,11 +47,12 @@ func (c *conn) await(ctx context.Context, cq fabric.CQ, ch chan fabric.WC) (fabr
 // predecessor's server did).
 //
 // Busy-polled on a provider that can run this loop itself
-// (fabric.Echoer: verbs, in C), it does: the loop here takes over only
-// the completions that provider hands back (a failure, a goodbye) and
-// the waits on the completion channel once it has been idle for
-// Config.BusyPoll. The echo is the same; a round trip crosses from Go to
-// C once per stretch of messages instead of four times per message.
+// (fabric.Echoer: verbs, in C), the server's only such loop lets it: the
+// loop here takes over only the completions that provider hands back (a
+// failure, a goodbye) and the waits on the completion channel once it
+// has been idle for Config.BusyPoll. The echo is the same; a round trip
+// crosses from Go to C once per stretch of messages instead of four
+// times per message.
 func (c *conn) echo(ctx context.Context) error {
 	var sendCh, recvCh chan fabric.WC
 	if c.sub != nil {
@@ -64,7 +64,8 @@ func (c *conn) echo(ctx context.Context) error {
 	fast, _ := c.qp.(fabric.Echoer)
 	if c.sub != nil || c.s.cfg.BusyPoll <= 0 {
 		fast = nil
-	} else {
+	}
+	if fast != nil {
 		c.s.fastLoops.Add(1)
 		defer c.s.fastLoops.Add(-1)
 	}
@@ -73,10 +74,17 @@ func (c *conn) echo(ctx context.Context) error {
 	for {
 		var wc fabric.WC
 		got := false
-		if fast != nil {
+		// Alone, the loop spins in the provider: in C, a thread Go's
+		// scheduler cannot share. With other clients' loops it polls from
+		// Go, yielding between polls (fabric.Spin), so that N loops share
+		// the machine's CPUs: 10 loops spinning in C on the guest's 2 CPUs
+		// cut the message rate to a quarter, and taking each poll through
+		// the provider's loop instead cost a quarter.
+		inC := fast != nil && c.s.fastLoops.Load() <= 1
+		if inC {
 			var err error
 			loop.Inflight = inflight
-			wc, got, err = c.spinFast(ctx, fast, loop)
+			wc, got, err = fast.EchoSpin(loop, c.s.cfg.BusyPoll, echoSlice)
 			inflight = loop.Inflight
 			if err != nil {
 				return err
@@ -86,7 +94,7 @@ func (c *conn) echo(ctx context.Context) error {
 			}
 		}
 		for !got && inflight == depth {
-			wc, err := c.awaitFast(ctx, c.sendCQ, sendCh, fast != nil)
+			wc, err := c.awaitFast(ctx, c.sendCQ, sendCh, inC)
 			if err != nil {
 				return err
 			}
@@ -100,7 +108,7 @@ func (c *conn) echo(ctx context.Context) error {
 		}
 		if !got {
 			var err error
-			if wc, err = c.awaitFast(ctx, c.recvCQ, recvCh, fast != nil); err != nil {
+			if wc, err = c.awaitFast(ctx, c.recvCQ, recvCh, inC); err != nil {
 				return err
 			}
 		}
@@ -129,36 +137,6 @@ func (c *conn) echo(ctx context.Context) error {
 // echoSlice bounds one fabric.Echoer call, so that the loop sees its
 // context end (the client left, the server stops) within it.
 const echoSlice = 20 * time.Millisecond
-
-// spinFast runs l in the provider for up to Config.BusyPoll without a
-// message. Alone (the server's only such loop) it spins in the provider:
-// in C, where Go's scheduler cannot share its thread. With other clients'
-// loops it takes what is there and yields between polls (as fabric.Spin
-// does), so that N loops on this machine's two CPUs share them instead of
-// N threads spinning in C (which cut 10 clients' message rate by three
-// quarters).
-func (c *conn) spinFast(ctx context.Context, e fabric.Echoer, l *fabric.EchoLoop) (fabric.WC, bool, error) {
-	busy := c.s.cfg.BusyPoll
-	if c.s.fastLoops.Load() <= 1 {
-		return e.EchoSpin(l, busy, echoSlice)
-	}
-	until := time.Now().Add(busy)
-	for {
-		n := l.Echoed
-		wc, got, err := e.EchoSpin(l, 0, echoSlice)
-		if got || err != nil {
-			return wc, got, err
-		}
-		now := time.Now()
-		if l.Echoed != n {
-			until = now.Add(busy)
-		}
-		if ctx.Err() != nil || !now.Before(until) {
-			return fabric.WC{}, false, nil
-		}
-		runtime.Gosched()
-	}
-}
 
 // awaitFast is await for a loop whose provider spun already (fast): it
 // then goes straight to the completion channel.

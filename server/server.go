@@ -135,8 +135,8 @@ type Server struct {
 	ln   net.Listener
 
 	active atomic.Int64
-	// fastLoops counts the echo loops running in the provider
-	// (echoloop.go's spinFast).
+	// fastLoops counts the echo loops the provider could run
+	// (fabric.Echoer, echoloop.go): it does only while there is one.
 	fastLoops atomic.Int64
 	shared    *sharedCQs
 	pool      *memPool // pool and srq modes
