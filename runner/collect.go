@@ -45,8 +45,9 @@ const Interrupted = "interrupted"
 // outcomes its clients had. Stopping cancels the attempts in progress,
 // which takes a generator 1-12 s with 256 of them in the TCG guest on
 // this loaded 2-core host; past the grace it is killed and its outcomes
-// are lost, so the grace is generous (a second Ctrl-C quits at once).
-const interruptGrace = 45 * time.Second
+// are lost, so the grace is generous (a second Ctrl-C quits at once). A
+// variable only so that tests can shorten it.
+var interruptGrace = 45 * time.Second
 
 type genState struct {
 	ready, done bool

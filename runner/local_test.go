@@ -168,6 +168,11 @@ func TestServerDiesMidPoint(t *testing.T) {
 
 func TestInterruptKillsChildren(t *testing.T) {
 	hang := `exec sleep 600`
+	// The generator ignores its stdin closing: if it started before the
+	// cancel, it is killed once the grace is over (45 s in use, which
+	// the wait below would not outlast).
+	defer func(g time.Duration) { interruptGrace = g }(interruptGrace)
+	interruptGrace = 2 * time.Second
 	r := newRunner(t, fake(t, goodServer, hang), 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.opts.Progress = nil
