@@ -573,17 +573,14 @@ func (e *WCError) Error() string {
 // it: receive buffer r is RecvMR[RecvOff+r·Size:][:Size] (its receive's
 // wrID is r), send buffer j is SendMR[SendOff+j·Size:][:Size] (its send's
 // wrID is j+1), r, j < Depth. Busy and Inflight are the send buffers with
-// an echo in flight; an Echoer updates them as the loop in Go would, and
-// counts the messages it echoed in Echoed.
+// an echo in flight; an Echoer updates them as the loop in Go would.
 type EchoLoop struct {
-	QP               QP
 	RecvCQ, SendCQ   CQ
 	RecvMR, SendMR   MR
 	RecvOff, SendOff int
 	Size, Depth      int
 	Busy             []bool
 	Inflight         int
-	Echoed           uint64
 }
 
 // Echoer is a QP whose provider can run the server's busy-polled echo
@@ -591,8 +588,8 @@ type EchoLoop struct {
 // payload (payload.Check), copy it to a free send buffer, repost the
 // receive, send, and await a send while all Depth are in flight.
 //
-// EchoSpin echoes until idle passes without a message (0: until it finds
-// none), or slice passes, and returns ok = false; or returns ok = true and a receive completion it
+// EchoSpin echoes on the Echoer's QP until idle passes without a
+// message, or slice passes, and returns ok = false; or returns ok = true and a receive completion it
 // did not echo (not a success, a payload that does not verify, a goodbye,
 // a length other than Size), which the caller handles itself. A receive
 // completion is never dropped. In the verbs provider this loop is C: one

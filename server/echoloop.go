@@ -69,7 +69,7 @@ func (c *conn) echo(ctx context.Context) error {
 		c.s.fastLoops.Add(1)
 		defer c.s.fastLoops.Add(-1)
 	}
-	loop := &fabric.EchoLoop{QP: c.qp, RecvCQ: c.recvCQ, SendCQ: c.sendCQ, RecvMR: c.recvMR, SendMR: c.sendMR,
+	loop := &fabric.EchoLoop{RecvCQ: c.recvCQ, SendCQ: c.sendCQ, RecvMR: c.recvMR, SendMR: c.sendMR,
 		RecvOff: c.recvOff, SendOff: c.sendOff, Size: size, Depth: depth, Busy: busy}
 	for {
 		var wc fabric.WC

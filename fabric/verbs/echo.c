@@ -36,9 +36,24 @@ static int rp_post1(struct ibv_qp *qp, int send, uint64_t id, uint8_t *addr, uin
 
 static int rp_errno(int r) { return r > 0 ? r : (errno ? errno : EIO); }
 
+// rp_poll1 takes one completion of cq into *wc: 1 if it did, 0 if cq is
+// empty and there is time left, RP_POLL_OVER once idle_end or slice_end
+// has passed, -EIO (with *verb = which) if polling failed.
+#define RP_POLL_OVER 2
+static int rp_poll1(struct ibv_cq *cq, struct ibv_wc *wc, int which, int64_t idle_end, int64_t slice_end, int *verb) {
+	int n = ibv_poll_cq(cq, 1, wc);
+	if (n < 0) {
+		*verb = which;
+		return -EIO;
+	}
+	if (n > 0) return 1;
+	int64_t now = rp_now();
+	return now >= idle_end || now >= slice_end ? RP_POLL_OVER : 0;
+}
+
 int rp_echo(struct ibv_qp *qp, struct ibv_cq *rcq, struct ibv_cq *scq,
 		uint64_t raddr, uint32_t rlkey, uint64_t saddr, uint32_t slkey, int size, int depth,
-		uint8_t *busy, int *inflight, uint64_t *echoed, int64_t idle_ns, int64_t slice_ns, rp_wc *out, int *verb) {
+		uint8_t *busy, int *inflight, int64_t idle_ns, int64_t slice_ns, rp_wc *out, int *verb) {
 	uint8_t *rbuf = (uint8_t *)(uintptr_t)raddr, *sbuf = (uint8_t *)(uintptr_t)saddr;
 	int64_t now = rp_now();
 	int64_t idle_end = now + idle_ns, slice_end = now + slice_ns;
@@ -46,16 +61,10 @@ int rp_echo(struct ibv_qp *qp, struct ibv_cq *rcq, struct ibv_cq *scq,
 	for (;;) {
 		// All send buffers in flight: await one, as the Go loop does.
 		while (*inflight >= depth) {
-			int n = ibv_poll_cq(scq, 1, &wc);
-			if (n < 0) {
-				*verb = RP_VERB_POLL_SEND;
-				return -EIO;
-			}
-			if (n == 0) {
-				now = rp_now();
-				if (now >= idle_end || now >= slice_end) return RP_ECHO_IDLE;
-				continue;
-			}
+			int p = rp_poll1(scq, &wc, RP_VERB_POLL_SEND, idle_end, slice_end, verb);
+			if (p < 0) return p;
+			if (p == RP_POLL_OVER) return RP_ECHO_IDLE;
+			if (p == 0) continue;
 			if (wc.status != IBV_WC_SUCCESS) {
 				rp_wc_of(&wc, out);
 				return RP_ECHO_SENDERR;
@@ -66,16 +75,10 @@ int rp_echo(struct ibv_qp *qp, struct ibv_cq *rcq, struct ibv_cq *scq,
 				(*inflight)--;
 			}
 		}
-		int n = ibv_poll_cq(rcq, 1, &wc);
-		if (n < 0) {
-			*verb = RP_VERB_POLL_RECV;
-			return -EIO;
-		}
-		if (n == 0) {
-			now = rp_now();
-			if (now >= idle_end || now >= slice_end) return RP_ECHO_IDLE;
-			continue;
-		}
+		int p = rp_poll1(rcq, &wc, RP_VERB_POLL_RECV, idle_end, slice_end, verb);
+		if (p < 0) return p;
+		if (p == RP_POLL_OVER) return RP_ECHO_IDLE;
+		if (p == 0) continue;
 		// Anything but a full-size message that verifies goes to Go, which
 		// says what is wrong with it (or ends the client on a goodbye).
 		uint64_t r = wc.wr_id < (uint64_t)depth ? wc.wr_id : (uint64_t)depth - 1;
@@ -102,8 +105,6 @@ int rp_echo(struct ibv_qp *qp, struct ibv_cq *rcq, struct ibv_cq *scq,
 		}
 		busy[j] = 1;
 		(*inflight)++;
-		(*echoed)++;
-		now = rp_now();
-		idle_end = now + idle_ns;
+		idle_end = rp_now() + idle_ns;
 	}
 }

@@ -20,8 +20,7 @@ import (
 var _ fabric.Echoer = (*qp)(nil)
 
 // EchoSpin runs l's echo in C (echo.c) until it is idle for idle, slice
-// passes, or a completion needs the caller; see fabric.Echoer. l.QP must
-// be q.
+// passes, or a completion needs the caller; see fabric.Echoer.
 func (q *qp) EchoSpin(l *fabric.EchoLoop, idle, slice time.Duration) (fabric.WC, bool, error) {
 	const verb = "echo"
 	rcq, ok1 := l.RecvCQ.(*cq)
@@ -53,15 +52,15 @@ func (q *qp) EchoSpin(l *fabric.EchoLoop, idle, slice time.Duration) (fabric.WC,
 		return fabric.WC{}, false, verr("ibv_post_send", syscall.EINVAL, "QP destroyed")
 	}
 	busy := unsafe.Slice((*C.uint8_t)(unsafe.Pointer(&l.Busy[0])), l.Depth) // Go bools are bytes of 0 or 1
-	inflight, echoed := C.int(l.Inflight), C.uint64_t(l.Echoed)
+	inflight := C.int(l.Inflight)
 	var out C.rp_wc
 	var failed C.int
 	r := C.rp_echo(q.qp, rcq.cq, scq.cq,
 		C.uint64_t(rm.addr+uintptr(l.RecvOff)), C.uint32_t(rm.lkey),
 		C.uint64_t(sm.addr+uintptr(l.SendOff)), C.uint32_t(sm.lkey),
-		C.int(l.Size), C.int(l.Depth), &busy[0], &inflight, &echoed,
+		C.int(l.Size), C.int(l.Depth), &busy[0], &inflight,
 		C.int64_t(idle), C.int64_t(slice), &out, &failed)
-	l.Inflight, l.Echoed = int(inflight), uint64(echoed)
+	l.Inflight = int(inflight)
 	switch {
 	case r == C.RP_ECHO_IDLE:
 		return fabric.WC{}, false, nil

@@ -35,7 +35,7 @@ func TestEchoSpin(t *testing.T) {
 		if err := a.qp.PostRecv(1, a.rmr, 0, msgSize); err != nil {
 			t.Fatal(err)
 		}
-		return a, b, &fabric.EchoLoop{QP: b.qp, RecvCQ: b.rcq, SendCQ: b.scq, RecvMR: b.rmr, SendMR: b.smr,
+		return a, b, &fabric.EchoLoop{RecvCQ: b.rcq, SendCQ: b.scq, RecvMR: b.rmr, SendMR: b.smr,
 			Size: size, Depth: 1, Busy: make([]bool, 1)}
 	}
 	// send posts msg from a and returns what b's loop did with it.
