@@ -251,7 +251,11 @@ func bootGuestWith(ctx context.Context, opts GuestOptions, simulated bool, cmds 
 		g.desc = fmt.Sprintf("sim: simulated fabric (pure Go, not an RDMA measurement) in a QEMU guest on Linux %s (%s, %d vCPU, %s)",
 			ShortRelease(info.KernelRelease), strings.TrimPrefix(opts.cpu(), "QEMU "), opts.CPUs, memString(opts.MemMiB))
 	}
-	fmt.Fprintf(opts.Out, "guest: %s, ready in %.1f s\n", g.desc, sg.BootTime.Seconds())
+	retried := ""
+	if sg.Stalls > 0 {
+		retried = " (its first boot hung in the kernel and was started again)"
+	}
+	fmt.Fprintf(opts.Out, "guest: %s, ready in %.1f s%s\n", g.desc, sg.BootTime.Seconds(), retried)
 	return g, nil
 }
 

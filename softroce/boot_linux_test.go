@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -257,6 +259,101 @@ func TestGuestContextCancel(t *testing.T) {
 	assertReaped(t, g, g.PID)
 }
 
+// TestGuestStall checks that a boot whose console stays silent is ended
+// after StallTimeout and started once more, and that a second stall fails
+// with a clear error; no QEMU is left behind either way. QEMU started
+// with -S never runs its vCPUs (nothing here sends "cont"): a guest as
+// silent as the TCG hang CI once saw.
+func TestGuestStall(t *testing.T) {
+	if ok, why := Available(); !ok {
+		t.Skipf("vm backend unavailable: %s", why)
+	}
+	qemu, err := qemuBinary("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	img := testImage(t, ctx, DefaultExtraBinaries)
+	// The wrapper records each QEMU's PID (exec keeps it) and pauses the
+	// first `paused` of them.
+	wrapper := func(paused int) (path, pids string) {
+		dir := t.TempDir()
+		path, pids = filepath.Join(dir, "qemu"), filepath.Join(dir, "pids")
+		script := fmt.Sprintf(`#!/bin/sh
+echo $$ >> %[1]s
+if [ "$(wc -l < %[1]s)" -le %[2]d ]; then exec %[3]s "$@" -S; fi
+exec %[3]s "$@"
+`, pids, paused, qemu)
+		if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return path, pids
+	}
+	reaped := func(t *testing.T, pids string) []string {
+		b, err := os.ReadFile(pids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list := strings.Fields(string(b))
+		for _, p := range list {
+			pid, _ := strconv.Atoi(p)
+			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+				t.Errorf("QEMU pid %d still exists (kill 0: %v)", pid, err)
+			}
+		}
+		return list
+	}
+
+	t.Run("retried", func(t *testing.T) {
+		q, pids := wrapper(1)
+		logPath := filepath.Join(t.TempDir(), "console.log")
+		t0 := time.Now()
+		g, err := Boot(ctx, BootConfig{Image: img, QEMU: q, LogPath: logPath, StallTimeout: 3 * time.Second})
+		if err != nil {
+			t.Fatalf("boot after a stall: %v", err)
+		}
+		t.Logf("ready %v after the stall, %v in all", g.BootTime.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
+		if g.Stalls != 1 {
+			t.Errorf("Stalls = %d, want 1", g.Stalls)
+		}
+		if _, err := g.Info(ctx); err != nil {
+			t.Errorf("retried guest unusable: %v", err)
+		}
+		if err := g.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if n := len(reaped(t, pids)); n != 2 {
+			t.Errorf("%d QEMUs started, want 2", n)
+		}
+		b, _ := os.ReadFile(logPath)
+		if !strings.Contains(string(b), "guest stalled before ready: console silent for 3s; starting the guest once more") ||
+			!strings.Contains(string(b), "Linux version") {
+			t.Errorf("console log does not tell the stall and the second boot:\n%s", b)
+		}
+	})
+
+	t.Run("twice", func(t *testing.T) {
+		q, pids := wrapper(2)
+		t0 := time.Now()
+		g, err := Boot(ctx, BootConfig{Image: img, QEMU: q, StallTimeout: 2 * time.Second})
+		if err == nil {
+			g.Close()
+			t.Fatal("boot stalled twice but Boot returned a guest")
+		}
+		t.Logf("Boot: %v", err)
+		if !errors.Is(err, errStalled) || strings.Count(err.Error(), "console silent for 2s") != 2 {
+			t.Errorf("err = %v, want both stalls named", err)
+		}
+		if d := time.Since(t0); d > time.Minute {
+			t.Errorf("two stalls of 2 s took %v to report", d)
+		}
+		if n := len(reaped(t, pids)); n != 2 {
+			t.Errorf("%d QEMUs started, want 2", n)
+		}
+	})
+}
+
 func assertReaped(t *testing.T, g *Guest, pid int) {
 	t.Helper()
 	select {
@@ -288,11 +385,9 @@ func bootTestGuestCtx(t *testing.T, ctx context.Context) *Guest {
 	return bootGuest(t, ctx, false, DefaultExtraBinaries)
 }
 
-func bootGuest(t *testing.T, ctx context.Context, netdev bool, extra []string) *Guest {
+// testImage builds the guest image around this test binary.
+func testImage(t *testing.T, ctx context.Context, extra []string) Image {
 	t.Helper()
-	if ok, why := Available(); !ok {
-		t.Skipf("vm backend unavailable: %s", why)
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -308,6 +403,15 @@ func bootGuest(t *testing.T, ctx context.Context, netdev bool, extra []string) *
 	}
 	fi, _ := os.Stat(img.Initrd)
 	t.Logf("image built in %v: %s (%d MiB), kernel %s", time.Since(t0).Round(time.Millisecond), img.Initrd, fi.Size()>>20, img.KernelRelease)
+	return img
+}
+
+func bootGuest(t *testing.T, ctx context.Context, netdev bool, extra []string) *Guest {
+	t.Helper()
+	if ok, why := Available(); !ok {
+		t.Skipf("vm backend unavailable: %s", why)
+	}
+	img := testImage(t, ctx, extra)
 	logPath := filepath.Join(t.TempDir(), "console.log")
 	if d := os.Getenv("SOFTROCE_TEST_LOG"); d != "" {
 		logPath = d

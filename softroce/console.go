@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 )
 
 // consoleTail copies console output to w and remembers the last lines and
@@ -15,6 +16,7 @@ type consoleTail struct {
 	partial []byte
 	lines   []string
 	panic   string
+	last    time.Time // when output last arrived; zero before any
 }
 
 func newConsoleTail(w io.Writer) *consoleTail { return &consoleTail{w: w} }
@@ -22,6 +24,7 @@ func newConsoleTail(w io.Writer) *consoleTail { return &consoleTail{w: w} }
 func (c *consoleTail) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.last = time.Now()
 	if c.w != nil {
 		if _, err := c.w.Write(p); err != nil {
 			c.w = nil // keep scanning for panics even if the log fails
@@ -44,6 +47,17 @@ func (c *consoleTail) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// silentFor is how long no output has arrived, counted from since if
+// none ever has.
+func (c *consoleTail) silentFor(since time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last.After(since) {
+		since = c.last
+	}
+	return time.Since(since)
 }
 
 func (c *consoleTail) panicLine() string {

@@ -44,6 +44,15 @@ type BootConfig struct {
 	// ReadyTimeout bounds boot to ready; default 120 s, since TCG on a
 	// loaded CI runner can be several times slower than on a quiet one.
 	ReadyTimeout time.Duration
+	// StallTimeout ends a boot whose console has been silent this long
+	// before the guest is ready; default 30 s, negative turns it off. A
+	// normal boot's longest silence here is about 0.3 s, but QEMU's TCG
+	// very rarely hangs a guest in early kernel init (seen once in CI:
+	// silent after "futex hash table entries" at 2 s of uptime until the
+	// ready timeout). Boot then starts the guest once more, unless it has
+	// a Link (the link is used up by the first QEMU), and says so in
+	// Guest.Stalls and the console log.
+	StallTimeout time.Duration
 	// QEMU overrides the qemu-system-x86_64 path.
 	QEMU string
 	// KernelArgs are appended to the kernel command line.
@@ -67,6 +76,9 @@ type Guest struct {
 	Ready Info
 	// PID is QEMU's process ID.
 	PID int
+	// Stalls counts boots of this guest that hung before ready and were
+	// retried (see BootConfig.StallTimeout).
+	Stalls int
 
 	cmd  *exec.Cmd
 	conn *os.File
@@ -90,9 +102,34 @@ type Guest struct {
 	poweroff  atomic.Bool
 }
 
+// errStalled marks a boot that hung before ready (BootConfig.StallTimeout).
+var errStalled = errors.New("guest stalled before ready")
+
 // Boot starts QEMU and returns once the guest has set up rxe0 and said so.
-// On any failure QEMU is killed and reaped before Boot returns.
+// On any failure QEMU is killed and reaped before Boot returns. A boot
+// that stalls is retried once (BootConfig.StallTimeout).
 func Boot(ctx context.Context, cfg BootConfig) (*Guest, error) {
+	g, err := boot(ctx, cfg, false)
+	if err == nil || !errors.Is(err, errStalled) || cfg.Link != nil || ctx.Err() != nil {
+		return g, err
+	}
+	if cfg.LogPath != "" {
+		if f, ferr := os.OpenFile(cfg.LogPath, os.O_WRONLY|os.O_APPEND, 0); ferr == nil {
+			fmt.Fprintf(f, "\nrdmaprobe: %v; starting the guest once more\n\n", err)
+			f.Close()
+		}
+	}
+	g, err2 := boot(ctx, cfg, true)
+	if err2 != nil {
+		return nil, fmt.Errorf("%w (and before that: %v)", err2, err)
+	}
+	g.Stalls = 1
+	return g, nil
+}
+
+// boot is one attempt of Boot; retry appends to the console log instead
+// of starting it afresh, so the stalled attempt's console stays readable.
+func boot(ctx context.Context, cfg BootConfig, retry bool) (*Guest, error) {
 	qemu, err := qemuBinary(cfg.QEMU)
 	if err != nil {
 		return nil, err
@@ -108,6 +145,9 @@ func Boot(ctx context.Context, cfg BootConfig) (*Guest, error) {
 	}
 	if cfg.ReadyTimeout <= 0 {
 		cfg.ReadyTimeout = 120 * time.Second
+	}
+	if cfg.StallTimeout == 0 {
+		cfg.StallTimeout = 30 * time.Second
 	}
 	accel := "tcg,thread=multi"
 	switch cfg.Accel {
@@ -188,7 +228,11 @@ func Boot(ctx context.Context, cfg BootConfig) (*Guest, error) {
 
 	var logF *os.File
 	if cfg.LogPath != "" {
-		if logF, err = os.Create(cfg.LogPath); err != nil {
+		flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+		if retry {
+			flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND
+		}
+		if logF, err = os.OpenFile(cfg.LogPath, flags, 0o644); err != nil {
 			conn.Close()
 			qemuEnd.Close()
 			conPR.Close()
@@ -241,25 +285,40 @@ func Boot(ctx context.Context, cfg BootConfig) (*Guest, error) {
 
 	timer := time.NewTimer(cfg.ReadyTimeout)
 	defer timer.Stop()
+	// The stall check looks at the console once a second; off, it never
+	// fires.
+	var stallC <-chan time.Time
+	if cfg.StallTimeout > 0 {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		stallC = tick.C
+	}
 	var bootErr error
-	select {
-	case r := <-g.readyCh:
-		if r.Kind == kindReady {
-			g.BootTime = time.Since(start)
-			if err := json.Unmarshal(r.Payload, &g.Ready); err != nil {
-				bootErr = fmt.Errorf("guest ready message: %w", err)
+	for ready := false; !ready && bootErr == nil; {
+		select {
+		case r := <-g.readyCh:
+			ready = true
+			if r.Kind == kindReady {
+				g.BootTime = time.Since(start)
+				if err := json.Unmarshal(r.Payload, &g.Ready); err != nil {
+					bootErr = fmt.Errorf("guest ready message: %w", err)
+				}
+			} else {
+				var msg string
+				json.Unmarshal(r.Payload, &msg)
+				bootErr = fmt.Errorf("guest setup failed: %s", msg)
 			}
-		} else {
-			var msg string
-			json.Unmarshal(r.Payload, &msg)
-			bootErr = fmt.Errorf("guest setup failed: %s", msg)
+		case <-g.readerEnd:
+			bootErr = g.deathError("before it was ready")
+		case <-timer.C:
+			bootErr = fmt.Errorf("guest not ready after %v%s", cfg.ReadyTimeout, g.console.lastLines(5))
+		case <-stallC:
+			if g.console.silentFor(start) >= cfg.StallTimeout {
+				bootErr = fmt.Errorf("%w: console silent for %v%s", errStalled, cfg.StallTimeout, g.console.lastLines(3))
+			}
+		case <-ctx.Done():
+			bootErr = fmt.Errorf("boot: %w", ctx.Err())
 		}
-	case <-g.readerEnd:
-		bootErr = g.deathError("before it was ready")
-	case <-timer.C:
-		bootErr = fmt.Errorf("guest not ready after %v%s", cfg.ReadyTimeout, g.console.lastLines(5))
-	case <-ctx.Done():
-		bootErr = fmt.Errorf("boot: %w", ctx.Err())
 	}
 	if bootErr != nil {
 		g.kill()

@@ -24,6 +24,7 @@ type BootConfig struct {
 	LogPath      string
 	Accel        string
 	ReadyTimeout time.Duration
+	StallTimeout time.Duration
 	QEMU         string
 	KernelArgs   []string
 	CPUModel     string
@@ -36,6 +37,7 @@ type Guest struct {
 	BootTime time.Duration
 	Ready    Info
 	PID      int
+	Stalls   int
 }
 
 func IsGuest() bool { return false }
