@@ -16,14 +16,16 @@ import (
 // guest (3,000 clients, srq) the generator spent 1.22 s of 23 s of CPU in
 // ibv_reg_mr and more in ibv_dereg_mr, CPU the server under test shares
 // on this machine. The server sees no difference: its peer's buffers are
-// never named on the wire (SEND/RECV only). 64 pairs of 4 KiB is one
-// 512 KiB region; at most 63 unused pairs stay registered.
+// never named on the wire (SEND/RECV only). 64 clients of 3 × 4 KiB is
+// one 768 KiB region; at most 63 unused clients' buffers stay registered.
 const SlabClients = 64
 
 // bufs hands out each client's send and receive buffers, all in one
-// registered region: depth send buffers at off, then depth receive
+// registered region: depth send buffers at off, then 2·depth receive
 // buffers (depth = the messages a client may have outstanding in the
-// traffic phase, 1 by default).
+// traffic phase, 1 by default). Twice as many receives as messages let a
+// client post its next message before it has checked an echo and given
+// its buffer back (flow.echoLocked).
 type bufs struct {
 	pd    fabric.PD
 	msg   int
@@ -41,7 +43,8 @@ type bufPair struct {
 	msg, depth int
 }
 
-// sendOff and recvOff are where send and receive buffer j start.
+// sendOff and recvOff are where send buffer j < depth and receive buffer
+// j < 2·depth start.
 func (p bufPair) sendOff(j int) int { return p.off + j*p.msg }
 func (p bufPair) recvOff(j int) int { return p.off + (p.depth+j)*p.msg }
 
@@ -50,7 +53,7 @@ func newBufs(pd fabric.PD, msg, depth int) *bufs {
 }
 
 // stride is one client's share of a region.
-func (b *bufs) stride() int { return 2 * b.depth * b.msg }
+func (b *bufs) stride() int { return 3 * b.depth * b.msg }
 
 // get returns a free pair, registering a new region when none is left.
 func (b *bufs) get() (bufPair, error) {

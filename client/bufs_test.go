@@ -24,7 +24,7 @@ func TestBufsShareRegistrations(t *testing.T) {
 	}
 	defer pd.Dealloc()
 	const msg = 4096
-	const depth = 3 // buffers of each kind per client
+	const depth = 3 // send buffers per client; receive buffers are twice that
 	b := newBufs(pd, msg, depth)
 	type span struct {
 		mr  fabric.MR
@@ -39,7 +39,10 @@ func TestBufsShareRegistrations(t *testing.T) {
 		}
 		var offs []int
 		for j := 0; j < depth; j++ {
-			offs = append(offs, q.sendOff(j), q.recvOff(j))
+			offs = append(offs, q.sendOff(j))
+		}
+		for j := 0; j < 2*depth; j++ {
+			offs = append(offs, q.recvOff(j))
 		}
 		for _, off := range offs {
 			if off < 0 || off+msg > len(q.mr.Buf()) {

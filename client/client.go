@@ -71,7 +71,8 @@ func NewDialer(dev fabric.Device, cfg Config) (*Dialer, error) {
 	if err != nil {
 		return nil, err
 	}
-	wr := max(QPDepth, cfg.Depth)
+	// Twice Depth receives stay posted in the traffic phase (bufs).
+	wr := max(QPDepth, 2*cfg.Depth)
 	return &Dialer{cfg: cfg, dev: dev, pd: pd, port: dev.Port(), bufs: newBufs(pd, cfg.MsgSize, cfg.Depth),
 		groups: newGroups(dev, wr, cfg.BusyPoll), wr: wr}, nil
 }
