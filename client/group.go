@@ -145,7 +145,7 @@ func (g *groups) route(ctx context.Context, cg *cqGroup) {
 			return
 		}
 		if n == 0 && g.busy > 0 {
-			if n, err = fabric.Spin(ctx, cg.cq, wcs, g.busy); err != nil {
+			if n, err = fabric.SpinOne(ctx, cg.cq, wcs, g.busy); err != nil {
 				g.broken(cg, err)
 				return
 			}

@@ -458,6 +458,39 @@ func AwaitBusy(ctx context.Context, cq CQ, busy time.Duration) (WC, error) {
 	}
 }
 
+// Spinner is a CQ that can poll itself repeatedly for up to d in one
+// call, returning as soon as it has completions (verbs: in C).
+type Spinner interface {
+	SpinPoll(wc []WC, d time.Duration) (int, error)
+}
+
+// SpinSlice bounds one Spinner call of SpinOne: under 20 µs, sysmon's
+// shortest period, so Go's runtime never takes the processor from a
+// goroutine spinning in C (which on a busy machine wakes another thread,
+// and the spinner then waits for it on the way back).
+const SpinSlice = 15 * time.Microsecond
+
+// SpinOne is Spin for the only loop that polls in its process: on a
+// Spinner it polls in SpinSlice stretches inside the provider, yielding
+// between them.
+func SpinOne(ctx context.Context, cq CQ, wc []WC, busy time.Duration) (int, error) {
+	sp, ok := cq.(Spinner)
+	if !ok {
+		return Spin(ctx, cq, wc, busy)
+	}
+	until := time.Now().Add(busy)
+	for {
+		n, err := sp.SpinPoll(wc, SpinSlice)
+		if n > 0 || err != nil {
+			return n, err
+		}
+		if ctx.Err() != nil || !time.Now().Before(until) {
+			return 0, nil
+		}
+		runtime.Gosched()
+	}
+}
+
 // Spin polls an empty cq for completions into wc for up to busy, and
 // returns as soon as there are some (0: none came, or ctx ended). It
 // yields the processor between polls (runtime.Gosched), so the

@@ -121,3 +121,46 @@ func TestEchoSpin(t *testing.T) {
 		t.Error("a loop larger than its MRs ran")
 	}
 }
+
+// TestSpinPoll: a CQ's SpinPoll returns as soon as a completion is there
+// (its send, here), and with none after about the stretch it was given;
+// SpinOne hands back what it found and gives up after busy.
+func TestSpinPoll(t *testing.T) {
+	dev := openDev(t, -1)
+	pd := allocPD(t, dev)
+	a, b := pair(t, dev, pd)
+	if err := connect(a, b); err != nil {
+		t.Fatal(err)
+	}
+	sp := a.scq.(fabric.Spinner)
+	wc := make([]fabric.WC, 4)
+	t0 := time.Now()
+	if n, err := sp.SpinPoll(wc, 2*time.Millisecond); n != 0 || err != nil {
+		t.Fatalf("empty CQ: %d completions, %v", n, err)
+	}
+	if d := time.Since(t0); d < 2*time.Millisecond {
+		t.Errorf("empty CQ: returned after %v, before the 2ms stretch", d)
+	}
+	if err := b.qp.PostRecv(0, b.rmr, 0, msgSize); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.qp.PostSend(7, a.smr, 0, msgSize); err != nil {
+		t.Fatal(err)
+	}
+	n, err := sp.SpinPoll(wc, 10*time.Second)
+	if err != nil || n != 1 || wc[0].WRID != 7 || wc[0].Status != fabric.WCSuccess {
+		t.Fatalf("after a send: %d completions %+v, %v", n, wc[:n], err)
+	}
+	ctx := context.Background()
+	n, err = fabric.SpinOne(ctx, b.rcq, wc, 10*time.Second)
+	if err != nil || n != 1 || wc[0].Opcode != fabric.WCRecv || wc[0].ByteLen != msgSize {
+		t.Fatalf("SpinOne: %d completions %+v, %v", n, wc[:n], err)
+	}
+	t0 = time.Now()
+	if n, err := fabric.SpinOne(ctx, b.rcq, wc, 3*time.Millisecond); n != 0 || err != nil {
+		t.Fatalf("SpinOne on an empty CQ: %d, %v", n, err)
+	}
+	if d := time.Since(t0); d < 3*time.Millisecond {
+		t.Errorf("SpinOne gave up after %v, before busy", d)
+	}
+}

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 // Verbs that return an errno value on some rdma-core versions and -1 with
@@ -90,6 +91,20 @@ int rp_poll(struct ibv_cq *cq, rp_wc *out, int n) {
 		out[i].qp_num = wc[i].qp_num;
 	}
 	return got;
+}
+
+// rp_spin polls cq until it has completions or ns have passed: one cgo
+// call for a stretch of empty polls.
+int rp_spin(struct ibv_cq *cq, rp_wc *out, int n, int64_t ns) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	int64_t end = (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec + ns;
+	for (;;) {
+		int got = rp_poll(cq, out, n);
+		if (got != 0) return got;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((int64_t)t.tv_sec * 1000000000LL + t.tv_nsec >= end) return 0;
+	}
 }
 
 int rp_req_notify(struct ibv_cq *cq) {

@@ -37,6 +37,7 @@ int rp_drain_events(struct ibv_comp_channel *ch, uintptr_t *ids, int n);
 // CQ.
 struct ibv_cq *rp_create_cq(struct ibv_context *c, int cqe, uintptr_t id, struct ibv_comp_channel *ch);
 int rp_poll(struct ibv_cq *cq, rp_wc *out, int n);
+int rp_spin(struct ibv_cq *cq, rp_wc *out, int n, int64_t ns);
 int rp_req_notify(struct ibv_cq *cq);
 
 // MR.
