@@ -94,29 +94,10 @@ func (c *cq) broken(errno syscall.Errno) {
 	c.evMu.Unlock()
 }
 
-func (c *cq) Poll(wc []fabric.WC) (int, error) {
-	if len(wc) == 0 {
-		return 0, nil
-	}
-	c.life.RLock()
-	defer c.life.RUnlock()
-	if c.dead {
-		return 0, verr("ibv_poll_cq", syscall.EINVAL, "CQ destroyed")
-	}
-	c.pollMu.Lock()
-	defer c.pollMu.Unlock()
-	n := int(C.rp_poll(c.cq, c.buf, C.int(min(len(wc), C.RP_POLL_MAX))))
-	if n < 0 {
-		return 0, verr("ibv_poll_cq", syscall.EIO, fmt.Sprintf("returned %d", n))
-	}
-	for i, w := range unsafe.Slice(c.buf, n) {
-		wc[i] = wcOf(w)
-	}
-	return n, nil
-}
+func (c *cq) Poll(wc []fabric.WC) (int, error) { return c.SpinPoll(wc, 0) }
 
 // SpinPoll is Poll repeated in C until it finds completions or d has
-// passed (fabric.Spinner).
+// passed (fabric.Spinner); with d = 0 it polls once.
 func (c *cq) SpinPoll(wc []fabric.WC, d time.Duration) (int, error) {
 	if len(wc) == 0 {
 		return 0, nil
@@ -128,7 +109,13 @@ func (c *cq) SpinPoll(wc []fabric.WC, d time.Duration) (int, error) {
 	}
 	c.pollMu.Lock()
 	defer c.pollMu.Unlock()
-	n := int(C.rp_spin(c.cq, c.buf, C.int(min(len(wc), C.RP_POLL_MAX)), C.int64_t(d)))
+	room := C.int(min(len(wc), C.RP_POLL_MAX))
+	var n int
+	if d <= 0 {
+		n = int(C.rp_poll(c.cq, c.buf, room))
+	} else {
+		n = int(C.rp_spin(c.cq, c.buf, room, C.int64_t(d)))
+	}
 	if n < 0 {
 		return 0, verr("ibv_poll_cq", syscall.EIO, fmt.Sprintf("returned %d", n))
 	}
