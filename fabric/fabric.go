@@ -478,17 +478,7 @@ func SpinOne(ctx context.Context, cq CQ, wc []WC, busy time.Duration) (int, erro
 	if !ok {
 		return Spin(ctx, cq, wc, busy)
 	}
-	until := time.Now().Add(busy)
-	for {
-		n, err := sp.SpinPoll(wc, SpinSlice)
-		if n > 0 || err != nil {
-			return n, err
-		}
-		if ctx.Err() != nil || !time.Now().Before(until) {
-			return 0, nil
-		}
-		runtime.Gosched()
-	}
+	return spin(ctx, busy, func() (int, error) { return sp.SpinPoll(wc, SpinSlice) })
 }
 
 // Spin polls an empty cq for completions into wc for up to busy, and
@@ -501,9 +491,15 @@ func SpinOne(ctx context.Context, cq CQ, wc []WC, busy time.Duration) (int, erro
 // it (in the TCG guest an event costs ib_send_lat 4x its busy-polled
 // latency), at the price of a CPU kept busy for busy after each one.
 func Spin(ctx context.Context, cq CQ, wc []WC, busy time.Duration) (int, error) {
+	return spin(ctx, busy, func() (int, error) { return cq.Poll(wc) })
+}
+
+// spin calls poll until it finds completions, fails, ctx ends or busy
+// has passed, yielding between calls.
+func spin(ctx context.Context, busy time.Duration, poll func() (int, error)) (int, error) {
 	until := time.Now().Add(busy)
 	for {
-		n, err := cq.Poll(wc)
+		n, err := poll()
 		if n > 0 || err != nil {
 			return n, err
 		}

@@ -110,7 +110,7 @@ var errStalled = errors.New("guest stalled before ready")
 // that stalls is retried once (BootConfig.StallTimeout).
 func Boot(ctx context.Context, cfg BootConfig) (*Guest, error) {
 	g, err := boot(ctx, cfg, false)
-	if err == nil || !errors.Is(err, errStalled) || cfg.Link != nil || ctx.Err() != nil {
+	if !errors.Is(err, errStalled) || cfg.Link != nil || ctx.Err() != nil {
 		return g, err
 	}
 	if cfg.LogPath != "" {
