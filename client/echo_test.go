@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -133,7 +134,7 @@ func TestEchoOrder(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				f.handle(wc)
+				f.take(wc, nil)
 				echoed = echoed || wc.Opcode == fabric.WCRecv
 			}
 		}
@@ -171,7 +172,7 @@ func TestEchoOrder(t *testing.T) {
 			if wc.Status != fabric.WCSuccess {
 				t.Fatalf("client completion %+v", wc)
 			}
-			f.handle(wc)
+			f.take(wc, nil)
 			if wc.Opcode == fabric.WCRecv {
 				if recvs++; recvs == 1 && (f.failClass != "" || f.count != 2) {
 					t.Fatalf("after the second echo: fail %q (%s), count %d", f.failClass, f.failText, f.count)
@@ -195,7 +196,7 @@ func TestEchoOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f.handle(wc)
+			f.take(wc, nil)
 		}
 		peerEcho(seq, true)
 		client()
@@ -207,4 +208,114 @@ func TestEchoOrder(t *testing.T) {
 			t.Fatalf("message posted ahead of the check is %d, want %d", got, seq+1)
 		}
 	})
+
+	// answer plays the provider's part of fabric.Answer: the echo found,
+	// it posts what the flow armed, as the router's poll would.
+	answer := func(t *testing.T, f *flow) *fabric.Answer {
+		t.Helper()
+		a := f.c.group.answer.Load()
+		if a == nil {
+			t.Fatal("nothing armed once the send completed")
+		}
+		if err := a.QP.PostSend(a.WRID, a.MR, a.Off, a.Len); err != nil {
+			t.Fatal(err)
+		}
+		a.Index, a.At = 0, time.Now()
+		f.c.group.answer.CompareAndSwap(a, nil)
+		return a
+	}
+	// sent takes the client's completions until its message's send completed.
+	sent := func(t *testing.T, f *flow) {
+		t.Helper()
+		for !f.slots[0].sent {
+			wc, err := fabric.Await(ctx, f.c.group.cq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.take(wc, nil)
+		}
+	}
+	echo := func(t *testing.T, f *flow) fabric.WC {
+		t.Helper()
+		for {
+			wc, err := fabric.Await(ctx, f.c.group.cq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wc.Opcode == fabric.WCRecv {
+				return wc
+			}
+			f.take(wc, nil)
+		}
+	}
+	t.Run("answered", func(t *testing.T) {
+		f, peerTake, peerEcho, _ := setup(t)
+		f.e.answer = true
+		f.mu.Lock()
+		f.fillLocked(time.Now())
+		f.mu.Unlock()
+		seq := peerTake()
+		sent(t, f)
+		peerEcho(seq, false)
+		wc := echo(t, f)
+		a := answer(t, f)
+		f.take(wc, a)
+		s := f.slots[0]
+		if f.failClass != "" || f.count != 1 || f.answered != 1 || f.unseen != 0 || f.busy != 1 ||
+			!s.busy || s.seq != seq+1 || s.sent || s.echoed || !s.due.Equal(a.At) {
+			t.Fatalf("after an answered echo: fail %q (%s), count %d, answered %d, unseen %d, busy %d, slot %+v",
+				f.failClass, f.failText, f.count, f.answered, f.unseen, f.busy, s)
+		}
+		if got := peerTake(); got != seq+1 {
+			t.Fatalf("the answer was message %d, want %d", got, seq+1)
+		}
+		// An echo that came another way (no answer) leaves nothing armed.
+		sent(t, f)
+		if f.c.group.answer.Load() == nil {
+			t.Fatal("the answered message's send completed: nothing armed")
+		}
+		peerEcho(seq+1, false)
+		f.take(echo(t, f), nil)
+		if f.c.group.answer.Load() != nil || f.count != 2 || f.answered != 1 {
+			t.Fatalf("an echo not answered: armed %v, count %d, answered %d", f.c.group.answer.Load() != nil, f.count, f.answered)
+		}
+	})
+	t.Run("answered-corrupt", func(t *testing.T) {
+		f, peerTake, peerEcho, _ := setup(t)
+		f.e.answer = true
+		f.mu.Lock()
+		f.fillLocked(time.Now())
+		f.mu.Unlock()
+		seq := peerTake()
+		sent(t, f)
+		peerEcho(seq, true)
+		f.take(echo(t, f), answer(t, f))
+		if f.failClass != result.TrafficVerify || f.count != 0 || f.lost != 1 || !f.finished || f.c.group.answer.Load() != nil {
+			t.Fatalf("a corrupt echo, answered: fail %q (%s), count %d, lost %d, finished %v",
+				f.failClass, f.failText, f.count, f.lost, f.finished)
+		}
+	})
+	t.Run("answered-after-failure", func(t *testing.T) {
+		f, peerTake, peerEcho, _ := setup(t)
+		f.e.answer = true
+		f.mu.Lock()
+		f.fillLocked(time.Now())
+		f.mu.Unlock()
+		seq := peerTake()
+		sent(t, f)
+		peerEcho(seq, false)
+		wc := echo(t, f)
+		a := f.c.group.answer.Load()
+		// The ticker fails the client while the router's poll is posting.
+		f.mu.Lock()
+		f.failLocked(result.TrafficTimeout, errTest)
+		f.mu.Unlock()
+		f.c.group.answer.Store(a)
+		f.take(wc, answer(t, f))
+		if f.lost != 2 || f.count != 0 {
+			t.Fatalf("posted after the failure: lost %d, count %d; want 2 lost (the outstanding one and the answer)", f.lost, f.count)
+		}
+	})
 }
+
+var errTest = errors.New("test failure")

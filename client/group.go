@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/fabric"
@@ -43,6 +44,10 @@ type cqGroup struct {
 
 	mu    sync.RWMutex
 	conns map[uint32]*Conn // by local QPN
+
+	// answer is the send a flow armed for the router to post the moment
+	// its echo arrives (flow.armLocked); nil: none.
+	answer atomic.Pointer[fabric.Answer]
 }
 
 // groups hands out group slots and owns the routers.
@@ -139,16 +144,23 @@ func (g *groups) route(ctx context.Context, cg *cqGroup) {
 	defer close(cg.done)
 	wcs := make([]fabric.WC, 64)
 	for {
-		n, err := cg.cq.Poll(wcs)
+		var (
+			n   int
+			err error
+			a   *fabric.Answer
+		)
+		if g.busy > 0 {
+			a = cg.answer.Load()
+			n, err = fabric.SpinAnswer(ctx, cg.cq, wcs, g.busy, a)
+			if a != nil && a.Index >= 0 {
+				cg.answer.CompareAndSwap(a, nil) // posted: once
+			}
+		} else {
+			n, err = cg.cq.Poll(wcs)
+		}
 		if err != nil {
 			g.broken(cg, err)
 			return
-		}
-		if n == 0 && g.busy > 0 {
-			if n, err = fabric.SpinOne(ctx, cg.cq, wcs, g.busy); err != nil {
-				g.broken(cg, err)
-				return
-			}
 		}
 		if n == 0 {
 			if ctx.Err() != nil {
@@ -172,13 +184,17 @@ func (g *groups) route(ctx context.Context, cg *cqGroup) {
 				continue
 			}
 		}
-		for _, wc := range wcs[:n] {
+		for i, wc := range wcs[:n] {
 			c := cg.lookup(wc.QPN)
 			if c == nil {
 				continue
 			}
 			if f := c.flow.Load(); f != nil {
-				f.handle(wc)
+				if a != nil && i == a.Index {
+					f.take(wc, a)
+				} else {
+					f.take(wc, nil)
+				}
 				continue
 			}
 			select {

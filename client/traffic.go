@@ -92,6 +92,9 @@ type engine struct {
 	stopped  atomic.Bool // interrupted: post nothing more
 	active   atomic.Int64
 	flows    []*flow
+	// answer: the flow's next message goes out from its router's poll in
+	// the provider as its echo arrives (flow.armLocked).
+	answer bool
 }
 
 // slot is one outstanding-message position of a client.
@@ -135,6 +138,13 @@ type flow struct {
 	lastSeq       []uint64 // write: the last message of each slot
 	verifyStarted bool
 	verifyPending int
+	// ans is the next message armed for the router to post as the echo
+	// of slot ansSlot arrives; unseen counts one posted that way that no
+	// slot holds yet (lost if the client fails before it does).
+	ans      fabric.Answer
+	ansSlot  int
+	unseen   int64
+	answered int64 // messages that went out so
 }
 
 // Traffic runs the traffic phase of conns (connected by d) and reports
@@ -178,6 +188,10 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 		}
 		e.flows = append(e.flows, f)
 	}
+	// One client, one message at a time, closed loop, busy-polled: its
+	// router owns the process's polling, and the next message can go
+	// out in the provider's poll that finds the echo.
+	e.answer = len(e.flows) == 1 && cfg.Op == result.OpSend && cfg.Depth == 1 && cfg.Rate == 0 && d.cfg.BusyPoll > 0
 	cpu0 := cpuTime()
 	e.active.Store(int64(len(e.flows)))
 	// Receives for the echoes, twice Depth (see echoLocked): the connect
@@ -228,6 +242,7 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 		f.mu.Lock()
 		rep.ClientHist.Record(f.count)
 		rep.Messages += f.count
+		rep.Answered += f.answered
 		if f.failClass != "" {
 			if rep.Errors == nil {
 				rep.Errors, rep.ErrorText = map[string]int64{}, map[string]string{}
@@ -309,7 +324,7 @@ func (e *engine) tick(ctx context.Context) {
 			for _, f := range e.flows {
 				f.mu.Lock()
 				if !f.finished {
-					f.lost = int64(f.busy)
+					f.lost = int64(f.busy) + f.unseen
 					f.failClass, f.failText = result.TrafficInterrupted, "the phase was interrupted with the message outstanding"
 					f.finishLocked()
 				}
@@ -424,12 +439,23 @@ func (f *flow) postLocked(due, now time.Time) {
 	f.busy++
 }
 
-// handle is a completion of this client, from its group's router.
-func (f *flow) handle(wc fabric.WC) {
+// take is a completion of this client, from its group's router; a is
+// the flow's armed message if the router's poll posted it as this
+// completion arrived, else nil.
+func (f *flow) take(wc fabric.WC, a *fabric.Answer) {
 	now := time.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if a != nil && a.Err != nil {
+		a = nil // not posted: the echo's own path posts it (and fails on its error)
+	}
+	if a != nil {
+		f.unseen++
+	}
 	if f.finished {
+		if a != nil && f.failClass != "" {
+			f.lost++ // posted while the client was being failed
+		}
 		if wc.Status != fabric.WCSuccess && f.failClass == fabric.WCWRFlushErr.Name() && wc.Status != fabric.WCWRFlushErr {
 			// A flushed receive came first; this is what failed.
 			f.failClass, f.failText = wc.Status.Name(), (&fabric.WCError{Op: wc.Opcode.String(), Status: wc.Status}).Error()
@@ -456,11 +482,14 @@ func (f *flow) handle(wc fabric.WC) {
 				f.seq++
 				s.next = f.seq
 				payload.Fill(c.sendBuf(j), s.next, e.size)
+				if e.answer {
+					f.armLocked(j)
+				}
 			}
 			f.echoDoneLocked(j, now)
 		}
 	case kindRecv:
-		if class, err := f.echoLocked(wc, j, now); err != nil {
+		if class, err := f.echoLocked(wc, j, now, a); err != nil {
 			f.failLocked(class, err)
 			return
 		}
@@ -525,7 +554,14 @@ func checkRegion(b []byte, size int, want uint64) error {
 // so the next echo finds one while this buffer waits to be checked. A
 // failed check still fails the client; the message posted before it is
 // then counted lost with the rest of its outstanding ones.
-func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time) (class string, err error) {
+//
+// With a (not nil) the router's poll already posted the slot's next
+// message as this echo arrived (armLocked): the slot takes it, posted
+// at a.At.
+func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time, a *fabric.Answer) (class string, err error) {
+	if a == nil {
+		f.disarmLocked() // this echo came another way: what was armed is stale
+	}
 	size := f.e.size
 	if wc.ByteLen != size {
 		return result.TrafficVerify, fmt.Errorf("echo of %d bytes, sent %d", wc.ByteLen, size)
@@ -548,7 +584,15 @@ func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time) (class string, err
 	s.echoed = true
 	due, sent := s.due, s.sent
 	early := sent && !f.e.done(now)
-	if early {
+	switch {
+	case a != nil && j == f.ansSlot:
+		*s = slot{busy: true, seq: s.next, due: a.At, posted: a.At}
+		f.unseen--
+		f.answered++
+		early = true // the slot is taken over, not released
+	case a != nil:
+		return result.TrafficVerify, fmt.Errorf("echo of message %d answered as slot %d's", seq, f.ansSlot)
+	case early:
 		f.releaseLocked(j, now)
 	}
 	// Every message sent is payload.Fill(its seq, size), so an echo of
@@ -558,8 +602,14 @@ func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time) (class string, err
 	if _, err := payload.Check(echo); err != nil {
 		return result.TrafficVerify, fmt.Errorf("echo: %w", err)
 	}
-	f.lat.RecordDuration(now.Sub(due))
-	if now.Before(f.e.end) {
+	// An answered echo arrived when the poll that posted the answer found
+	// it, before the post (which in rxe runs the send's whole delivery).
+	got := now
+	if a != nil {
+		got = a.At
+	}
+	f.lat.RecordDuration(got.Sub(due))
+	if got.Before(f.e.end) {
 		f.count++
 	}
 	if err := f.c.qp.PostRecv(wrid(kindRecv, r), f.c.buf.mr, f.c.buf.recvOff(r), size); err != nil {
@@ -569,6 +619,27 @@ func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time) (class string, err
 		f.releaseLocked(j, now)
 	}
 	return "", nil
+}
+
+// armLocked has the router post slot j's next message (written already)
+// the moment the echo of its message arrives, in the provider's poll
+// that finds it (fabric.Answer): the cgo return, the routing and the
+// post's own cgo call are then off the round trip. Only while this flow
+// is the phase's one (engine.answer); the router disarms an answer it
+// posted, the flow one that went stale.
+func (f *flow) armLocked(j int) {
+	c := f.c
+	f.ans = fabric.Answer{QP: c.qp, MR: c.buf.mr, Off: c.buf.sendOff(j), Len: f.e.size,
+		WRID: wrid(kindSend, j), Before: f.e.end}
+	f.ansSlot = j
+	c.group.answer.Store(&f.ans)
+}
+
+// disarmLocked withdraws the flow's armed message, if any.
+func (f *flow) disarmLocked() {
+	if f.e.answer {
+		f.c.group.answer.CompareAndSwap(&f.ans, nil)
+	}
 }
 
 // echoDoneLocked frees a send slot once both its send and its echo are
@@ -672,7 +743,7 @@ func (f *flow) failLocked(class string, err error) {
 		return
 	}
 	f.failClass, f.failText = class, err.Error()
-	f.lost = int64(max(f.busy, f.verifyPending, 1))
+	f.lost = max(int64(f.busy)+f.unseen, int64(f.verifyPending), 1)
 	f.finishLocked()
 }
 
@@ -691,5 +762,6 @@ func (f *flow) finishLocked() {
 		return
 	}
 	f.finished = true
+	f.disarmLocked()
 	f.e.active.Add(-1)
 }

@@ -481,6 +481,46 @@ func SpinOne(ctx context.Context, cq CQ, wc []WC, busy time.Duration) (int, erro
 	return spin(ctx, busy, func() (int, error) { return sp.SpinPoll(wc, SpinSlice) })
 }
 
+// Answer is a send prepared for an Answerer to post the moment a receive
+// it waits for arrives: a successful receive of Len bytes on QP. It is
+// how a client that owns its process's only polling loop takes the
+// cgo return, the routing and the post's own cgo call off its round
+// trip: the next message goes out in the same call that finds the echo.
+type Answer struct {
+	QP       QP
+	MR       MR
+	Off, Len int
+	WRID     uint64
+	// Before: nothing is posted from this time on.
+	Before time.Time
+
+	// What the call that posted it did: Index is the answered receive's
+	// place in wc (-1: none), At the time just before the post, which is
+	// when the receive was found, Err the post's failure (the send is
+	// then not outstanding).
+	Index int
+	At    time.Time
+	Err   error
+}
+
+// Answerer is a Spinner that can post an Answer (verbs: in C).
+type Answerer interface {
+	SpinAnswer(wc []WC, d time.Duration, a *Answer) (int, error)
+}
+
+// SpinAnswer is SpinOne that posts a (if not nil) as its receive
+// arrives, on an Answerer; elsewhere it is SpinOne and a.Index stays -1.
+func SpinAnswer(ctx context.Context, cq CQ, wc []WC, busy time.Duration, a *Answer) (int, error) {
+	an, ok := cq.(Answerer)
+	if a == nil || !ok {
+		if a != nil {
+			a.Index = -1
+		}
+		return SpinOne(ctx, cq, wc, busy)
+	}
+	return spin(ctx, busy, func() (int, error) { return an.SpinAnswer(wc, SpinSlice, a) })
+}
+
 // Spin polls an empty cq for completions into wc for up to busy, and
 // returns as soon as there are some (0: none came, or ctx ended). It
 // yields the processor between polls (runtime.Gosched), so the

@@ -64,6 +64,11 @@ type Traffic struct {
 	// payload bytes.
 	Messages int64 `json:"messages"`
 	Bytes    int64 `json:"bytes"`
+	// Answered of them went out from the generator's poll that found the
+	// echo before them (one client, depth 1, --busy-poll on verbs:
+	// fabric.Answer); their round trips run between that poll's clock
+	// readings, as perftest's do.
+	Answered int64 `json:"answered,omitempty"`
 	// Errors counts failed clients by what ended them: a completion
 	// status (fabric.WCStatus.Name) or one of the Traffic* classes.
 	Errors map[string]int64 `json:"errors,omitempty"`
@@ -151,6 +156,7 @@ func (t *Traffic) Merge(o Traffic) {
 	t.Clients += o.Clients
 	t.ClientsFailed += o.ClientsFailed
 	t.Messages += o.Messages
+	t.Answered += o.Answered
 	t.Bytes += o.Bytes
 	for k, v := range o.Errors {
 		if t.Errors == nil {

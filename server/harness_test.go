@@ -39,6 +39,7 @@ type harness struct {
 	mode       string
 	depth      int
 	busy       time.Duration   // the server's and the dialer's BusyPoll
+	size       int             // the message size
 	server     fabric.Provider // the server's device
 	addr       string
 	serverPair certs.Pair
@@ -101,6 +102,8 @@ type harnessOpts struct {
 	simDelayFrom int
 	// busy is the server's and the dialer's Config.BusyPoll.
 	busy time.Duration
+	// size is the message size (0: 256 bytes).
+	size int
 }
 
 func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
@@ -114,10 +117,13 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 	if o.rounds == 0 {
 		o.rounds = 2
 	}
+	if o.size == 0 {
+		o.size = 256
+	}
 	handshake, exchange := o.handshake, o.exchange
 	fab := testFabric(t, sim.Options{Caps: o.simCaps, ServiceDelay: o.simDelay, ServiceDelayFrom: o.simDelayFrom})
 	h := &harness{t: t, inUse: fab.inUse, served: make(chan error, 1), clientHeld: fab.clientHeld, rounds: o.rounds, mode: o.mode,
-		depth: o.depth, busy: o.busy, server: fab.server}
+		depth: o.depth, busy: o.busy, size: o.size, server: fab.server}
 	pre := h.inUse()
 	var err error
 	if h.serverPair, err = certs.SelfSigned(); err != nil {
@@ -133,7 +139,7 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	h.srv, err = server.New(ctx, server.Config{Listen: "127.0.0.1:0", MaxClients: maxClients, Mode: o.mode,
-		TLS: stls, Provider: fab.server, Device: fabric.DeviceConfig{GIDIndex: -1}, MsgSize: 256,
+		TLS: stls, Provider: fab.server, Device: fabric.DeviceConfig{GIDIndex: -1}, MsgSize: o.size,
 		HandshakeTimeout: handshake, ExchangeTimeout: exchange, SRQDepth: o.srqDepth, Detach: o.detach,
 		Depth: o.depth, Remote: o.remote, BusyPoll: o.busy})
 	if err != nil {
@@ -164,7 +170,7 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 
 func (h *harness) newDialer(dev fabric.Device, conf *tls.Config) *client.Dialer {
 	h.t.Helper()
-	d, err := client.NewDialer(dev, client.Config{Addr: h.addr, TLS: conf, Rounds: h.rounds, MsgSize: 256, Timeout: guard, Depth: h.depth, BusyPoll: h.busy})
+	d, err := client.NewDialer(dev, client.Config{Addr: h.addr, TLS: conf, Rounds: h.rounds, MsgSize: h.size, Timeout: guard, Depth: h.depth, BusyPoll: h.busy})
 	if err != nil {
 		h.t.Fatal(err)
 	}

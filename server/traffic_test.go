@@ -149,6 +149,36 @@ func TestTrafficBusyPoll(t *testing.T) {
 	}
 }
 
+// TestTrafficAnswered: one busy-polled client at depth 1 sends its next
+// message from the poll that finds the echo before it (on verbs, in C:
+// fabric.Answer) whenever that message is ready (its send completed and
+// it is written), most of the time at 4 KiB (at 256 bytes the echo
+// often comes with the send's completion, and the client posts it), and
+// the phase is as clean as any; the sim has no such poll and answers
+// nothing.
+func TestTrafficAnswered(t *testing.T) {
+	window := 150 * time.Millisecond * timeScale
+	simulated := false
+	tr, _ := longEnough(t, window, func(w time.Duration) result.Traffic {
+		h := newHarnessOpts(t, 1, harnessOpts{mode: server.ModePerClient, busy: time.Millisecond, size: 4096})
+		_, simulated = h.server.(*sim.Provider)
+		conns := connectAll(t, h, 1)
+		tr := h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{Duration: w, Timeout: guard})
+		if st := h.srv.Stats(); len(st.Failures) != 0 {
+			t.Errorf("server failures %v (%v)", st.Failures, st.Errors)
+		}
+		return tr
+	})
+	wantClean(t, tr, 1)
+	switch {
+	case simulated && tr.Answered != 0:
+		t.Errorf("the sim answered %d messages", tr.Answered)
+	case !simulated && (tr.Answered < tr.Messages/4 || tr.Answered > tr.Messages+1):
+		t.Errorf("%d of %d messages answered from the poll", tr.Answered, tr.Messages)
+	}
+	t.Logf("%d msgs (%d answered), %.0f msg/s, p50 %.0fus p99 %.0fus", tr.Messages, tr.Answered, tr.MsgRate, tr.Latency.P50, tr.Latency.P99)
+}
+
 // TestTrafficOpenLoop: at a rate the server keeps up with, the open
 // loop sends what is due, and times it from when it was due.
 func TestTrafficOpenLoop(t *testing.T) {

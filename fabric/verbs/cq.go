@@ -99,6 +99,52 @@ func (c *cq) Poll(wc []fabric.WC) (int, error) { return c.SpinPoll(wc, 0) }
 // SpinPoll is Poll repeated in C until it finds completions or d has
 // passed (fabric.Spinner); with d = 0 it polls once.
 func (c *cq) SpinPoll(wc []fabric.WC, d time.Duration) (int, error) {
+	return c.spin(wc, d, nil)
+}
+
+var _ fabric.Answerer = (*cq)(nil)
+
+// SpinAnswer is SpinPoll that posts a in C as its receive arrives
+// (fabric.Answerer).
+func (c *cq) SpinAnswer(wc []fabric.WC, d time.Duration, a *fabric.Answer) (int, error) {
+	a.Index, a.Err = -1, nil
+	q, ok := a.QP.(*qp)
+	if !ok || q == nil {
+		return 0, verr("ibv_post_send", syscall.EINVAL, "not a verbs QP")
+	}
+	m, err := sgeMR("ibv_post_send", a.MR, a.Off, a.Len)
+	if err != nil {
+		return 0, err
+	}
+	q.life.RLock()
+	defer q.life.RUnlock()
+	if q.dead {
+		return 0, verr("ibv_post_send", syscall.EINVAL, "QP destroyed")
+	}
+	ca := C.rp_answer{qp: q.qp, wr_id: C.uint64_t(a.WRID), addr: C.uint64_t(m.addr + uintptr(a.Off)),
+		len: C.uint32_t(a.Len), lkey: C.uint32_t(m.lkey),
+		end: C.int64_t(nanotime() + int64(time.Until(a.Before)))}
+	n, err := c.spin(wc, d, &ca)
+	if ca.index >= 0 {
+		// The Go clock of the C one: runtime.nanotime is CLOCK_MONOTONIC.
+		now := time.Now()
+		a.Index, a.At = int(ca.index), now.Add(time.Duration(int64(ca.posted)-nanotime()))
+		if ca.err != 0 {
+			a.Err = verr("ibv_post_send", syscall.Errno(ca.err), "")
+		}
+	}
+	return n, err
+}
+
+// nanotime is the runtime's monotonic clock: CLOCK_MONOTONIC in
+// nanoseconds on Linux, the clock rp_spin stamps its post with.
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
+
+// spin polls (d = 0: once) or spins up to d (rp_spin) with answer a
+// (nil: none).
+func (c *cq) spin(wc []fabric.WC, d time.Duration, a *C.rp_answer) (int, error) {
 	if len(wc) == 0 {
 		return 0, nil
 	}
@@ -111,10 +157,10 @@ func (c *cq) SpinPoll(wc []fabric.WC, d time.Duration) (int, error) {
 	defer c.pollMu.Unlock()
 	room := C.int(min(len(wc), C.RP_POLL_MAX))
 	var n int
-	if d <= 0 {
+	if d <= 0 && a == nil {
 		n = int(C.rp_poll(c.cq, c.buf, room))
 	} else {
-		n = int(C.rp_spin(c.cq, c.buf, room, C.int64_t(d)))
+		n = int(C.rp_spin(c.cq, c.buf, room, C.int64_t(d), a))
 	}
 	if n < 0 {
 		return 0, verr("ibv_poll_cq", syscall.EIO, fmt.Sprintf("returned %d", n))

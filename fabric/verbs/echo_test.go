@@ -164,3 +164,75 @@ func TestSpinPoll(t *testing.T) {
 		t.Errorf("SpinOne gave up after %v, before busy", d)
 	}
 }
+
+// TestSpinAnswer: the answer goes out in the poll that finds its
+// receive, once, stamped in Go's clock, and not for another receive or
+// after its time.
+func TestSpinAnswer(t *testing.T) {
+	dev := openDev(t, -1)
+	pd := allocPD(t, dev)
+	a, b := pair(t, dev, pd)
+	if err := connect(a, b); err != nil {
+		t.Fatal(err)
+	}
+	an := b.rcq.(fabric.Answerer)
+	wc := make([]fabric.WC, 4)
+	ans := &fabric.Answer{QP: b.qp, MR: b.smr, Len: msgSize, WRID: 9, Before: time.Now().Add(time.Minute)}
+	// A receive of another length is not answered.
+	for _, err := range []error{b.qp.PostRecv(1, b.rmr, 0, msgSize), a.qp.PostSend(1, a.smr, 0, msgSize/2)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := an.SpinAnswer(wc, 10*time.Second, ans); n != 1 || err != nil || ans.Index != -1 {
+		t.Fatalf("a %d-byte receive: %d completions, %v, answered as %d", msgSize/2, n, err, ans.Index)
+	}
+	// Nor one after Before.
+	ans.Before = time.Now()
+	for _, err := range []error{b.qp.PostRecv(2, b.rmr, 0, msgSize), a.qp.PostSend(2, a.smr, 0, msgSize)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := an.SpinAnswer(wc, 10*time.Second, ans); n != 1 || err != nil || ans.Index != -1 {
+		t.Fatalf("after Before: %d completions, %v, answered as %d", n, err, ans.Index)
+	}
+	// The one it waits for is.
+	ans.Before = time.Now().Add(time.Minute)
+	for _, err := range []error{b.qp.PostRecv(3, b.rmr, 0, msgSize), a.qp.PostRecv(4, a.rmr, 0, msgSize)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.qp.PostSend(3, a.smr, 0, msgSize); err != nil {
+		t.Fatal(err)
+	}
+	// The send's completion follows its receipt at b (RC): from here on
+	// the receive waits in b's CQ, and the answer is posted after t0.
+	for sent := false; !sent; {
+		n, err := fabric.SpinOne(context.Background(), a.scq, wc, 10*time.Second)
+		if err != nil || n == 0 {
+			t.Fatalf("awaiting the send's completion: %d, %v", n, err)
+		}
+		for _, w := range wc[:n] {
+			sent = sent || w.WRID == 3
+		}
+	}
+	t0 := time.Now()
+	n, err := an.SpinAnswer(wc, 10*time.Second, ans)
+	t1 := time.Now()
+	if n != 1 || err != nil || ans.Index != 0 || ans.Err != nil || wc[0].WRID != 3 {
+		t.Fatalf("the receive: %d completions %+v, %v, answered as %d (%v)", n, wc[:n], err, ans.Index, ans.Err)
+	}
+	if ans.At.Before(t0) || ans.At.After(t1) {
+		t.Errorf("posted at %v, outside the call's [%v, %v]", ans.At, t0, t1)
+	}
+	n, err = fabric.SpinOne(context.Background(), a.rcq, wc, 10*time.Second)
+	if n != 1 || err != nil || wc[0].WRID != 4 || wc[0].ByteLen != msgSize {
+		t.Fatalf("the peer got %d completions %+v, %v; want the answer", n, wc[:n], err)
+	}
+	n, err = fabric.SpinOne(context.Background(), b.scq, wc, 10*time.Second)
+	if n != 1 || err != nil || wc[0].WRID != 9 || wc[0].Status != fabric.WCSuccess {
+		t.Fatalf("the answer's send completion: %d %+v, %v", n, wc[:n], err)
+	}
+}
