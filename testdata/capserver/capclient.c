@@ -43,10 +43,13 @@ static void die(int status, const char *what, int e)
 	exit(status);
 }
 
-/* wait_wc waits for one completion of opcode want within the timeout. */
-static void wait_wc(enum ibv_wc_opcode want)
+/* await_echo waits, within the timeout, for the send's completion and the
+ * echo's, in either order: the echo can be polled before the send's
+ * acknowledgement has completed it. */
+static void await_echo(void)
 {
-	for (;;) {
+	int sent = 0, echoed = 0;
+	while (!sent || !echoed) {
 		struct ibv_wc wc;
 		int n = ibv_poll_cq(cq, 1, &wc);
 		if (n < 0)
@@ -56,14 +59,17 @@ static void wait_wc(enum ibv_wc_opcode want)
 				fprintf(stderr, "capclient: completion: %s\n", ibv_wc_status_str(wc.status));
 				exit(5);
 			}
-			if (wc.opcode == want)
-				return;
+			if (wc.opcode == IBV_WC_SEND)
+				sent = 1;
+			else if (wc.opcode == IBV_WC_RECV)
+				echoed = 1;
 			continue;
 		}
 		struct pollfd p = { .fd = channel->fd, .events = POLLIN };
 		int r = poll(&p, 1, timeout_ms);
 		if (r == 0) {
-			fprintf(stderr, "capclient: timed out after %d ms waiting for a completion\n", timeout_ms);
+			fprintf(stderr, "capclient: timed out after %d ms waiting for the %s completion\n",
+				timeout_ms, sent ? "echo's" : echoed ? "send's" : "send's and the echo's");
 			exit(7);
 		}
 		if (r < 0 && errno != EINTR)
@@ -89,8 +95,7 @@ static void roundtrip(const char *text)
 	int r = post_send(qp, mr, SBUF, len, 1);
 	if (r)
 		die(5, "ibv_post_send", r);
-	wait_wc(IBV_WC_SEND);
-	wait_wc(IBV_WC_RECV);
+	await_echo();
 	if (memcmp(SBUF, RBUF, len) != 0) {
 		fprintf(stderr, "capclient: echo differs: sent %s, got %.*s\n", SBUF, MSG_SIZE, RBUF);
 		exit(4);
