@@ -212,7 +212,9 @@ func trafficFigures(run *result.Run) []Plot {
 // trafficReference sets the run's figures beside perftest's on the same
 // device at the same message size: the smallest count's latency p50
 // against ib_send_lat's t_typical, and the peak message rate against
-// ib_send_bw's. "" without a reference.
+// ib_send_bw's; with each tool's figure from before the points and from
+// after them when it ran twice (the host's speed drifts). "" without a
+// reference.
 func trafficReference(run *result.Run) string {
 	refs := run.Environment.DataPath
 	if len(refs) == 0 {
@@ -232,30 +234,89 @@ func trafficReference(run *result.Run) string {
 			peak = p
 		}
 	}
-	var parts []string
+	// Each tool's runs, in the order they ran.
+	var tools []string
+	byTool := map[string][]result.Reference{}
 	for _, r := range refs {
-		if r.Error != "" {
-			parts = append(parts, fmt.Sprintf("%s failed: %s", r.Tool, r.Error))
+		if _, ok := byTool[r.Tool]; !ok {
+			tools = append(tools, r.Tool)
+		}
+		byTool[r.Tool] = append(byTool[r.Tool], r)
+	}
+	var parts []string
+	for _, tool := range tools {
+		var ok []result.Reference
+		for _, r := range byTool[tool] {
+			if r.Error != "" {
+				parts = append(parts, fmt.Sprintf("%s failed%s: %s", r.Tool, whenSuffix(r, len(byTool[tool])), r.Error))
+			} else {
+				ok = append(ok, r)
+			}
+		}
+		if len(ok) == 0 {
 			continue
 		}
-		if v, ok := r.Figures["t_typical"]; ok {
-			s := fmt.Sprintf("`%s`: t_typical %s, p99 %s", r.Command, latency(v), latency(r.Figures["99%"]))
+		// figure lists key's value for each run, and the ratio of ours to
+		// each: "29.3 µs before the points and 30.1 µs after".
+		figure := func(key string, format func(float64) string, ours float64) (vals, ratios string) {
+			var vs, rs []string
+			for _, r := range ok {
+				v := r.Figures[key]
+				suffix := whenSuffix(r, len(ok))
+				vs = append(vs, format(v)+suffix)
+				if v > 0 {
+					rs = append(rs, fmt.Sprintf("%.2f×", ours/v))
+				}
+			}
+			return strings.Join(vs, " and "), strings.Join(rs, " and ")
+		}
+		cmd := ok[0].Command
+		if _, lat := ok[0].Figures["t_typical"]; lat {
+			var ours float64
 			if small != nil {
-				s += fmt.Sprintf(" (rdmaprobe at %d %s: p50 %s, %.2f×)", small.Clients, plural(small.Clients, "client", "clients"),
-					latency(small.Traffic.Latency.P50), small.Traffic.Latency.P50/v)
+				ours = small.Traffic.Latency.P50
+			}
+			vals, ratios := figure("t_typical", latency, ours)
+			p99, _ := figure("99%", latency, 0)
+			s := fmt.Sprintf("`%s`: t_typical %s, p99 %s", cmd, vals, p99)
+			if small != nil {
+				s += fmt.Sprintf(" (rdmaprobe at %d %s: p50 %s, %s)", small.Clients, plural(small.Clients, "client", "clients"),
+					latency(ours), ratios)
 			}
 			parts = append(parts, s)
 		}
-		if v, ok := r.Figures["msg/s"]; ok && v > 0 {
-			s := fmt.Sprintf("`%s`: %.0f msg/s, %s MB/s", r.Command, v, f2(r.Figures["BW average"]))
+		if v, rate := ok[0].Figures["msg/s"]; rate && v > 0 {
+			var ours float64
 			if peak != nil {
-				s += fmt.Sprintf(" (rdmaprobe's peak: %.0f msg/s at %d clients, %s)", peak.Traffic.MsgRate, peak.Clients,
-					Pct(peak.Traffic.MsgRate/v))
+				ours = peak.Traffic.MsgRate
+			}
+			vals, _ := figure("msg/s", func(v float64) string { return fmt.Sprintf("%.0f msg/s", v) }, ours)
+			mbs, _ := figure("BW average", func(v float64) string { return f2(v) + " MB/s" }, 0)
+			s := fmt.Sprintf("`%s`: %s, %s", cmd, vals, mbs)
+			if peak != nil {
+				var pcts []string
+				for _, r := range ok {
+					if v := r.Figures["msg/s"]; v > 0 {
+						pcts = append(pcts, Pct(ours/v))
+					}
+				}
+				s += fmt.Sprintf(" (rdmaprobe's peak: %.0f msg/s at %d clients, %s)", ours, peak.Clients, strings.Join(pcts, " and "))
 			}
 			parts = append(parts, s)
 		}
 	}
 	return "perftest on the same device: " + strings.Join(parts, "; ") + "."
+}
+
+// whenSuffix says when a reference ran, if its tool ran more than once.
+func whenSuffix(r result.Reference, runs int) string {
+	if runs < 2 {
+		return ""
+	}
+	if r.When == result.ReferenceAfter {
+		return " after the points"
+	}
+	return " before the points"
 }
 
 func plural(n int, one, many string) string {

@@ -149,7 +149,17 @@ type Reference struct {
 	Figures map[string]float64 `json:"figures,omitempty"`
 	Output  string             `json:"output,omitempty"`
 	Error   string             `json:"error,omitempty"`
+	// When a data-path reference ran: ReferenceBefore the run's points
+	// (also when empty, in runs before it was recorded) or
+	// ReferenceAfter them, so a drifting host shows in the comparison.
+	When string `json:"when,omitempty"`
 }
+
+// Reference.When values.
+const (
+	ReferenceBefore = "before"
+	ReferenceAfter  = "after"
+)
 
 // Config is what the points were run with.
 type Config struct {

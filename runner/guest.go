@@ -141,28 +141,39 @@ func NewGuest(ctx context.Context, spec Spec, opts GuestOptions) (*Guest, error)
 	if !simulated { // a simulated fabric has no RDMA device to check
 		g.ref = g.reference(ctx)
 		if spec.Traffic.Duration > 0 {
-			g.dataRef = g.dataPathReference(ctx, spec.MsgSize)
+			g.dataRef = g.dataPathReference(ctx, spec.MsgSize, result.ReferenceBefore)
 		}
 	}
 	return g, nil
 }
 
+// Finish measures perftest's data path again after the last point
+// (Finisher), when it did before the first: the host's speed drifts
+// (perftest's latency has moved by half within an hour here), and the
+// report compares the run with both.
+func (g *Guest) Finish(ctx context.Context) {
+	if len(g.dataRef) == 0 {
+		return // a simulated fabric, or no traffic phase
+	}
+	g.dataRef = append(g.dataRef, g.dataPathReference(ctx, g.spec.MsgSize, result.ReferenceAfter)...)
+}
+
 // dataPathReference runs perftest's send latency and bandwidth tools at
 // the traffic phase's message size.
-func (g *Guest) dataPathReference(ctx context.Context, size int) []result.Reference {
+func (g *Guest) dataPathReference(ctx context.Context, size int, when string) []result.Reference {
 	if size <= 0 {
 		size = 4096
 	}
 	var refs []result.Reference
 	for _, r := range softroce.DataPathReference(ctx, g.g, size) {
-		ref := result.Reference{Tool: r.Tool, Command: r.Command, Figures: r.Figures, Output: r.Output}
+		ref := result.Reference{Tool: r.Tool, Command: r.Command, Figures: r.Figures, Output: r.Output, When: when}
 		if r.Err != nil {
 			ref.Error = r.Err.Error()
-			fmt.Fprintf(g.opts.Out, "reference: %s failed: %v\n", r.Tool, r.Err)
+			fmt.Fprintf(g.opts.Out, "reference (%s the points): %s failed: %v\n", when, r.Tool, r.Err)
 		} else if v, ok := r.Figures["t_typical"]; ok {
-			fmt.Fprintf(g.opts.Out, "reference: %s %d B on %s: t_typical %.2f µs, p99 %.2f µs\n", r.Tool, size, g.g.Ready.Device, v, r.Figures["99%"])
+			fmt.Fprintf(g.opts.Out, "reference (%s the points): %s %d B on %s: t_typical %.2f µs, p99 %.2f µs\n", when, r.Tool, size, g.g.Ready.Device, v, r.Figures["99%"])
 		} else {
-			fmt.Fprintf(g.opts.Out, "reference: %s %d B on %s: %.0f msg/s, %.2f MB/s\n", r.Tool, size, g.g.Ready.Device, r.Figures["msg/s"], r.Figures["BW average"])
+			fmt.Fprintf(g.opts.Out, "reference (%s the points): %s %d B on %s: %.0f msg/s, %.2f MB/s\n", when, r.Tool, size, g.g.Ready.Device, r.Figures["msg/s"], r.Figures["BW average"])
 		}
 		refs = append(refs, ref)
 	}

@@ -66,6 +66,14 @@ type Describer interface {
 	Describe(run *result.Run)
 }
 
+// Finisher is a Runner with work to do once the run's last point is in
+// and before the run is saved for the last time (a guest measures
+// perftest's data path again). The session calls Finish only for a run
+// that was not interrupted, then Describe.
+type Finisher interface {
+	Finish(ctx context.Context)
+}
+
 // Spec is what every point of a run does, wherever it runs. It holds no
 // host paths, callbacks or key material: it travels as JSON to a guest
 // and, split into ServerSpec and GeneratorSpec, to every child.

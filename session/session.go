@@ -179,6 +179,10 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 	}
 	cfg := probe.Config{Threshold: o.Spec.Threshold, Trials: o.Trials, StopOnPointError: o.StopOnError}
 	srch, _, perr := o.Strategy(ctx, cfg, record, obs)
+	if f, ok := r.(runner.Finisher); ok && ctx.Err() == nil && run.Interrupted == nil {
+		f.Finish(ctx)
+		describe()
+	}
 	run.Search = &srch
 	run.FinishedAt = time.Now().UTC()
 	analysis.Summarise(run)

@@ -255,3 +255,58 @@ func TestRunKeepsThePointCutShort(t *testing.T) {
 		t.Errorf("PSN check counted %d connections, want 15 measured + 1 of the point cut short", r.PSN.Connections)
 	}
 }
+
+// finishingRunner is a fakeRunner that is a Finisher and a Describer:
+// Finish adds a data-path reference measured after the points.
+type finishingRunner struct {
+	fakeRunner
+	finished int
+	points   int // points run when Finish was called
+}
+
+func (f *finishingRunner) RunPoint(ctx context.Context, n, trial int) (result.Point, error) {
+	f.points++
+	return f.fakeRunner.RunPoint(ctx, n, trial)
+}
+
+func (f *finishingRunner) Finish(ctx context.Context) { f.finished = f.points }
+
+func (f *finishingRunner) Describe(run *result.Run) {
+	run.Environment.DataPath = []result.Reference{{Tool: "ib_send_lat", When: result.ReferenceBefore}}
+	if f.finished > 0 {
+		run.Environment.DataPath = append(run.Environment.DataPath, result.Reference{Tool: "ib_send_lat", When: result.ReferenceAfter})
+	}
+}
+
+// TestRunFinishes: a Finisher runs once after the last point, and what it
+// adds is in the saved run; an interrupted run does not finish.
+func TestRunFinishes(t *testing.T) {
+	for _, interrupt := range []bool{false, true} {
+		f := &finishingRunner{fakeRunner: fakeRunner{cap: 100}}
+		f.path = func() string { return "" }
+		var opened int
+		o := options(t, &f.fakeRunner, &opened)
+		o.Open = func(ctx context.Context, spec runner.Spec, dir string, local runner.LocalOptions) (runner.Runner, error) {
+			return f, nil
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		if interrupt {
+			o.Point = func(pt result.Point) { cancel() }
+		}
+		s, err := Run(ctx, o)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := result.Load(s.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case interrupt && (f.finished != 0 || len(r.Environment.DataPath) != 1):
+			t.Errorf("interrupted: finished after %d points, references %+v", f.finished, r.Environment.DataPath)
+		case !interrupt && (f.finished != 3 || len(r.Environment.DataPath) != 2 || r.Environment.DataPath[1].When != result.ReferenceAfter):
+			t.Errorf("finished after %d points (want 3), references %+v", f.finished, r.Environment.DataPath)
+		}
+	}
+}

@@ -1,0 +1,43 @@
+package report
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// TestTrafficReferenceBeforeAfter: perftest measured before and after
+// the points is shown both times, each with rdmaprobe's ratio to it; a
+// run measured once (or before When was recorded) reads as it did.
+func TestTrafficReferenceBeforeAfter(t *testing.T) {
+	lat := func(when string, typ float64) result.Reference {
+		return result.Reference{Tool: "ib_send_lat", Command: "ib_send_lat -s 4096", When: when,
+			Figures: map[string]float64{"t_typical": typ, "99%": 2 * typ}}
+	}
+	bw := func(when string, rate float64) result.Reference {
+		return result.Reference{Tool: "ib_send_bw", Command: "ib_send_bw -s 4096", When: when,
+			Figures: map[string]float64{"msg/s": rate, "BW average": rate * 4096 / 1e6}}
+	}
+	run := &result.Run{Points: []result.Point{
+		{Clients: 1, Traffic: &result.Traffic{Messages: 100, MsgRate: 10000, Latency: result.LatencyUS{P50: 60}}},
+		{Clients: 10, Traffic: &result.Traffic{Messages: 100, MsgRate: 13000, Latency: result.LatencyUS{P50: 600}}},
+	}}
+	run.Environment.DataPath = []result.Reference{lat("before", 30), bw("before", 26000), lat("after", 40),
+		{Tool: "ib_send_bw", Command: "ib_send_bw -s 4096", When: "after", Error: "timed out"}}
+	got := trafficReference(run)
+	for _, want := range []string{
+		"t_typical 30us before the points and 40us after the points",
+		"p50 60us, 2.00× and 1.50×",
+		"ib_send_bw failed after the points: timed out",
+		"`ib_send_bw -s 4096`: 26000 msg/s, 106.5 MB/s (rdmaprobe's peak: 13000 msg/s at 10 clients, 50%)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, got)
+		}
+	}
+	run.Environment.DataPath = []result.Reference{lat("", 30)}
+	if got, want := trafficReference(run), "perftest on the same device: `ib_send_lat -s 4096`: t_typical 30us, p99 60us (rdmaprobe at 1 client: p50 60us, 2.00×)."; got != want {
+		t.Errorf("measured once:\n got %s\nwant %s", got, want)
+	}
+}
