@@ -229,17 +229,19 @@ func expectDroppedPeer(t *testing.T, h *harness, p *rdmaPeer, failures int) {
 }
 
 // In every mode, with a goroutine per client or with the routers echoing
-// (pool and srq), every payload is verified: a good message comes back, a
-// corrupted one ends the client (counted as a message failure), and in
-// srq mode its buffer goes back to the SRQ.
+// (pool and srq), busy-polled or not (per-client, busy-polled, on verbs:
+// the echo loop in C), every payload is verified: a good message comes
+// back, a corrupted one ends the client (counted as a message failure),
+// and in srq mode its buffer goes back to the SRQ.
 func TestBadPayload(t *testing.T) {
 	for _, mode := range server.Modes {
-		t.Run(mode, func(t *testing.T) { badPayload(t, mode) })
+		t.Run(mode, func(t *testing.T) { badPayload(t, mode, 0) })
+		t.Run(mode+"/busy-poll", func(t *testing.T) { badPayload(t, mode, time.Millisecond) })
 	}
 }
 
-func badPayload(t *testing.T, mode string) {
-	h := newHarnessOpts(t, 4, harnessOpts{mode: mode})
+func badPayload(t *testing.T, mode string, busy time.Duration) {
+	h := newHarnessOpts(t, 4, harnessOpts{mode: mode, busy: busy})
 	p := newRDMAPeer(h, 1)
 	p.sendMsg(1, false)
 	wc := p.echo()
