@@ -235,4 +235,21 @@ func TestSpinAnswer(t *testing.T) {
 	if n != 1 || err != nil || wc[0].WRID != 9 || wc[0].Status != fabric.WCSuccess {
 		t.Fatalf("the answer's send completion: %d %+v, %v", n, wc[:n], err)
 	}
+	// An answer whose QP is gone leaves the CQ to poll as before.
+	c, err := dev.CreateCQ(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy()
+	gone, err := pd.CreateQP(fabric.QPInitAttr{SendCQ: c, RecvCQ: c, MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gone.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	ans.QP = gone
+	if n, err := an.SpinAnswer(wc, time.Millisecond, ans); n != 0 || err != nil || ans.Index != -1 {
+		t.Errorf("an answer on a destroyed QP: %d completions, %v, answered as %d", n, err, ans.Index)
+	}
 }
