@@ -248,15 +248,22 @@ func TestEchoOrder(t *testing.T) {
 			f.take(wc, nil)
 		}
 	}
-	t.Run("answered", func(t *testing.T) {
-		f, peerTake, peerEcho, _ := setup(t)
+	// armed starts an answering flow whose first message's send
+	// completed (so its next is armed), and has the peer echo it.
+	armed := func(t *testing.T, bad bool) (f *flow, peerTake func() uint64, peerEcho func(uint64, bool), seq uint64) {
+		t.Helper()
+		f, peerTake, peerEcho, _ = setup(t)
 		f.e.answer = true
 		f.mu.Lock()
 		f.fillLocked(time.Now())
 		f.mu.Unlock()
-		seq := peerTake()
+		seq = peerTake()
 		sent(t, f)
-		peerEcho(seq, false)
+		peerEcho(seq, bad)
+		return f, peerTake, peerEcho, seq
+	}
+	t.Run("answered", func(t *testing.T) {
+		f, peerTake, peerEcho, seq := armed(t, false)
 		wc := echo(t, f)
 		a := answer(t, f)
 		f.take(wc, a)
@@ -281,14 +288,7 @@ func TestEchoOrder(t *testing.T) {
 		}
 	})
 	t.Run("answered-corrupt", func(t *testing.T) {
-		f, peerTake, peerEcho, _ := setup(t)
-		f.e.answer = true
-		f.mu.Lock()
-		f.fillLocked(time.Now())
-		f.mu.Unlock()
-		seq := peerTake()
-		sent(t, f)
-		peerEcho(seq, true)
+		f, _, _, _ := armed(t, true)
 		f.take(echo(t, f), answer(t, f))
 		if f.failClass != result.TrafficVerify || f.count != 0 || f.lost != 1 || !f.finished || f.c.group.answer.Load() != nil {
 			t.Fatalf("a corrupt echo, answered: fail %q (%s), count %d, lost %d, finished %v",
@@ -296,14 +296,7 @@ func TestEchoOrder(t *testing.T) {
 		}
 	})
 	t.Run("answered-after-failure", func(t *testing.T) {
-		f, peerTake, peerEcho, _ := setup(t)
-		f.e.answer = true
-		f.mu.Lock()
-		f.fillLocked(time.Now())
-		f.mu.Unlock()
-		seq := peerTake()
-		sent(t, f)
-		peerEcho(seq, false)
+		f, _, _, _ := armed(t, false)
 		wc := echo(t, f)
 		a := f.c.group.answer.Load()
 		// The ticker fails the client while the router's poll is posting.
