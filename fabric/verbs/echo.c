@@ -7,34 +7,6 @@
 #include "payload.h"
 
 #include <errno.h>
-#include <time.h>
-
-static int64_t rp_now(void) {
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-static void rp_wc_of(const struct ibv_wc *w, rp_wc *out) {
-	out->wr_id = w->wr_id;
-	out->status = w->status;
-	out->opcode = w->opcode;
-	out->byte_len = w->byte_len;
-	out->qp_num = w->qp_num;
-}
-
-static int rp_post1(struct ibv_qp *qp, int send, uint64_t id, uint8_t *addr, uint32_t len, uint32_t lkey) {
-	struct ibv_sge sge = {.addr = (uintptr_t)addr, .length = len, .lkey = lkey};
-	if (send) {
-		struct ibv_send_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1,
-				.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED}, *bad;
-		return ibv_post_send(qp, &wr, &bad);
-	}
-	struct ibv_recv_wr wr = {.wr_id = id, .sg_list = &sge, .num_sge = 1}, *bad;
-	return ibv_post_recv(qp, &wr, &bad);
-}
-
-static int rp_errno(int r) { return r > 0 ? r : (errno ? errno : EIO); }
 
 // rp_poll1 takes one completion of cq into *wc: 1 if it did, 0 if cq is
 // empty and there is time left, RP_POLL_OVER once idle_end or slice_end
@@ -47,7 +19,7 @@ static int rp_poll1(struct ibv_cq *cq, struct ibv_wc *wc, int which, int64_t idl
 		return -EIO;
 	}
 	if (n > 0) return 1;
-	int64_t now = rp_now();
+	int64_t now = rp_clock();
 	return now >= idle_end || now >= slice_end ? RP_POLL_OVER : 0;
 }
 
@@ -55,7 +27,7 @@ int rp_echo(struct ibv_qp *qp, struct ibv_cq *rcq, struct ibv_cq *scq,
 		uint64_t raddr, uint32_t rlkey, uint64_t saddr, uint32_t slkey, int size, int depth,
 		uint8_t *busy, int *inflight, int64_t idle_ns, int64_t slice_ns, rp_wc *out, int *verb) {
 	uint8_t *rbuf = (uint8_t *)(uintptr_t)raddr, *sbuf = (uint8_t *)(uintptr_t)saddr;
-	int64_t now = rp_now();
+	int64_t now = rp_clock();
 	int64_t idle_end = now + idle_ns, slice_end = now + slice_ns;
 	struct ibv_wc wc;
 	for (;;) {
@@ -93,18 +65,18 @@ int rp_echo(struct ibv_qp *qp, struct ibv_cq *rcq, struct ibv_cq *scq,
 		while (busy[j]) j++;
 		uint8_t *s = sbuf + j * (uint64_t)size;
 		memcpy(s, in, size);
-		int e = rp_post1(qp, 0, r, in, size, rlkey);
+		int e = rp_post_recv(qp, r, (uintptr_t)in, size, rlkey);
 		if (e != 0) {
 			*verb = RP_VERB_POST_RECV;
-			return -rp_errno(e);
+			return -e;
 		}
-		e = rp_post1(qp, 1, (uint64_t)j + 1, s, size, slkey);
+		e = rp_post_send(qp, (uint64_t)j + 1, (uintptr_t)s, size, slkey);
 		if (e != 0) {
 			*verb = RP_VERB_POST_SEND;
-			return -rp_errno(e);
+			return -e;
 		}
 		busy[j] = 1;
 		(*inflight)++;
-		idle_end = rp_now() + idle_ns;
+		idle_end = rp_clock() + idle_ns;
 	}
 }

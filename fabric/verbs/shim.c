@@ -79,21 +79,23 @@ struct ibv_cq *rp_create_cq(struct ibv_context *c, int cqe, uintptr_t id, struct
 	return ibv_create_cq(c, cqe, (void *)id, ch, 0);
 }
 
+void rp_wc_of(const struct ibv_wc *w, rp_wc *out) {
+	out->wr_id = w->wr_id;
+	out->status = w->status;
+	out->opcode = w->opcode;
+	out->byte_len = w->byte_len;
+	out->qp_num = w->qp_num;
+}
+
 int rp_poll(struct ibv_cq *cq, rp_wc *out, int n) {
 	struct ibv_wc wc[RP_POLL_MAX];
 	if (n > RP_POLL_MAX) n = RP_POLL_MAX;
 	int got = ibv_poll_cq(cq, n, wc);
-	for (int i = 0; i < got; i++) {
-		out[i].wr_id = wc[i].wr_id;
-		out[i].status = wc[i].status;
-		out[i].opcode = wc[i].opcode;
-		out[i].byte_len = wc[i].byte_len;
-		out[i].qp_num = wc[i].qp_num;
-	}
+	for (int i = 0; i < got; i++) rp_wc_of(&wc[i], &out[i]);
 	return got;
 }
 
-static int64_t rp_clock(void) {
+int64_t rp_clock(void) {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;

@@ -25,6 +25,11 @@ typedef struct { uint8_t raw[16]; } rp_gid;
 
 #define RP_POLL_MAX 16
 
+// rp_clock is CLOCK_MONOTONIC in nanoseconds (Go's runtime.nanotime).
+int64_t rp_clock(void);
+// rp_wc_of copies what the fabric reports of a completion.
+void rp_wc_of(const struct ibv_wc *w, rp_wc *out);
+
 // Device and GID table.
 int rp_query_port(struct ibv_context *c, uint8_t port, struct ibv_port_attr *a);
 int rp_query_gid(struct ibv_context *c, uint32_t port, uint32_t idx, rp_gid *gid, uint32_t *type);
