@@ -182,7 +182,9 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 
 	restore := slackenThreads(0, ConnectTimerSlack)
 	recs, conns := runClients(ctx, d, spec, emit, events)
-	restore()
+	if !keepsSlack(spec.Traffic) {
+		restore()
+	}
 	if events {
 		usage := selfUsage(spec.Proc, dev.Name(), spec.Fabric.Backend)
 		emit.Emit(Event{Event: "done", OK: len(conns), Records: recs, Usage: &usage})

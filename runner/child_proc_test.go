@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/client"
 )
 
 func threadSlacks(t *testing.T, pid string) map[string]string {
@@ -64,6 +66,24 @@ func testSlacken(t *testing.T, pid int, proc string) {
 		}
 		if a, ok := after[p]; ok && a != before[p] {
 			t.Errorf("%s: %s ns after the restore, %s before", p, a, before[p])
+		}
+	}
+}
+
+// A closed-loop phase keeps the connect's timer slack; an open loop,
+// which paces messages with timers, and a run without a phase do not.
+func TestKeepsSlack(t *testing.T) {
+	for _, c := range []struct {
+		cfg  client.TrafficConfig
+		want bool
+	}{
+		{client.TrafficConfig{Duration: time.Second}, true},
+		{client.TrafficConfig{Duration: time.Second, BusyPoll: time.Millisecond, Depth: 4}, true},
+		{client.TrafficConfig{Duration: time.Second, Rate: 100}, false},
+		{client.TrafficConfig{}, false},
+	} {
+		if got := keepsSlack(c.cfg); got != c.want {
+			t.Errorf("keepsSlack(%+v) = %v, want %v", c.cfg, got, c.want)
 		}
 	}
 }

@@ -223,14 +223,17 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	c := newCollection(spec, n, gens, l.opts.Progress)
 	c.remote = l.remote()
 	// rdmaprobe's own server gets the generators' timer slack while
-	// clients connect (slackenThreads says why); a server command of the
-	// operator's keeps its own timers.
+	// clients connect and through a closed-loop phase (slackenThreads
+	// says why); a server command of the operator's keeps its own
+	// timers.
 	restoreSlack := func() {}
 	if _, ok := srv.(*builtinServer); ok {
 		restoreSlack = slackenThreads(srv.PID(), ConnectTimerSlack)
 	}
 	c.run(ctx, srv, addr)
-	restoreSlack()
+	if !keepsSlack(spec.Traffic) {
+		restoreSlack()
+	}
 	if !c.released.IsZero() {
 		pt.StartupSec = c.released.Sub(started).Seconds()
 		pt.ConnectSec = time.Since(c.released).Seconds()
