@@ -192,7 +192,7 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 	// router owns the process's polling, and the next message can go
 	// out in the provider's poll that finds the echo.
 	e.answer = len(e.flows) == 1 && cfg.Op == result.OpSend && cfg.Depth == 1 && cfg.Rate == 0 && d.cfg.BusyPoll > 0
-	cpu0 := cpuTime()
+	cpu0, spun0 := cpuTime(), spun(lats)
 	e.active.Store(int64(len(e.flows)))
 	// Receives for the echoes, twice Depth (see echoLocked): the connect
 	// left one posted, in buffer 0.
@@ -232,6 +232,9 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 	window := min(elapsed, cfg.Duration)
 	rep.DurationSec = window.Seconds()
 	rep.GeneratorCPU = cpu.Seconds() / elapsed.Seconds()
+	if spun0 >= 0 {
+		rep.GeneratorSpin = (spun(lats) - spun0).Seconds() / elapsed.Seconds()
+	}
 	if e.stopped.Load() {
 		rep.Error = fmt.Sprintf("interrupted after %.1fs of the %v phase", elapsed.Seconds(), cfg.Duration)
 	}
@@ -296,6 +299,21 @@ func (d *Dialer) checkTraffic(conns []*Conn, cfg TrafficConfig) error {
 		}
 	}
 	return nil
+}
+
+// spun is the time the routers of the phase's groups (the keys of lats)
+// have spent busy-polling empty CQs so far (fabric.SpinCounter), or -1
+// if a group's CQ does not count it.
+func spun(lats map[*cqGroup]*hist.Hist) time.Duration {
+	var d time.Duration
+	for g := range lats {
+		sc, ok := g.cq.(fabric.SpinCounter)
+		if !ok {
+			return -1
+		}
+		d += sc.Spun()
+	}
+	return d
 }
 
 // cpuTime is this process's user and system CPU time so far.

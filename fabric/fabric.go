@@ -464,6 +464,17 @@ type Spinner interface {
 	SpinPoll(wc []WC, d time.Duration) (int, error)
 }
 
+// SpinCounter is a Spinner that counts the time spent polling it in
+// vain: the CPU a busy-polling loop spent waiting, which its process's
+// CPU time cannot tell from work. It counts its own stretches' vain
+// polls (verbs: by the C clock, up to the poll that found completions);
+// SpinOne and SpinAnswer add the time their loops spent between
+// stretches (AddSpun).
+type SpinCounter interface {
+	Spun() time.Duration
+	AddSpun(time.Duration)
+}
+
 // SpinSlice bounds one Spinner call of SpinOne: under 20 µs, sysmon's
 // shortest period, so Go's runtime never takes the processor from a
 // goroutine spinning in C (which on a busy machine wakes another thread,
@@ -478,7 +489,32 @@ func SpinOne(ctx context.Context, cq CQ, wc []WC, busy time.Duration) (int, erro
 	if !ok {
 		return Spin(ctx, cq, wc, busy)
 	}
-	return spin(ctx, busy, func() (int, error) { return sp.SpinPoll(wc, SpinSlice) })
+	return spinCounted(ctx, cq, busy, func() (int, error) { return sp.SpinPoll(wc, SpinSlice) })
+}
+
+// spinCounted is spin on a CQ that may count its vain polls
+// (SpinCounter): each stretch counts its own; the time between them, the
+// loop's, is added, so that the count is the whole wait: all of a spin
+// that found nothing, and of one that did, everything before its last
+// stretch and that stretch's vain part.
+func spinCounted(ctx context.Context, cq CQ, busy time.Duration, poll func() (int, error)) (int, error) {
+	sc, ok := cq.(SpinCounter)
+	if !ok {
+		return spin(ctx, busy, poll)
+	}
+	start, c0 := time.Now(), sc.Spun()
+	var last time.Time      // when the last stretch began
+	var cLast time.Duration // the count then
+	n, err := spin(ctx, busy, func() (int, error) {
+		last, cLast = time.Now(), sc.Spun()
+		return poll()
+	})
+	if n == 0 && err == nil {
+		sc.AddSpun(max(time.Since(start)-(sc.Spun()-c0), 0))
+	} else {
+		sc.AddSpun(max(last.Sub(start)-(cLast-c0), 0))
+	}
+	return n, err
 }
 
 // Answer is a send prepared for an Answerer to post the moment a receive
@@ -518,7 +554,7 @@ func SpinAnswer(ctx context.Context, cq CQ, wc []WC, busy time.Duration, a *Answ
 		}
 		return SpinOne(ctx, cq, wc, busy)
 	}
-	return spin(ctx, busy, func() (int, error) { return an.SpinAnswer(wc, SpinSlice, a) })
+	return spinCounted(ctx, cq, busy, func() (int, error) { return an.SpinAnswer(wc, SpinSlice, a) })
 }
 
 // Spin polls an empty cq for completions into wc for up to busy, and

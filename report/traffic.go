@@ -59,6 +59,9 @@ func trafficRows(run *result.Run) []TrafficRow {
 		}
 		if t.GeneratorCores > 0 {
 			r.GenCPU = fmt.Sprintf("%s of %d", f2(t.GeneratorCPU), t.GeneratorCores)
+			if t.GeneratorSpin > 0 {
+				r.GenCPU += fmt.Sprintf(" (%s polling empty CQs)", f2(t.GeneratorSpin))
+			}
 		}
 		if n := t.ErrorCount(); n > 0 {
 			var parts []string

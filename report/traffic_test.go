@@ -41,3 +41,21 @@ func TestTrafficReferenceBeforeAfter(t *testing.T) {
 		t.Errorf("measured once:\n got %s\nwant %s", got, want)
 	}
 }
+
+// The generator's CPU column says how much of it went to polling empty
+// CQs when the generator counted it, and reads as before otherwise.
+func TestTrafficRowsGeneratorSpin(t *testing.T) {
+	run := &result.Run{Points: []result.Point{
+		{Clients: 1, Traffic: &result.Traffic{Messages: 100, GeneratorCPU: 0.99, GeneratorCores: 1, GeneratorSpin: 0.45}},
+		{Clients: 10, Traffic: &result.Traffic{Messages: 100, GeneratorCPU: 0.5, GeneratorCores: 2}},
+	}}
+	rows := trafficRows(run)
+	if len(rows) != 2 || rows[0].GenCPU != "0.99 of 1 (0.45 polling empty CQs)" || rows[1].GenCPU != "0.5 of 2" {
+		t.Errorf("generator CPU %q", func() (s []string) {
+			for _, r := range rows {
+				s = append(s, r.GenCPU)
+			}
+			return
+		}())
+	}
+}

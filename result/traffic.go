@@ -84,6 +84,11 @@ type Traffic struct {
 	// (GOMAXPROCS).
 	GeneratorCPU   float64 `json:"generator_cpu_cores"`
 	GeneratorCores int     `json:"generator_cores"`
+	// GeneratorSpin is the part of that generator's GeneratorCPU its
+	// busy-polling loops spent polling empty CQs (0 = none, or not
+	// counted): a busy-polled generator uses its CPU whether it has work
+	// or not, and only the rest says whether it was the limit.
+	GeneratorSpin float64 `json:"generator_spin_cores,omitempty"`
 	// ServerCPU is the server process's CPU during the phase, in cores,
 	// from the collectors' samples in the phase's window (0 = unknown).
 	ServerCPU float64 `json:"server_cpu_cores,omitempty"`
@@ -181,8 +186,8 @@ func (t *Traffic) Merge(o Traffic) {
 		t.Schedule.Blocked += o.Schedule.Blocked
 		t.Schedule.Unsent += o.Schedule.Unsent
 	}
-	if o.GeneratorCores > 0 && (t.GeneratorCores == 0 || o.GeneratorCPU/float64(o.GeneratorCores) > t.GeneratorCPU/float64(t.GeneratorCores)) {
-		t.GeneratorCPU, t.GeneratorCores = o.GeneratorCPU, o.GeneratorCores
+	if o.GeneratorCores > 0 && (t.GeneratorCores == 0 || o.generatorWork()/float64(o.GeneratorCores) > t.generatorWork()/float64(t.GeneratorCores)) {
+		t.GeneratorCPU, t.GeneratorCores, t.GeneratorSpin = o.GeneratorCPU, o.GeneratorCores, o.GeneratorSpin
 	}
 	t.LatencyHist = mergeHist(t.LatencyHist, o.LatencyHist, hist.Latency)
 	t.ClientHist = mergeHist(t.ClientHist, o.ClientHist, hist.Counts)
@@ -231,8 +236,12 @@ func (t *Traffic) Summarize() {
 	}
 	t.HarnessLimit = ""
 	var why []string
-	if t.GeneratorCores > 0 && t.GeneratorCPU >= Saturated*float64(t.GeneratorCores) {
-		why = append(why, fmt.Sprintf("a load generator used %.2f of its %d cores", t.GeneratorCPU, t.GeneratorCores))
+	if t.GeneratorCores > 0 && t.generatorWork() >= Saturated*float64(t.GeneratorCores) {
+		w := fmt.Sprintf("a load generator used %.2f of its %d cores", t.GeneratorCPU, t.GeneratorCores)
+		if t.GeneratorSpin > 0 {
+			w += fmt.Sprintf(", %.2f of them polling empty CQs", t.GeneratorSpin)
+		}
+		why = append(why, w)
 	}
 	if s := t.Schedule; s != nil && s.Due > 0 && float64(s.Late) > LateShare*float64(s.Due) {
 		why = append(why, fmt.Sprintf("the generators sent %d of %d due messages an interval or more late", s.Late, s.Due))
@@ -244,6 +253,10 @@ func (t *Traffic) Summarize() {
 		}
 	}
 }
+
+// generatorWork is the busiest generator's CPU less what its
+// busy-polling loops spent on empty CQs.
+func (t *Traffic) generatorWork() float64 { return max(t.GeneratorCPU-t.GeneratorSpin, 0) }
 
 // Failed reports whether the phase decides against its point: the run's
 // criterion is traffic and the phase missed an SLO or did not complete.

@@ -83,6 +83,37 @@ func TestScheduleLateIsHarnessLimit(t *testing.T) {
 	}
 }
 
+// A busy-polled generator uses its whole CPU: only what it did not
+// spend polling empty CQs says whether it was the limit, and merging
+// keeps the generator that worked the most, with its spin.
+func TestGeneratorSpinIsNotWork(t *testing.T) {
+	idle := generator(1, 100, time.Microsecond, 2*time.Microsecond, 1)
+	idle.GeneratorCPU, idle.GeneratorSpin = 0.99, 0.45
+	idle.Summarize()
+	if idle.HarnessLimit != "" {
+		t.Errorf("0.99 of 1 core, 0.45 of it polling empty CQs, called a harness limit: %q", idle.HarnessLimit)
+	}
+	busy := generator(1, 100, time.Microsecond, 2*time.Microsecond, 1)
+	busy.GeneratorCPU, busy.GeneratorSpin = 0.99, 0.02
+	busy.Summarize()
+	if want := "a load generator used 0.99 of its 1 cores, 0.02 of them polling empty CQs"; busy.HarnessLimit != want {
+		t.Errorf("harness limit %q, want %q", busy.HarnessLimit, want)
+	}
+	for _, order := range [][]Traffic{{idle, busy}, {busy, idle}} {
+		var m Traffic
+		m.Merge(order[0])
+		m.Merge(order[1])
+		m.Summarize()
+		if m.GeneratorSpin != 0.02 || m.HarnessLimit != busy.HarnessLimit {
+			t.Errorf("merged spin %v, harness limit %q", m.GeneratorSpin, m.HarnessLimit)
+		}
+	}
+	b, err := json.Marshal(idle)
+	if err != nil || !strings.Contains(string(b), `"generator_spin_cores":0.45`) {
+		t.Errorf("JSON %s (%v)", b, err)
+	}
+}
+
 // The saved phase does not grow with its duration: ten times the
 // messages, about the same bytes.
 func TestTrafficJSONSize(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -31,6 +32,8 @@ type cq struct {
 	dead   bool
 	pollMu sync.Mutex
 	buf    *C.rp_wc
+	// spun is the time spins found nothing (fabric.SpinCounter), ns.
+	spun atomic.Int64
 
 	// An event closes ev, waking every waiter of a shared CQ; pending keeps
 	// an event that fired between Arm and Wait from being lost.
@@ -104,6 +107,16 @@ func (c *cq) SpinPoll(wc []fabric.WC, d time.Duration) (int, error) {
 
 var _ fabric.Answerer = (*cq)(nil)
 
+var _ fabric.SpinCounter = (*cq)(nil)
+
+// Spun is the time spent polling this CQ in vain (fabric.SpinCounter):
+// its spins' own by the C clock, from each call's start to the poll that
+// found completions or to its end, and what loops over them added.
+func (c *cq) Spun() time.Duration { return time.Duration(c.spun.Load()) }
+
+// AddSpun adds a polling loop's own vain time (fabric.SpinCounter).
+func (c *cq) AddSpun(d time.Duration) { c.spun.Add(int64(d)) }
+
 // SpinAnswer is SpinPoll that posts a in C as its receive arrives
 // (fabric.Answerer).
 func (c *cq) SpinAnswer(wc []fabric.WC, d time.Duration, a *fabric.Answer) (int, error) {
@@ -166,7 +179,9 @@ func (c *cq) spin(wc []fabric.WC, d time.Duration, a *C.rp_answer) (int, error) 
 	if d <= 0 && a == nil {
 		n = int(C.rp_poll(c.cq, c.buf, room))
 	} else {
-		n = int(C.rp_spin(c.cq, c.buf, room, C.int64_t(d), a))
+		var idle C.int64_t
+		n = int(C.rp_spin(c.cq, c.buf, room, C.int64_t(d), a, &idle))
+		c.spun.Add(int64(idle))
 	}
 	if n < 0 {
 		return 0, verr("ibv_poll_cq", syscall.EIO, fmt.Sprintf("returned %d", n))

@@ -124,7 +124,9 @@ func TestEchoSpin(t *testing.T) {
 
 // TestSpinPoll: a CQ's SpinPoll returns as soon as a completion is there
 // (its send, here), and with none after about the stretch it was given;
-// SpinOne hands back what it found and gives up after busy.
+// SpinOne hands back what it found and gives up after busy. The CQ
+// counts the time its spins polled in vain (fabric.SpinCounter): all of
+// an empty stretch, next to none of one that finds a completion waiting.
 func TestSpinPoll(t *testing.T) {
 	dev := openDev(t, -1)
 	pd := allocPD(t, dev)
@@ -133,13 +135,18 @@ func TestSpinPoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp := a.scq.(fabric.Spinner)
+	sc := a.scq.(fabric.SpinCounter)
 	wc := make([]fabric.WC, 4)
-	t0 := time.Now()
+	s0, t0 := sc.Spun(), time.Now()
 	if n, err := sp.SpinPoll(wc, 2*time.Millisecond); n != 0 || err != nil {
 		t.Fatalf("empty CQ: %d completions, %v", n, err)
 	}
-	if d := time.Since(t0); d < 2*time.Millisecond {
+	d := time.Since(t0)
+	if d < 2*time.Millisecond {
 		t.Errorf("empty CQ: returned after %v, before the 2ms stretch", d)
+	}
+	if s := sc.Spun() - s0; s < 2*time.Millisecond || s > d {
+		t.Errorf("empty CQ: %v counted as spun in a %v call of a 2ms stretch", s, d)
 	}
 	if err := b.qp.PostRecv(0, b.rmr, 0, msgSize); err != nil {
 		t.Fatal(err)
@@ -147,21 +154,32 @@ func TestSpinPoll(t *testing.T) {
 	if err := a.qp.PostSend(7, a.smr, 0, msgSize); err != nil {
 		t.Fatal(err)
 	}
+	// rxe completes a send inside its post: the spin finds it at once.
+	s0, t0 = sc.Spun(), time.Now()
 	n, err := sp.SpinPoll(wc, 10*time.Second)
 	if err != nil || n != 1 || wc[0].WRID != 7 || wc[0].Status != fabric.WCSuccess {
 		t.Fatalf("after a send: %d completions %+v, %v", n, wc[:n], err)
+	}
+	if s, d := sc.Spun()-s0, time.Since(t0); s > d || s > time.Second {
+		t.Errorf("a completion waiting: %v counted as spun in a %v call", s, d)
 	}
 	ctx := context.Background()
 	n, err = fabric.SpinOne(ctx, b.rcq, wc, 10*time.Second)
 	if err != nil || n != 1 || wc[0].Opcode != fabric.WCRecv || wc[0].ByteLen != msgSize {
 		t.Fatalf("SpinOne: %d completions %+v, %v", n, wc[:n], err)
 	}
-	t0 = time.Now()
+	bc := b.rcq.(fabric.SpinCounter)
+	s0, t0 = bc.Spun(), time.Now()
 	if n, err := fabric.SpinOne(ctx, b.rcq, wc, 3*time.Millisecond); n != 0 || err != nil {
 		t.Fatalf("SpinOne on an empty CQ: %d, %v", n, err)
 	}
-	if d := time.Since(t0); d < 3*time.Millisecond {
+	d = time.Since(t0)
+	if d < 3*time.Millisecond {
 		t.Errorf("SpinOne gave up after %v, before busy", d)
+	}
+	// Its stretches are in C, the yields between them in Go.
+	if s := bc.Spun() - s0; s < 3*time.Millisecond/2 || s > d {
+		t.Errorf("SpinOne on an empty CQ: %v counted as spun in %v", s, d)
 	}
 }
 

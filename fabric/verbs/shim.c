@@ -124,17 +124,24 @@ static void rp_answer_one(rp_wc *out, int got, rp_answer *a) {
 // of a->len bytes on that QP, before returning: a->index is then that
 // completion's place in out, a->posted the clock just before the post
 // and a->err the post's result. It posts at most once, and not once
-// a->end (CLOCK_MONOTONIC ns) has passed.
-int rp_spin(struct ibv_cq *cq, rp_wc *out, int n, int64_t ns, rp_answer *a) {
-	int64_t end = rp_clock() + ns;
+// a->end (CLOCK_MONOTONIC ns) has passed. *idle is the time the call
+// polled in vain: from its start to the poll that found completions, or
+// to its end.
+int rp_spin(struct ibv_cq *cq, rp_wc *out, int n, int64_t ns, rp_answer *a, int64_t *idle) {
+	int64_t start = rp_clock(), end = start + ns;
 	if (a != NULL) a->index = -1;
 	for (;;) {
 		int got = rp_poll(cq, out, n);
 		if (got != 0) {
+			*idle = rp_clock() - start;
 			if (got > 0 && a != NULL) rp_answer_one(out, got, a);
 			return got;
 		}
-		if (rp_clock() >= end) return 0;
+		int64_t now = rp_clock();
+		if (now >= end) {
+			*idle = now - start;
+			return 0;
+		}
 	}
 }
 

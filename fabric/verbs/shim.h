@@ -54,7 +54,7 @@ typedef struct {
 	int err;        // out: the post's result (0 or errno)
 	int64_t posted; // out: CLOCK_MONOTONIC just before the post
 } rp_answer;
-int rp_spin(struct ibv_cq *cq, rp_wc *out, int n, int64_t ns, rp_answer *a);
+int rp_spin(struct ibv_cq *cq, rp_wc *out, int n, int64_t ns, rp_answer *a, int64_t *idle);
 
 // MR.
 struct ibv_mr *rp_reg_mr(struct ibv_pd *pd, size_t size, int access);
