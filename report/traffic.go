@@ -110,7 +110,8 @@ func trafficNote(run *result.Run) string {
 	s := fmt.Sprintf("Once every client of a point connected, each exchanged verified %s messages of %d B with the server for %gs (%s; a message outstanding %gs fails its client).",
 		t.Op, run.Config.PayloadBytes, t.DurationSec, loop, t.MsgTimeoutSec)
 	if t.BusyPollUS > 0 {
-		s += fmt.Sprintf(" Server and clients busy-polled their completion queues for up to %gus after each completion (--busy-poll) before sleeping on the completion channel.", t.BusyPollUS)
+		s += fmt.Sprintf(" Server and clients busy-polled their completion queues for up to %gus after each completion (--busy-poll) before sleeping on the completion channel:"+
+			" a polling process uses its CPU whether it has work or not, so the server's CPU includes its polling, and the generators' says how much of theirs went to polling empty CQs where their CQs counted it.", t.BusyPollUS)
 	}
 	if run.Config.SLO != "" {
 		s += fmt.Sprintf(" Objectives: %s.", run.Config.SLO)

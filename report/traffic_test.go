@@ -59,3 +59,20 @@ func TestTrafficRowsGeneratorSpin(t *testing.T) {
 		}())
 	}
 }
+
+// A busy-polled run's note says what its CPU columns hold.
+func TestTrafficNoteBusyPoll(t *testing.T) {
+	run := &result.Run{}
+	run.Config.PayloadBytes = 4096
+	run.Config.Traffic = &result.TrafficSetup{DurationSec: 10, Op: "send", Depth: 1, MsgTimeoutSec: 30}
+	if got := trafficNote(run); strings.Contains(got, "busy-polled") || !strings.Contains(got, "closed loop, 1 outstanding per client") {
+		t.Errorf("without --busy-poll: %s", got)
+	}
+	run.Config.Traffic.BusyPollUS = 2000
+	got := trafficNote(run)
+	for _, want := range []string{"for up to 2000us after each completion", "the server's CPU includes its polling", "polling empty CQs"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in %s", want, got)
+		}
+	}
+}
