@@ -260,16 +260,15 @@ func trafficReference(run *result.Run) string {
 		if len(ok) == 0 {
 			continue
 		}
-		// figure lists key's value for each run, and the ratio of ours to
-		// each: "29.3 µs before the points and 30.1 µs after".
-		figure := func(key string, format func(float64) string, ours float64) (vals, ratios string) {
+		// figure lists key's value for each run ("29.3 µs before the
+		// points and 30.1 µs after") and, with ratio, ours to each.
+		figure := func(key string, format func(float64) string, ours float64, ratio func(float64) string) (vals, ratios string) {
 			var vs, rs []string
 			for _, r := range ok {
 				v := r.Figures[key]
-				suffix := whenSuffix(r, len(ok))
-				vs = append(vs, format(v)+suffix)
-				if v > 0 {
-					rs = append(rs, fmt.Sprintf("%.2f×", ours/v))
+				vs = append(vs, format(v)+whenSuffix(r, len(ok)))
+				if ratio != nil && v > 0 {
+					rs = append(rs, ratio(ours/v))
 				}
 			}
 			return strings.Join(vs, " and "), strings.Join(rs, " and ")
@@ -280,8 +279,8 @@ func trafficReference(run *result.Run) string {
 			if small != nil {
 				ours = small.Traffic.Latency.P50
 			}
-			vals, ratios := figure("t_typical", latency, ours)
-			p99, _ := figure("99%", latency, 0)
+			vals, ratios := figure("t_typical", latency, ours, func(x float64) string { return fmt.Sprintf("%.2f×", x) })
+			p99, _ := figure("99%", latency, 0, nil)
 			s := fmt.Sprintf("`%s`: t_typical %s, p99 %s", cmd, vals, p99)
 			if small != nil {
 				s += fmt.Sprintf(" (rdmaprobe at %d %s: p50 %s, %s)", small.Clients, plural(small.Clients, "client", "clients"),
@@ -294,17 +293,11 @@ func trafficReference(run *result.Run) string {
 			if peak != nil {
 				ours = peak.Traffic.MsgRate
 			}
-			vals, _ := figure("msg/s", func(v float64) string { return fmt.Sprintf("%.0f msg/s", v) }, ours)
-			mbs, _ := figure("BW average", func(v float64) string { return f2(v) + " MB/s" }, 0)
+			vals, pcts := figure("msg/s", func(v float64) string { return fmt.Sprintf("%.0f msg/s", v) }, ours, Pct)
+			mbs, _ := figure("BW average", func(v float64) string { return f2(v) + " MB/s" }, 0, nil)
 			s := fmt.Sprintf("`%s`: %s, %s", cmd, vals, mbs)
 			if peak != nil {
-				var pcts []string
-				for _, r := range ok {
-					if v := r.Figures["msg/s"]; v > 0 {
-						pcts = append(pcts, Pct(ours/v))
-					}
-				}
-				s += fmt.Sprintf(" (rdmaprobe's peak: %.0f msg/s at %d clients, %s)", ours, peak.Clients, strings.Join(pcts, " and "))
+				s += fmt.Sprintf(" (rdmaprobe's peak: %.0f msg/s at %d clients, %s)", ours, peak.Clients, pcts)
 			}
 			parts = append(parts, s)
 		}
