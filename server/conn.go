@@ -13,10 +13,12 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
-// conn is one admitted client's verbs resources. The client's send
-// buffer j is sendMR[sendOff+j·MsgSize:][:MsgSize], j < Config.Depth,
-// its receive buffers likewise, in MRs of its own (per-client,
-// shared-cq) or in the server's pool (pool). In srq mode it has neither:
+// conn is one admitted client's verbs resources. The client has
+// Config.Depth buffers of MsgSize bytes at recvOff in recvMR and as many
+// at sendOff in sendMR, in MRs of its own (per-client, shared-cq) or in
+// the server's pool (pool). Pool mode receives in the first and sends
+// from the second (echo.go); the per-client loop (echoloop.go) rotates
+// all of them between receiving and sending (fabric.EchoLoop). In srq mode it has neither:
 // messages land in SRQ buffers and are echoed from there (echo.go).
 type conn struct {
 	s                *Server

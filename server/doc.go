@@ -32,9 +32,10 @@
 // # How a connected client is served
 //
 // per-client and shared-cq (the predecessor's layout, kept as it was): a
-// goroutine per client runs the echo loop (await a receive, verify, copy
-// to the send buffer, repost, send, await the send) until the client
-// leaves; its stack, grown by the TLS handshake, is most of what such a
+// goroutine per client runs the echo loop (await a receive, post a free
+// buffer as a receive in its place, send the echo from the buffer it
+// landed in, verify it while it goes; with all Config.Depth echoes in
+// flight, await a send first) until the client leaves; its stack, grown by the TLS handshake, is most of what such a
 // client costs in server memory besides its buffers.
 // Busy-polled (Config.BusyPoll) on verbs, per-client mode's loop runs in
 // C, one cgo call per stretch of messages (fabric.Echoer, echoloop.go).

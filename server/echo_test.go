@@ -231,8 +231,10 @@ func expectDroppedPeer(t *testing.T, h *harness, p *rdmaPeer, failures int) {
 // In every mode, with a goroutine per client or with the routers echoing
 // (pool and srq), busy-polled or not (per-client, busy-polled, on verbs:
 // the echo loop in C), every payload is verified: a good message comes
-// back, a corrupted one ends the client (counted as a message failure),
-// and in srq mode its buffer goes back to the SRQ.
+// back, a corrupted one ends the client (counted as a message failure;
+// the per-client and shared-cq loops check a message while its echo goes
+// out, so it has been echoed as it came by then), and in srq mode its
+// buffer goes back to the SRQ.
 func TestBadPayload(t *testing.T) {
 	for _, mode := range server.Modes {
 		t.Run(mode, func(t *testing.T) { badPayload(t, mode, 0) })

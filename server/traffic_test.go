@@ -128,19 +128,32 @@ func TestTraffic(t *testing.T) {
 
 // TestTrafficBusyPoll: with --busy-poll the server's echo loops and CQ
 // routers and the clients' routers poll their CQs before sleeping on
-// them, in every mode; the phase is as clean as without.
+// them, in every mode; the phase is as clean as without. One client
+// alone at depth 3 has the per-client loop to itself (on verbs: in C),
+// rotating its 6 buffers between receiving and sending.
 func TestTrafficBusyPoll(t *testing.T) {
-	const n = 3
-	window := 150 * time.Millisecond * timeScale
+	type tc struct {
+		mode     string
+		n, depth int
+	}
+	var cases []tc
 	for _, mode := range server.Modes {
-		t.Run(mode, func(t *testing.T) {
+		cases = append(cases, tc{mode, 3, 1})
+	}
+	cases = append(cases, tc{server.ModePerClient, 1, 3})
+	window := 150 * time.Millisecond * timeScale
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s/%d/depth%d", c.mode, c.n, c.depth), func(t *testing.T) {
 			var h *harness
 			tr, _ := longEnough(t, window, func(w time.Duration) result.Traffic {
-				h = newHarnessOpts(t, n, harnessOpts{mode: mode, busy: time.Millisecond})
-				conns := connectAll(t, h, n)
-				return h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{Duration: w, Timeout: guard})
+				h = newHarnessOpts(t, c.n, harnessOpts{mode: c.mode, busy: time.Millisecond, depth: c.depth})
+				conns := connectAll(t, h, c.n)
+				return h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{Duration: w, Depth: c.depth, Timeout: guard})
 			})
-			wantClean(t, tr, n)
+			wantClean(t, tr, c.n)
+			if tr.Depth != c.depth {
+				t.Errorf("report says depth %d", tr.Depth)
+			}
 			if st := h.srv.Stats(); len(st.Failures) != 0 {
 				t.Errorf("server failures %v (%v)", st.Failures, st.Errors)
 			}

@@ -19,6 +19,17 @@ import (
 
 var _ fabric.Echoer = (*qp)(nil)
 
+// fabric.BufState's values are echo.c's RP_BUF_*: each pair of array
+// lengths is non-negative only if they are equal.
+var (
+	_ [int(fabric.BufFree) - C.RP_BUF_FREE]struct{}
+	_ [C.RP_BUF_FREE - int(fabric.BufFree)]struct{}
+	_ [int(fabric.BufPosted) - C.RP_BUF_POSTED]struct{}
+	_ [C.RP_BUF_POSTED - int(fabric.BufPosted)]struct{}
+	_ [int(fabric.BufSending) - C.RP_BUF_SENDING]struct{}
+	_ [C.RP_BUF_SENDING - int(fabric.BufSending)]struct{}
+)
+
 // EchoSpin runs l's echo in C (echo.c) until it is idle for idle, slice
 // passes, or a completion needs the caller; see fabric.Echoer.
 func (q *qp) EchoSpin(l *fabric.EchoLoop, idle, slice time.Duration) (fabric.WC, bool, error) {
@@ -28,8 +39,8 @@ func (q *qp) EchoSpin(l *fabric.EchoLoop, idle, slice time.Duration) (fabric.WC,
 	if !ok1 || !ok2 || rcq == nil || scq == nil {
 		return fabric.WC{}, false, verr(verb, syscall.EINVAL, "not verbs CQs")
 	}
-	if l.Depth < 1 || l.Size < 1 || len(l.Busy) < l.Depth || l.Inflight < 0 || l.Inflight > l.Depth {
-		return fabric.WC{}, false, verr(verb, syscall.EINVAL, fmt.Sprintf("depth %d, size %d, %d send buffers, %d in flight", l.Depth, l.Size, len(l.Busy), l.Inflight))
+	if l.Depth < 1 || l.Size < 1 || len(l.Bufs) != 2*l.Depth || l.Inflight < 0 || l.Inflight > l.Depth {
+		return fabric.WC{}, false, verr(verb, syscall.EINVAL, fmt.Sprintf("depth %d, size %d, %d buffers, %d in flight", l.Depth, l.Size, len(l.Bufs), l.Inflight))
 	}
 	rm, err := sgeMR(verb, l.RecvMR, l.RecvOff, l.Depth*l.Size)
 	if err != nil {
@@ -51,14 +62,14 @@ func (q *qp) EchoSpin(l *fabric.EchoLoop, idle, slice time.Duration) (fabric.WC,
 	if q.dead {
 		return fabric.WC{}, false, verr("ibv_post_send", syscall.EINVAL, "QP destroyed")
 	}
-	busy := unsafe.Slice((*C.uint8_t)(unsafe.Pointer(&l.Busy[0])), l.Depth) // Go bools are bytes of 0 or 1
+	state := unsafe.Slice((*C.uint8_t)(unsafe.Pointer(&l.Bufs[0])), len(l.Bufs)) // fabric.BufState is a byte
 	inflight := C.int(l.Inflight)
 	var out C.rp_wc
 	var failed C.int
 	r := C.rp_echo(q.qp, rcq.cq, scq.cq,
 		C.uint64_t(rm.addr+uintptr(l.RecvOff)), C.uint32_t(rm.lkey),
 		C.uint64_t(sm.addr+uintptr(l.SendOff)), C.uint32_t(sm.lkey),
-		C.int(l.Size), C.int(l.Depth), &busy[0], &inflight,
+		C.int(l.Size), C.int(l.Depth), &state[0], &inflight,
 		C.int64_t(idle), C.int64_t(slice), &out, &failed)
 	l.Inflight = int(inflight)
 	switch {

@@ -12,11 +12,14 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/payload"
 )
 
-// TestEchoSpin: the echo loop in C echoes a message byte for byte when
-// payload.Check passes it, of any length (the C check's tail included),
-// and hands back to the caller, without echoing, every receive that
-// payload.Check would not pass (a flipped byte in the header, the filler
-// or the tail), a goodbye, and a message shorter than the loop's size.
+// TestEchoSpin: the echo loop in C echoes a message byte for byte from
+// the buffer it landed in, of any length (the C check's tail included),
+// with a free buffer posted in its place, and a loop's buffers rotate
+// from one message to the next. Every receive that payload.Check would
+// not pass (a flipped byte in the header, the filler or the tail) is
+// echoed as it came and then handed back to the caller, its buffer
+// marked as sending; a goodbye and a message shorter than the loop's
+// size are handed back without an echo.
 func TestEchoSpin(t *testing.T) {
 	dev := openDev(t, -1)
 	pd := allocPD(t, dev)
@@ -32,15 +35,21 @@ func TestEchoSpin(t *testing.T) {
 		if err := b.qp.PostRecv(0, b.rmr, 0, size); err != nil {
 			t.Fatal(err)
 		}
+		return a, b, fabric.NewEchoLoop(b.rcq, b.scq, b.rmr, 0, b.smr, 0, size, 1)
+	}
+	// send posts msg from a and returns what b's loop did with it, and
+	// the buffer it landed in.
+	send := func(t *testing.T, a, b *ep, loop *fabric.EchoLoop, msg []byte) (fabric.WC, bool, int) {
+		t.Helper()
+		landed := -1
+		for k, st := range loop.Bufs {
+			if st == fabric.BufPosted {
+				landed = k
+			}
+		}
 		if err := a.qp.PostRecv(1, a.rmr, 0, msgSize); err != nil {
 			t.Fatal(err)
 		}
-		return a, b, &fabric.EchoLoop{RecvCQ: b.rcq, SendCQ: b.scq, RecvMR: b.rmr, SendMR: b.smr,
-			Size: size, Depth: 1, Busy: make([]bool, 1)}
-	}
-	// send posts msg from a and returns what b's loop did with it.
-	send := func(t *testing.T, a, b *ep, loop *fabric.EchoLoop, msg []byte) (fabric.WC, bool) {
-		t.Helper()
 		copy(a.smr.Buf(), msg)
 		if err := a.qp.PostSend(2, a.smr, 0, len(msg)); err != nil {
 			t.Fatal(err)
@@ -48,44 +57,65 @@ func TestEchoSpin(t *testing.T) {
 		if wc, err := fabric.Await(ctx, a.scq); err != nil || wc.Status != fabric.WCSuccess {
 			t.Fatalf("send: %+v %v", wc, err)
 		}
-		// The message is in b's CQ by now; an echo completes its send
-		// before the loop goes idle.
+		// The message is in b's CQ by now.
 		wc, got, err := b.qp.(fabric.Echoer).EchoSpin(loop, 50*time.Millisecond, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if loop.Inflight != 0 || loop.Busy[0] {
-			t.Fatalf("after the loop: %d in flight, busy %v", loop.Inflight, loop.Busy)
+		return wc, got, landed
+	}
+	// echoed wants msg back at a, and b's loop sending it from the buffer
+	// it landed in with the other one posted.
+	echoed := func(t *testing.T, a *ep, loop *fabric.EchoLoop, landed int, msg []byte) {
+		t.Helper()
+		wc, err := fabric.Await(ctx, a.rcq)
+		if err != nil || wc.Status != fabric.WCSuccess || wc.ByteLen != len(msg) {
+			t.Fatalf("%d bytes: echo %+v %v", len(msg), wc, err)
 		}
-		return wc, got
+		if !bytes.Equal(a.rmr.Buf()[:len(msg)], msg) {
+			t.Fatalf("%d bytes: the echo differs from the message", len(msg))
+		}
+		if loop.Inflight != 1 || loop.Bufs[landed] != fabric.BufSending || loop.Bufs[1-landed] != fabric.BufPosted {
+			t.Fatalf("after the echo from buffer %d: %d in flight, buffers %v", landed, loop.Inflight, loop.Bufs)
+		}
 	}
 	for _, size := range []int{payload.HeaderLen, 13, 100, msgSize - 3, msgSize} {
 		a, b, loop := setup(t, size)
-		msg := make([]byte, size)
-		payload.Fill(msg, uint64(size), size)
-		if _, got := send(t, a, b, loop, msg); got {
-			t.Fatalf("%d bytes: a message that checks was handed back", size)
-		}
-		wc, err := fabric.Await(ctx, a.rcq)
-		if err != nil || wc.Status != fabric.WCSuccess || wc.ByteLen != size {
-			t.Fatalf("%d bytes: echo %+v %v", size, wc, err)
-		}
-		if !bytes.Equal(a.rmr.Buf()[:size], msg) {
-			t.Fatalf("%d bytes: the echo differs from the message", size)
+		// Three messages: the second lands in buffer 1 (the send MR's)
+		// and takes buffer 0 back from its finished send; the third lands
+		// in buffer 0 again.
+		for i, want := range []int{0, 1, 0} {
+			msg := make([]byte, size)
+			payload.Fill(msg, uint64(size+i), size)
+			_, got, landed := send(t, a, b, loop, msg)
+			if got {
+				t.Fatalf("%d bytes: a message that checks was handed back", size)
+			}
+			if landed != want {
+				t.Fatalf("%d bytes, message %d: landed in buffer %d, want %d", size, i, landed, want)
+			}
+			echoed(t, a, loop, landed, msg)
 		}
 	}
-	// handedBack sends msg to a loop of size bytes and wants it back
-	// unechoed.
-	handedBack := func(t *testing.T, size int, msg []byte) {
+	// handedBack sends msg to a loop of size bytes and wants it back,
+	// echoed (as it came) or not.
+	handedBack := func(t *testing.T, size int, msg []byte, echo bool) {
 		t.Helper()
 		a, b, loop := setup(t, size)
-		wc, got := send(t, a, b, loop, msg)
+		wc, got, landed := send(t, a, b, loop, msg)
 		if !got || wc.Status != fabric.WCSuccess || wc.WRID != 0 || wc.ByteLen != len(msg) || wc.Opcode != fabric.WCRecv {
 			t.Fatalf("handed back %v: %+v", got, wc)
+		}
+		if echo {
+			echoed(t, a, loop, landed, msg)
+			return
 		}
 		var wcs [1]fabric.WC
 		if n, _ := a.rcq.Poll(wcs[:]); n != 0 {
 			t.Fatalf("an echo came back: %+v", wcs[0])
+		}
+		if loop.Inflight != 0 || loop.Bufs[0] != fabric.BufPosted || loop.Bufs[1] != fabric.BufFree {
+			t.Fatalf("not echoed, yet %d in flight, buffers %v", loop.Inflight, loop.Bufs)
 		}
 	}
 	for _, size := range []int{msgSize, msgSize - 3} {
@@ -96,15 +126,15 @@ func TestEchoSpin(t *testing.T) {
 			if _, err := payload.Check(msg); err == nil {
 				t.Fatalf("byte %d flipped still checks in Go", at)
 			}
-			t.Run("flipped", func(t *testing.T) { handedBack(t, size, msg) })
+			t.Run("flipped", func(t *testing.T) { handedBack(t, size, msg, true) })
 		}
 	}
 	bye := make([]byte, payload.HeaderLen)
 	payload.Fill(bye, payload.Bye, len(bye))
-	t.Run("goodbye", func(t *testing.T) { handedBack(t, len(bye), bye) })
+	t.Run("goodbye", func(t *testing.T) { handedBack(t, len(bye), bye, false) })
 	short := make([]byte, 100)
 	payload.Fill(short, 3, len(short))
-	t.Run("short", func(t *testing.T) { handedBack(t, 200, short) })
+	t.Run("short", func(t *testing.T) { handedBack(t, 200, short, false) })
 
 	// Nothing to receive: idle after about idle, nothing handed back.
 	_, b, loop := setup(t, msgSize)
@@ -115,10 +145,15 @@ func TestEchoSpin(t *testing.T) {
 	if el := time.Since(start); el < 20*time.Millisecond {
 		t.Errorf("idle after %v, want 20ms", el)
 	}
-	// A loop its MRs cannot hold is refused.
+	// A loop its MRs cannot hold is refused, and so is one whose buffer
+	// states do not match its depth.
 	loop.Size = 2 * msgSize
 	if _, _, err := b.qp.(fabric.Echoer).EchoSpin(loop, time.Millisecond, time.Millisecond); err == nil {
 		t.Error("a loop larger than its MRs ran")
+	}
+	loop.Size, loop.Bufs = msgSize, loop.Bufs[:1]
+	if _, _, err := b.qp.(fabric.Echoer).EchoSpin(loop, time.Millisecond, time.Millisecond); err == nil {
+		t.Error("a loop with 1 buffer state for depth 1 ran")
 	}
 }
 
