@@ -108,8 +108,21 @@ func NewSSH(ctx context.Context, cfg SSHConfig) (*SSH, error) {
 }
 
 // remoteCacheDir is where copied binaries go, relative to the login
-// directory, named by content so a host keeps one per build.
-const remoteCacheDir = ".cache/rdmaprobe"
+// directory, named by content so a host keeps one per build (a variable
+// for tests).
+var remoteCacheDir = ".cache/rdmaprobe"
+
+// The copies a host keeps, by the rule of the vm backend's image cache
+// (softroce): the remoteKeep most recently used stay however old, up to
+// remoteMaxUnused; the others go once unused for remoteInUse, far longer
+// than a run holds a path before it starts a generator from it (a run
+// touches its copy when it prepares the host). What an interrupted copy
+// left goes after remoteInUse too.
+const (
+	remoteKeep      = 8
+	remoteInUse     = time.Hour
+	remoteMaxUnused = 24 * time.Hour
+)
 
 func (s *SSH) prepare(ctx context.Context, h *sshHost, cfg SSHConfig) error {
 	out, err := s.run(ctx, h.Name, nil, `uname -s; uname -m; echo "$SSH_CONNECTION"`)
@@ -151,7 +164,8 @@ func (s *SSH) prepare(ctx context.Context, h *sshHost, cfg SSHConfig) error {
 }
 
 // copyBinary puts exe on host under remoteCacheDir, unless a copy with
-// the same content is there, and returns its path there.
+// the same content is there (which it then touches: used), returns its
+// path there, and prunes the host's other copies (remoteKeep).
 func (s *SSH) copyBinary(ctx context.Context, host, exe string) (string, error) {
 	sum, err := FileSHA256(exe)
 	if err != nil {
@@ -162,15 +176,23 @@ func (s *SSH) copyBinary(ctx context.Context, host, exe string) (string, error) 
 		return "", err
 	}
 	defer f.Close()
-	name := remoteCacheDir + "/rdmaprobe-" + sum[:16]
+	base := "rdmaprobe-" + sum[:16]
 	// Written under a temporary name and renamed, so a copy cut short is
-	// never taken for a binary.
-	script := fmt.Sprintf(`f=%s; [ -x "$f" ] && exit 0; mkdir -p %s && cat >"$f.$$" && chmod 755 "$f.$$" && mv -f "$f.$$" "$f"`,
-		shellQuote(name), shellQuote(remoteCacheDir))
+	// never taken for a binary. The prune's failures are ignored: it
+	// leaves a file.
+	script := fmt.Sprintf(`d=%s; b=%s; f="$d/$b"
+if [ -x "$f" ]; then touch "$f" || exit 1; else mkdir -p "$d" && cat >"$f.$$" && chmod 755 "$f.$$" && mv -f "$f.$$" "$f" || exit 1; fi
+cd "$d" 2>/dev/null || exit 0
+find . -maxdepth 1 -name 'rdmaprobe-*.*' -mmin +%[3]d -exec rm -f {} + 2>/dev/null
+find . -maxdepth 1 -name 'rdmaprobe-*' ! -name "$b" -mmin +%[4]d -exec rm -f {} + 2>/dev/null
+ls -t 2>/dev/null | grep '^rdmaprobe-[0-9a-f]*$' | tail -n +%[5]d | while read -r o; do
+	[ "$o" = "$b" ] || find "./$o" -maxdepth 0 -mmin +%[3]d -exec rm -f {} + 2>/dev/null
+done
+exit 0`, shellQuote(remoteCacheDir), shellQuote(base), int(remoteInUse.Minutes()), int(remoteMaxUnused.Minutes()), remoteKeep+1)
 	if _, err := s.run(ctx, host, f, script); err != nil {
 		return "", err
 	}
-	return name, nil
+	return remoteCacheDir + "/" + base, nil
 }
 
 // run runs a command line on host and returns its stdout; an error

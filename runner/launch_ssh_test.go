@@ -2,6 +2,9 @@ package runner
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -309,4 +312,86 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// TestSSHBinaryCache: a copy is kept on its host by content and touched
+// when a run uses it again; the host's other copies go once unused for
+// remoteMaxUnused, or for remoteInUse beyond the remoteKeep most recently
+// used, and so does what an interrupted copy left, once unused for
+// remoteInUse. (The hosts share this machine's file system, so the test
+// sets the cache's place and ages its files here.)
+func TestSSHBinaryCache(t *testing.T) {
+	hosts := testhosts.StartSSH(t, 1)
+	dir := t.TempDir()
+	defer func(d string) { remoteCacheDir = d }(remoteCacheDir)
+	remoteCacheDir = dir
+	exe := filepath.Join(t.TempDir(), "exe")
+	if err := os.WriteFile(exe, []byte("#!/bin/sh\necho copied\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	put := func(name string, age time.Duration) {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, now.Add(-age), now.Add(-age)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(phase string, kept, gone []string) {
+		t.Helper()
+		for _, n := range kept {
+			if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+				t.Errorf("%s: %s should be kept: %v", phase, n, err)
+			}
+		}
+		for _, n := range gone {
+			if _, err := os.Stat(filepath.Join(dir, n)); !os.IsNotExist(err) {
+				t.Errorf("%s: %s should be gone (%v)", phase, n, err)
+			}
+		}
+	}
+	s := &SSH{cmd: hosts.SSHCommand()}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	put("rdmaprobe-00000000000000a1", remoteMaxUnused+time.Hour) // unused for a day: goes
+	put("rdmaprobe-00000000000000b2", 2*remoteInUse)             // among the most recent: stays
+	put("rdmaprobe-00000000000000c3.4242", 2*remoteInUse)        // an interrupted copy's: goes
+	put("rdmaprobe-00000000000000d4.4243", time.Minute)          // a copy under way: stays
+	put("initramfs-0123.cpio", remoteMaxUnused+time.Hour)        // not a copy: stays
+	path, err := s.copyBinary(ctx, hosts.Hosts[0], exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := hosts.Command(ctx, hosts.Hosts[0], path).Output(); err != nil || string(out) != "copied\n" {
+		t.Fatalf("the copy %s ran: %q, %v", path, out, err)
+	}
+	want("first copy", []string{filepath.Base(path), "rdmaprobe-00000000000000b2", "rdmaprobe-00000000000000d4.4243", "initramfs-0123.cpio"},
+		[]string{"rdmaprobe-00000000000000a1", "rdmaprobe-00000000000000c3.4242"})
+
+	// The copy was last used 3 hours ago; since then remoteKeep+1 others
+	// were used within the hour, which puts b2 beyond the remoteKeep most
+	// recently used.
+	old := now.Add(-3 * remoteInUse)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	var recent []string
+	for i := 0; i <= remoteKeep; i++ {
+		n := fmt.Sprintf("rdmaprobe-1%015x", i)
+		put(n, remoteInUse/2)
+		recent = append(recent, n)
+	}
+	again, err := s.copyBinary(ctx, hosts.Hosts[0], exe)
+	if err != nil || again != path {
+		t.Fatalf("second copy: %q, %v; want %s again", again, err, path)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || time.Since(fi.ModTime()) > time.Minute {
+		t.Errorf("the copy used again was not touched: %v, %v", fi, err)
+	}
+	want("used again", append(recent, filepath.Base(path)), []string{"rdmaprobe-00000000000000b2"})
 }
