@@ -83,20 +83,13 @@ func Start(spec Spec) (*Proc, error) {
 	if len(spec.Argv) == 0 {
 		return nil, &StartError{Err: errors.New("empty command")}
 	}
-	subreaper.Do(func() {
-		// Without it a target's orphans go to init, out of our reach: a
-		// server that forks workers and is killed would leave them
-		// running. Best effort: the call fails only on kernels before 3.4.
-		unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-	})
+	subreaper.Do(becomeSubreaper)
 	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
 	cmd.Dir = spec.Dir
 	if len(spec.Env) > 0 {
 		cmd.Env = append(os.Environ(), spec.Env...)
 	}
-	// Pdeathsig: should this process die, the kernel kills the program,
-	// so no server or client outlives the harness.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = sysProcAttr()
 	p := &Proc{Argv: spec.Argv, cmd: cmd, done: make(chan struct{}), tree: map[int]uint64{}}
 	var err error
 	if spec.Stdin != "" || spec.Hold {

@@ -48,12 +48,7 @@ func startChild(name string, cmd *exec.Cmd, spec any) (*child, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s spec: %w", name, err)
 	}
-	// Pdeathsig: if rdmaprobe itself dies, the kernel kills its children,
-	// so no server or generator outlives the tool.
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	killOnParentDeath(cmd)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

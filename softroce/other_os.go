@@ -16,6 +16,9 @@ import (
 
 var errNotLinux = errors.New("softroce: the vm backend runs on Linux hosts only")
 
+// DefaultCPUModel is the guest's QEMU -cpu on Linux hosts.
+const DefaultCPUModel = "qemu64"
+
 // BootConfig says how to run the guest.
 type BootConfig struct {
 	Image        Image
@@ -53,6 +56,10 @@ func NewLink() (a, b *LinkEnd, err error) { return nil, nil, errNotLinux }
 
 func (g *Guest) Call(context.Context, string, any, func(json.RawMessage)) (json.RawMessage, error) {
 	return nil, errNotLinux
+}
+
+func (g *Guest) Exec(context.Context, time.Duration, ...string) (ExecResult, error) {
+	return ExecResult{}, errNotLinux
 }
 
 func (g *Guest) Close() error { return nil }

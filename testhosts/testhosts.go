@@ -23,7 +23,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -86,7 +85,7 @@ func startScript(t testing.TB, timeout time.Duration, name string, args ...strin
 	cmd := exec.Command(path, append([]string{"run"}, args...)...)
 	// If the test binary dies, the script still tears everything down:
 	// its TERM trap does.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = termOnParentDeath()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
