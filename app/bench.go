@@ -66,6 +66,9 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 	if err := checkTLSKex(c); err != nil {
 		return fail(ExitUsage, "--tls-kex: %v", err)
 	}
+	if err := checkMsgSize(c); err != nil {
+		return err
+	}
 	if req.N < 1 || req.Concurrency < 1 || req.Passes < 1 || req.Warmup < 0 {
 		return fail(ExitUsage, "--n, --concurrency and --passes must be at least 1, --warmup at least 0")
 	}

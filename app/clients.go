@@ -66,6 +66,9 @@ func generatorSpec(c *cli.Context, in *bufio.Reader) (runner.GeneratorSpec, bool
 			return spec, false, fail(ExitUsage, "clients: --%s is required (or --spec)", f)
 		}
 	}
+	if err := checkMsgSize(c); err != nil {
+		return spec, false, err
+	}
 	var err error
 	read := func(flag string) []byte {
 		b, e := os.ReadFile(c.String(flag))

@@ -125,6 +125,9 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 	if err := checkTLSKex(c); err != nil {
 		return fail(ExitUsage, "--tls-kex: %v", err)
 	}
+	if err := checkMsgSize(c); err != nil {
+		return err
+	}
 	be, err := chooseBackend(c)
 	if err != nil {
 		return fail(ExitUsage, "%v", err)

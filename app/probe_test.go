@@ -228,6 +228,17 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"ramp", "--backend", "sim", "--tls-kex", "rsa"}, `unknown TLS key exchange "rsa"`},
 		{[]string{"bench", "--backend", "sim", "--tls-kex", "rsa"}, `unknown TLS key exchange "rsa"`},
 		{[]string{"ramp", "--backend", "sim", "--gomaxprocs", "half"}, `--gomaxprocs "half": want split or all`},
+		{[]string{"ramp", "--backend", "sim", "--msg-size", "8"}, "--msg-size 8 bytes: a message holds 12"},
+		{[]string{"search", "--backend", "sim", "--msg-size", "0"}, "--msg-size 0 bytes: a message holds 12"},
+		{[]string{"ramp", "--backend", "sim", "--msg-size", "2147483648"}, "--msg-size 2147483648 bytes"},
+		{[]string{"bench", "--backend", "sim", "--msg-size", "-1"}, "--msg-size -1 bytes"},
+	}
+	// serve and clients have no --results.
+	for _, args := range [][]string{{"serve", "--backend", "sim", "--max-clients", "1", "--msg-size", "4"},
+		{"clients", "--backend", "sim", "--ca", "a", "--cert", "b", "--key", "c", "--msg-size", "4"}} {
+		if _, errOut, code := run(t, args...); code != ExitUsage || !strings.Contains(errOut, "--msg-size 4 bytes: a message holds 12") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
 	}
 	for _, tc := range tests {
 		out, errOut, code := run(t, append(tc.args, "--results", t.TempDir())...)

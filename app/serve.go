@@ -72,6 +72,9 @@ func serverSpec(c *cli.Context) (runner.ServerSpec, error) {
 	if !c.IsSet("max-clients") {
 		return runner.ServerSpec{}, fail(ExitUsage, "serve: --max-clients is required (rdmaprobe serve --help lists the flags)")
 	}
+	if err := checkMsgSize(c); err != nil {
+		return runner.ServerSpec{}, err
+	}
 	pair, err := serverPair(c)
 	if err != nil {
 		return runner.ServerSpec{}, err

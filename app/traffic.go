@@ -11,6 +11,7 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/client"
+	"github.com/rdmaprobe/rdmaprobe/payload"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
 	"github.com/rdmaprobe/rdmaprobe/slo"
@@ -163,3 +164,12 @@ func trafficLine(pt result.Point) string {
 
 // usText prints microseconds as slo.FormatLatency does.
 func usText(us float64) string { return slo.FormatLatency(time.Duration(us * 1e3)) }
+
+// checkMsgSize refuses a --msg-size no message can have (the connect's
+// round trips and the traffic phase send messages of that size).
+func checkMsgSize(c *cli.Context) error {
+	if err := payload.CheckSize(c.Int("msg-size")); err != nil {
+		return fail(ExitUsage, "--msg-size %v", err)
+	}
+	return nil
+}

@@ -89,6 +89,20 @@ func Seq(b []byte) uint64 {
 	return binary.BigEndian.Uint64(b)
 }
 
+// MaxSize bounds a message: far above what a message-rate test sends
+// (perftest's -a stops at 8 MiB), and every client holds 2·depth such
+// buffers on each side.
+const MaxSize = 1 << 30
+
+// CheckSize says why n bytes cannot be a message (a payload needs its
+// header), or nil.
+func CheckSize(n int) error {
+	if n < HeaderLen || n > MaxSize {
+		return fmt.Errorf("%d bytes: a message holds %d (its header: sequence number and tag) to %d", n, HeaderLen, MaxSize)
+	}
+	return nil
+}
+
 // ErrShort is returned for a message smaller than the header.
 var ErrShort = errors.New("payload shorter than its header")
 

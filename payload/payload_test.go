@@ -134,3 +134,17 @@ func BenchmarkCheck4K(b *testing.B) {
 		}
 	}
 }
+
+// CheckSize takes what Fill and Check can carry and nothing else.
+func TestCheckSize(t *testing.T) {
+	for _, n := range []int{HeaderLen, 13, 4096, MaxSize} {
+		if err := CheckSize(n); err != nil {
+			t.Errorf("%d bytes refused: %v", n, err)
+		}
+	}
+	for _, n := range []int{-1, 0, 8, HeaderLen - 1, MaxSize + 1} {
+		if err := CheckSize(n); err == nil {
+			t.Errorf("%d bytes taken", n)
+		}
+	}
+}
