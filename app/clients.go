@@ -69,6 +69,9 @@ func generatorSpec(c *cli.Context, in *bufio.Reader) (runner.GeneratorSpec, bool
 	if err := checkMsgSize(c); err != nil {
 		return spec, false, err
 	}
+	if err := checkRanges(c); err != nil {
+		return spec, false, err
+	}
 	var err error
 	read := func(flag string) []byte {
 		b, e := os.ReadFile(c.String(flag))

@@ -128,6 +128,9 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 	if err := checkMsgSize(c); err != nil {
 		return err
 	}
+	if err := checkRanges(c); err != nil {
+		return err
+	}
 	be, err := chooseBackend(c)
 	if err != nil {
 		return fail(ExitUsage, "%v", err)

@@ -232,6 +232,19 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"search", "--backend", "sim", "--msg-size", "0"}, "--msg-size 0 bytes: a message holds 12"},
 		{[]string{"ramp", "--backend", "sim", "--msg-size", "2147483648"}, "--msg-size 2147483648 bytes"},
 		{[]string{"bench", "--backend", "sim", "--msg-size", "-1"}, "--msg-size -1 bytes"},
+		{[]string{"ramp", "--backend", "sim", "--rounds", "0"}, "--rounds 0: want 1 or more"},
+		{[]string{"ramp", "--backend", "sim", "--timeout", "0s"}, "--timeout 0s: want more than 0"},
+		{[]string{"search", "--backend", "sim", "--inflight", "-1"}, "--inflight -1: want 0 or more"},
+		{[]string{"ramp", "--backend", "sim", "--max-clients", "-1"}, "--max-clients -1: want 0 or more"},
+		{[]string{"ramp", "--backend", "sim", "--backlog", "-1"}, "--backlog -1: want 0 or more"},
+		{[]string{"ramp", "--backend", "sim", "--rate", "-1"}, "--rate -1: want 0 (all at once) or more"},
+		{[]string{"ramp", "--backend", "sim", "--rate", "NaN"}, "--rate NaN"},
+		{[]string{"ramp", "--backend", "sim", "--calibrate", "-1s"}, "--calibrate -1s: want 0 (off) or more"},
+		{[]string{"ramp", "--backend", "sim", "--sample-interval", "-1s"}, "--sample-interval -1s: want 0 (off) or more"},
+		// A NaN would reach the saved JSON, which cannot hold it: the run
+		// was lost at the end.
+		{[]string{"ramp", "--backend", "sim", "--threshold", "NaN"}, "--threshold is a percentage in (0, 100], got NaN"},
+		{[]string{"ramp", "--backend", "sim", "--msg-rate", "NaN"}, "--msg-rate NaN"},
 	}
 	// serve and clients have no --results.
 	for _, args := range [][]string{{"serve", "--backend", "sim", "--max-clients", "1", "--msg-size", "4"},
@@ -239,6 +252,9 @@ func TestBadFlags(t *testing.T) {
 		if _, errOut, code := run(t, args...); code != ExitUsage || !strings.Contains(errOut, "--msg-size 4 bytes: a message holds 12") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
+	}
+	if _, errOut, code := run(t, "clients", "--backend", "sim", "--ca", "a", "--cert", "b", "--key", "c", "--rounds", "0"); code != ExitUsage || !strings.Contains(errOut, "--rounds 0: want 1 or more") {
+		t.Errorf("clients --rounds 0: exit %d, stderr %q", code, errOut)
 	}
 	for _, tc := range tests {
 		out, errOut, code := run(t, append(tc.args, "--results", t.TempDir())...)

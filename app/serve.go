@@ -75,6 +75,9 @@ func serverSpec(c *cli.Context) (runner.ServerSpec, error) {
 	if err := checkMsgSize(c); err != nil {
 		return runner.ServerSpec{}, err
 	}
+	if err := checkRanges(c); err != nil {
+		return runner.ServerSpec{}, err
+	}
 	pair, err := serverPair(c)
 	if err != nil {
 		return runner.ServerSpec{}, err

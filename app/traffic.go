@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -170,6 +171,41 @@ func usText(us float64) string { return slo.FormatLatency(time.Duration(us * 1e3
 func checkMsgSize(c *cli.Context) error {
 	if err := payload.CheckSize(c.Int("msg-size")); err != nil {
 		return fail(ExitUsage, "--msg-size %v", err)
+	}
+	return nil
+}
+
+// checkRanges refuses the numeric flags whose values mean nothing: a
+// negative count, rate, interval or queue length, a rate that is not a
+// number, no verified round trip per client, a client deadline of 0.
+// Each applies to the commands that have the flag.
+func checkRanges(c *cli.Context) error {
+	has := func(name string) bool {
+		for _, f := range c.Command.Flags {
+			if slices.Contains(f.Names(), name) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, f := range []struct {
+		name string
+		min  int
+	}{{"rounds", 1}, {"max-clients", 0}, {"inflight", 0}, {"backlog", 0}} {
+		if has(f.name) && c.Int(f.name) < f.min {
+			return fail(ExitUsage, "--%s %d: want %d or more", f.name, c.Int(f.name), f.min)
+		}
+	}
+	if r := c.Float64("rate"); has("rate") && !(r >= 0 && !math.IsInf(r, 1)) {
+		return fail(ExitUsage, "--rate %g: want 0 (all at once) or more launches per second", r)
+	}
+	for _, name := range []string{"calibrate", "sample-interval"} {
+		if has(name) && c.Duration(name) < 0 {
+			return fail(ExitUsage, "--%s %v: want 0 (off) or more", name, c.Duration(name))
+		}
+	}
+	if has("timeout") && c.Duration("timeout") <= 0 {
+		return fail(ExitUsage, "--timeout %v: want more than 0", c.Duration("timeout"))
 	}
 	return nil
 }

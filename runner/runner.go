@@ -36,6 +36,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -183,7 +184,7 @@ func (s Spec) checkTraffic() error {
 		return fmt.Errorf("--op %q: want one of %s", t.Op, strings.Join(result.Ops, ", "))
 	case t.Depth < 0 || t.Depth > MaxDepth:
 		return fmt.Errorf("--depth %d: want 1 to %d messages outstanding per client", t.Depth, MaxDepth)
-	case t.Rate < 0:
+	case !(t.Rate >= 0 && !math.IsInf(t.Rate, 1)): // NaN too
 		return fmt.Errorf("--msg-rate %g: want 0 (closed loop) or more messages/s per client", t.Rate)
 	case t.Timeout < 0:
 		return fmt.Errorf("--msg-timeout %v: want more than 0", t.Timeout)

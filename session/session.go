@@ -269,7 +269,7 @@ func newRun(o Options) *result.Run {
 
 // Check refuses options no run could use, before anything starts.
 func (o Options) Check() error {
-	if o.Spec.Threshold <= 0 || o.Spec.Threshold > 1 {
+	if !(o.Spec.Threshold > 0 && o.Spec.Threshold <= 1) { // NaN too
 		return fmt.Errorf("--threshold is a percentage in (0, 100], got %g", o.Spec.Threshold*100)
 	}
 	if o.Trials < 1 {
