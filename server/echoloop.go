@@ -129,6 +129,9 @@ func (c *conn) echo(ctx context.Context) error {
 			loop.Sent(wc.WRID)
 		}
 		f := loop.Free()
+		if f < 0 {
+			return fmt.Errorf("echo loop: no free buffer with %d of %d echoes in flight (buffers %v)", loop.Inflight, depth, loop.Bufs)
+		}
 		mr, off := loop.Buf(f)
 		if err := c.qp.PostRecv(uint64(f), mr, off, loop.Size); err != nil {
 			return err

@@ -79,7 +79,11 @@ int rp_echo(struct ibv_qp *qp, struct ibv_cq *rcq, struct ibv_cq *scq,
 			}
 		}
 		int f = 0;
-		while (state[f] != RP_BUF_FREE) f++;
+		while (f < 2 * depth && state[f] != RP_BUF_FREE) f++;
+		if (f == 2 * depth) { // the states do not add up: Go says so
+			rp_wc_of(&wc, out);
+			return RP_ECHO_RECV;
+		}
 		uint32_t flkey;
 		uint8_t *fb = rp_buf(rbuf, sbuf, f, size, depth, rlkey, slkey, &flkey);
 		int e = rp_post_recv(qp, (uint64_t)f, (uintptr_t)fb, size, flkey);
