@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -258,14 +259,44 @@ func (t *commandTarget) writeCerts(dir string, vars map[string]string) error {
 	return nil
 }
 
-// freePort asks the kernel for a TCP port no one uses now.
+// freePort picks a TCP port no one uses now for the server command,
+// below the kernel's ephemeral range where it can: a port the kernel
+// hands out for :0 comes from that range, and between this pick and the
+// server's bind any outgoing connection on the machine may take it as its
+// source port (the server then fails to start, and the point with it).
+// Falls back to the kernel's pick.
 func freePort() (int, error) {
+	if lo := ephemeralLow(); lo > lowPortFloor {
+		for range 32 {
+			p := lowPortFloor + rand.IntN(lo-lowPortFloor)
+			if l, err := net.Listen("tcp", ":"+strconv.Itoa(p)); err == nil {
+				l.Close()
+				return p, nil
+			}
+		}
+	}
 	l, err := net.Listen("tcp", ":0")
 	if err != nil {
 		return 0, err
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// lowPortFloor is where freePort's picks start: above the ports services
+// are usually configured on.
+const lowPortFloor = 10000
+
+// ephemeralLow is the first port of the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range; Linux's default when unreadable).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if f := strings.Fields(string(b)); err == nil && len(f) == 2 {
+		if lo, err := strconv.Atoi(f[0]); err == nil {
+			return lo
+		}
+	}
+	return 32768
 }
 
 // commandServer is a running ServerCommand.

@@ -2,7 +2,9 @@ package runner
 
 import (
 	"fmt"
+	"net"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,5 +44,29 @@ func TestServerCommandCheck(t *testing.T) {
 	}
 	if g := (&ServerCommand{}).grace(); g != 10*time.Second {
 		t.Errorf("default grace %v", g)
+	}
+}
+
+// The server command's port comes from below the kernel's ephemeral
+// range, where no outgoing connection takes it between the pick and the
+// server's bind, and it is free.
+func TestFreePortBelowEphemeral(t *testing.T) {
+	lo := ephemeralLow()
+	if lo <= lowPortFloor {
+		t.Skipf("ephemeral range starts at %d: nothing below it to pick from", lo)
+	}
+	for range 5 {
+		p, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p < lowPortFloor || p >= lo {
+			t.Fatalf("port %d outside [%d, %d)", p, lowPortFloor, lo)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			t.Fatalf("port %d picked as free: %v", p, err)
+		}
+		l.Close()
 	}
 }
