@@ -22,16 +22,39 @@ func child(t *testing.T, sub string) int {
 	t.Helper()
 	var pid int
 	eventually.True(t, 60*time.Second, "a "+sub+" child appears", func() bool {
+		// The newest match: this process is a subreaper (command.Start),
+		// so an orphan an earlier test left can be a child too.
+		var newest uint64
+		pid = 0
 		for _, k := range children(t) {
-			pid, _ = strconv.Atoi(strings.Fields(k)[0])
-			cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-			if strings.Contains(string(cmd), "\x00"+sub+"\x00") {
-				return true
+			p, _ := strconv.Atoi(strings.Fields(k)[0])
+			cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/cmdline")
+			if !strings.Contains(string(cmd), "\x00"+sub+"\x00") {
+				continue
+			}
+			if start := startTime(p); pid == 0 || start > newest {
+				pid, newest = p, start
 			}
 		}
-		return false
+		return pid != 0
 	})
 	return pid
+}
+
+// startTime is when process pid started, in clock ticks since boot
+// (/proc/pid/stat's 22nd field), or 0.
+func startTime(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 20 {
+		return 0
+	}
+	v, _ := strconv.ParseUint(f[19], 10, 64) // field 22: the 20th after comm
+	return v
 }
 
 // serving waits until process pid holds more than n sockets: a server
