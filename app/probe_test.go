@@ -256,6 +256,20 @@ func TestBadFlags(t *testing.T) {
 	if _, errOut, code := run(t, "clients", "--backend", "sim", "--ca", "a", "--cert", "b", "--key", "c", "--rounds", "0"); code != ExitUsage || !strings.Contains(errOut, "--rounds 0: want 1 or more") {
 		t.Errorf("clients --rounds 0: exit %d, stderr %q", code, errOut)
 	}
+	for _, tc := range []struct{ flag, value, want string }{
+		{"--depth", "0", "--depth 0: want 1 to 1024"},
+		{"--depth", "5000", "--depth 5000: want 1 to 1024"},
+		{"--busy-poll", "-1ms", "--busy-poll -1ms: want 0 (off) to 1s"},
+		{"--handshake-timeout", "0s", "--handshake-timeout 0s: want more than 0"},
+		{"--exchange-timeout", "-1s", "--exchange-timeout -1s: want more than 0"},
+	} {
+		// --mode weird: should the check let the flag through, serve
+		// fails on the mode at once instead of serving.
+		args := []string{"serve", "--backend", "sim", "--max-clients", "1", "--mode", "weird", tc.flag, tc.value}
+		if _, errOut, code := run(t, args...); code != ExitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
 	for _, tc := range tests {
 		out, errOut, code := run(t, append(tc.args, "--results", t.TempDir())...)
 		if code == 0 {

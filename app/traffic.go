@@ -64,12 +64,6 @@ func trafficOptions(c *cli.Context) ([]slo.SLO, string, *requirement, error) {
 	if !slices.Contains(result.Criteria, criterion) {
 		return nil, "", nil, fail(2, "--criterion %q: want connect or traffic", criterion)
 	}
-	if b := c.Duration("busy-poll"); b < 0 || b > time.Second {
-		return nil, "", nil, fail(2, "--busy-poll %v: want 0 (off) to 1s", b)
-	}
-	if d := c.Int("depth"); d < 1 {
-		return nil, "", nil, fail(2, "--depth %d: want 1 to %d messages outstanding per client", d, runner.MaxDepth)
-	}
 	// A client command of the operator's has no traffic phase.
 	noTraffic, why := c.Duration("duration") <= 0, "--duration is 0"
 	if c.String("client-cmd") != "" {
@@ -177,7 +171,8 @@ func checkMsgSize(c *cli.Context) error {
 
 // checkRanges refuses the numeric flags whose values mean nothing: a
 // negative count, rate, interval or queue length, a rate that is not a
-// number, no verified round trip per client, a client deadline of 0.
+// number, no verified round trip per client, a deadline of 0, a depth or
+// busy-poll out of range.
 // Each applies to the commands that have the flag.
 func checkRanges(c *cli.Context) error {
 	has := func(name string) bool {
@@ -204,8 +199,16 @@ func checkRanges(c *cli.Context) error {
 			return fail(ExitUsage, "--%s %v: want 0 (off) or more", name, c.Duration(name))
 		}
 	}
-	if has("timeout") && c.Duration("timeout") <= 0 {
-		return fail(ExitUsage, "--timeout %v: want more than 0", c.Duration("timeout"))
+	for _, name := range []string{"timeout", "handshake-timeout", "exchange-timeout"} {
+		if has(name) && c.Duration(name) <= 0 {
+			return fail(ExitUsage, "--%s %v: want more than 0", name, c.Duration(name))
+		}
+	}
+	if b := c.Duration("busy-poll"); has("busy-poll") && (b < 0 || b > time.Second) {
+		return fail(ExitUsage, "--busy-poll %v: want 0 (off) to 1s", b)
+	}
+	if d := c.Int("depth"); has("depth") && (d < 1 || d > runner.MaxDepth) {
+		return fail(ExitUsage, "--depth %d: want 1 to %d messages outstanding per client", d, runner.MaxDepth)
 	}
 	return nil
 }
