@@ -66,7 +66,7 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 	if err := checkTLSKex(c); err != nil {
 		return fail(ExitUsage, "--tls-kex: %v", err)
 	}
-	if err := checkMsgSize(c); err != nil {
+	if err := checkRanges(c); err != nil {
 		return err
 	}
 	if req.N < 1 || req.Concurrency < 1 || req.Passes < 1 || req.Warmup < 0 {

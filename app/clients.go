@@ -66,9 +66,6 @@ func generatorSpec(c *cli.Context, in *bufio.Reader) (runner.GeneratorSpec, bool
 			return spec, false, fail(ExitUsage, "clients: --%s is required (or --spec)", f)
 		}
 	}
-	if err := checkMsgSize(c); err != nil {
-		return spec, false, err
-	}
 	if err := checkRanges(c); err != nil {
 		return spec, false, err
 	}

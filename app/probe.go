@@ -125,9 +125,6 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 	if err := checkTLSKex(c); err != nil {
 		return fail(ExitUsage, "--tls-kex: %v", err)
 	}
-	if err := checkMsgSize(c); err != nil {
-		return err
-	}
 	if err := checkRanges(c); err != nil {
 		return err
 	}

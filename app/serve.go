@@ -72,9 +72,6 @@ func serverSpec(c *cli.Context) (runner.ServerSpec, error) {
 	if !c.IsSet("max-clients") {
 		return runner.ServerSpec{}, fail(ExitUsage, "serve: --max-clients is required (rdmaprobe serve --help lists the flags)")
 	}
-	if err := checkMsgSize(c); err != nil {
-		return runner.ServerSpec{}, err
-	}
 	if err := checkRanges(c); err != nil {
 		return runner.ServerSpec{}, err
 	}

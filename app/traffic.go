@@ -160,19 +160,12 @@ func trafficLine(pt result.Point) string {
 // usText prints microseconds as slo.FormatLatency does.
 func usText(us float64) string { return slo.FormatLatency(time.Duration(us * 1e3)) }
 
-// checkMsgSize refuses a --msg-size no message can have (the connect's
-// round trips and the traffic phase send messages of that size).
-func checkMsgSize(c *cli.Context) error {
-	if err := payload.CheckSize(c.Int("msg-size")); err != nil {
-		return fail(ExitUsage, "--msg-size %v", err)
-	}
-	return nil
-}
-
 // checkRanges refuses the numeric flags whose values mean nothing: a
-// negative count, rate, interval or queue length, a rate that is not a
-// number, no verified round trip per client, a deadline of 0, a depth or
-// busy-poll out of range.
+// message size no payload fits (the connect's round trips and the
+// traffic phase send messages of --msg-size), a negative count, rate,
+// interval or queue length, a rate that is not a number, no verified
+// round trip per client, a deadline of 0, a depth or busy-poll out of
+// range.
 // Each applies to the commands that have the flag.
 func checkRanges(c *cli.Context) error {
 	has := func(name string) bool {
@@ -182,6 +175,11 @@ func checkRanges(c *cli.Context) error {
 			}
 		}
 		return false
+	}
+	if has("msg-size") {
+		if err := payload.CheckSize(c.Int("msg-size")); err != nil {
+			return fail(ExitUsage, "--msg-size %v", err)
+		}
 	}
 	for _, f := range []struct {
 		name string
