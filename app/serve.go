@@ -48,16 +48,20 @@ func serveCommand(s Streams) *cli.Command {
 			defer stop()
 			var spec runner.ServerSpec
 			if c.IsSet("spec") {
-				if err := readSpec(c, bufio.NewReader(s.In), &spec); err != nil {
+				in := bufio.NewReader(s.In)
+				if err := readSpec(c, in, &spec); err != nil {
 					return err
 				}
-				return runner.Serve(ctx, spec, s.Out, true)
+				if c.String("spec") != "-" {
+					in = nil // stdin is not the runner's
+				}
+				return runner.Serve(ctx, spec, in, s.Out, true)
 			}
 			spec, err := serverSpec(c)
 			if err != nil {
 				return err
 			}
-			return runner.Serve(ctx, spec, s.Out, false)
+			return runner.Serve(ctx, spec, nil, s.Out, false)
 		},
 	}
 }

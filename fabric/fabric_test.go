@@ -65,6 +65,62 @@ func TestSpinGivesUp(t *testing.T) {
 	}
 }
 
+// counted is a cq that counts its vain polling (SpinCounter), as the
+// sim's and verbs' CQs do.
+type counted struct {
+	cq
+	spun atomic.Int64
+}
+
+func (c *counted) Spun() time.Duration     { return time.Duration(c.spun.Load()) }
+func (c *counted) AddSpun(d time.Duration) { c.spun.Add(int64(d)) }
+
+// Spin on a SpinCounter counts the time its polls that found nothing
+// took (not its yields between them): some of a spin, never more than
+// it. A poll that counts itself (a Spinner's stretch) is not counted
+// twice.
+func TestSpinCounts(t *testing.T) {
+	c := &counted{}
+	var wc [1]WC
+	start := time.Now()
+	if n, err := Spin(context.Background(), c, wc[:], 20*time.Millisecond); n != 0 || err != nil {
+		t.Fatalf("n %d err %v", n, err)
+	}
+	if el, spun := time.Since(start), c.Spun(); spun <= 0 || spun > el {
+		t.Fatalf("a 20ms spin that found nothing in %v counted %v", el, spun)
+	}
+	// Polls of 1 ms that count all of themselves: nothing more is added.
+	c.spun.Store(0)
+	polls := 0
+	self := func() (int, error) {
+		t0 := time.Now()
+		for time.Since(t0) < time.Millisecond {
+		}
+		c.AddSpun(time.Hour)
+		polls++
+		return 0, nil
+	}
+	if n, err := spinCounted(context.Background(), c, 5*time.Millisecond, self); n != 0 || err != nil {
+		t.Fatalf("n %d err %v", n, err)
+	}
+	if got := c.Spun(); got != time.Duration(polls)*time.Hour {
+		t.Errorf("%d polls that counted an hour each: %v counted", polls, got)
+	}
+	c.spun.Store(0)
+	go func() {
+		for c.polls.Load() < 1000 {
+		}
+		c.ready.Store(true)
+	}()
+	start = time.Now()
+	if n, err := Spin(context.Background(), c, wc[:], time.Minute); n != 1 || err != nil {
+		t.Fatalf("n %d err %v", n, err)
+	}
+	if el, spun := time.Since(start), c.Spun(); spun <= 0 || spun > el {
+		t.Errorf("a spin that found a completion after %d polls in %v counted %v", c.polls.Load(), el, spun)
+	}
+}
+
 // mr is an MR that is only a name.
 type mr struct{ MR }
 

@@ -56,6 +56,9 @@ func trafficRows(run *result.Run) []TrafficRow {
 		}
 		if t.ServerCPU > 0 {
 			r.ServerCPU = f2(t.ServerCPU)
+			if t.ServerSpin > 0 {
+				r.ServerCPU += fmt.Sprintf(" (%s polling empty CQs)", f2(t.ServerSpin))
+			}
 		}
 		if t.GeneratorCores > 0 {
 			r.GenCPU = fmt.Sprintf("%s of %d", f2(t.GeneratorCPU), t.GeneratorCores)
@@ -111,7 +114,7 @@ func trafficNote(run *result.Run) string {
 		t.Op, run.Config.PayloadBytes, t.DurationSec, loop, t.MsgTimeoutSec)
 	if t.BusyPollUS > 0 {
 		s += fmt.Sprintf(" Server and clients busy-polled their completion queues for up to %gus after each completion (--busy-poll) before sleeping on the completion channel:"+
-			" a polling process uses its CPU whether it has work or not, so the server's CPU includes its polling, and the generators' says how much of theirs went to polling empty CQs where their CQs counted it.", t.BusyPollUS)
+			" a polling process uses its CPU whether it has work or not, so the CPU columns include the polling, and say how much of it went to polling empty CQs where the process counted it (rdmaprobe's own server and generators).", t.BusyPollUS)
 	}
 	if run.Config.SLO != "" {
 		s += fmt.Sprintf(" Objectives: %s.", run.Config.SLO)

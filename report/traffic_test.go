@@ -42,14 +42,19 @@ func TestTrafficReferenceBeforeAfter(t *testing.T) {
 	}
 }
 
-// The generator's CPU column says how much of it went to polling empty
-// CQs when the generator counted it, and reads as before otherwise.
+// The generator's and the server's CPU columns say how much of it went
+// to polling empty CQs when the process counted it, and read as before
+// otherwise.
 func TestTrafficRowsGeneratorSpin(t *testing.T) {
 	run := &result.Run{Points: []result.Point{
-		{Clients: 1, Traffic: &result.Traffic{Messages: 100, GeneratorCPU: 0.99, GeneratorCores: 1, GeneratorSpin: 0.45}},
-		{Clients: 10, Traffic: &result.Traffic{Messages: 100, GeneratorCPU: 0.5, GeneratorCores: 2}},
+		{Clients: 1, Traffic: &result.Traffic{Messages: 100, GeneratorCPU: 0.99, GeneratorCores: 1, GeneratorSpin: 0.45,
+			ServerCPU: 1.01, ServerSpin: 0.93}},
+		{Clients: 10, Traffic: &result.Traffic{Messages: 100, GeneratorCPU: 0.5, GeneratorCores: 2, ServerCPU: 0.25}},
 	}}
 	rows := trafficRows(run)
+	if len(rows) != 2 || rows[0].ServerCPU != "1.01 (0.93 polling empty CQs)" || rows[1].ServerCPU != "0.25" {
+		t.Errorf("server CPU %q, %q", rows[0].ServerCPU, rows[1].ServerCPU)
+	}
 	if len(rows) != 2 || rows[0].GenCPU != "0.99 of 1 (0.45 polling empty CQs)" || rows[1].GenCPU != "0.5 of 2" {
 		t.Errorf("generator CPU %q", func() (s []string) {
 			for _, r := range rows {
@@ -70,7 +75,7 @@ func TestTrafficNoteBusyPoll(t *testing.T) {
 	}
 	run.Config.Traffic.BusyPollUS = 2000
 	got := trafficNote(run)
-	for _, want := range []string{"for up to 2000us after each completion", "the server's CPU includes its polling", "polling empty CQs"} {
+	for _, want := range []string{"for up to 2000us after each completion", "the CPU columns include the polling", "polling empty CQs"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in %s", want, got)
 		}

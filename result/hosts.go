@@ -53,6 +53,16 @@ type HostPoint struct {
 	Faults []HostFault `json:"faults,omitempty"`
 }
 
+// ServerUsage is the built-in server's own reading of its CPU so far,
+// which it gives when asked (serve's "usage" request): the runner asks
+// at the start and the end of a traffic phase.
+type ServerUsage struct {
+	CPUSec float64 `json:"cpu_sec"` // its process's user and system time
+	// SpinSec is the part of CPUSec its busy-polling loops spent polling
+	// empty completion queues (--busy-poll): waiting, not serving.
+	SpinSec float64 `json:"spin_sec"`
+}
+
 // GeneratorUsage is one load generator's own reading of itself when its
 // clients' outcomes were in and the connected ones were held.
 type GeneratorUsage struct {

@@ -89,9 +89,14 @@ type Traffic struct {
 	// counted): a busy-polled generator uses its CPU whether it has work
 	// or not, and only the rest says whether it was the limit.
 	GeneratorSpin float64 `json:"generator_spin_cores,omitempty"`
-	// ServerCPU is the server process's CPU during the phase, in cores,
-	// from the collectors' samples in the phase's window (0 = unknown).
+	// ServerCPU is the server process's CPU during the phase, in cores
+	// (0 = unknown): the built-in server's own reading at the phase's
+	// start and end, or another server's process on the runner's host.
 	ServerCPU float64 `json:"server_cpu_cores,omitempty"`
+	// ServerSpin is the part of ServerCPU the built-in server's
+	// busy-polling loops spent polling empty CQs (0 = none, or not
+	// known): like GeneratorSpin, CPU used whether there was work or not.
+	ServerSpin float64 `json:"server_spin_cores,omitempty"`
 
 	// Latency holds the histogram's percentiles in microseconds; for a
 	// SEND the round trip of the echo, for WRITE and READ the time to

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/certs"
@@ -60,8 +62,10 @@ type ServerSpec struct {
 
 // Serve runs the server until ctx ends. With events it writes the
 // protocol's events on out ("ready" with the address and device,
-// "stats" at the end, "error"); otherwise a line for a person at each.
-func Serve(ctx context.Context, spec ServerSpec, out io.Writer, events bool) error {
+// "stats" at the end, "error"), and once ready answers the requests
+// that come as lines of in (nil: none; see ServerRequestUsage);
+// otherwise it writes a line for a person at each.
+func Serve(ctx context.Context, spec ServerSpec, in *bufio.Reader, out io.Writer, events bool) error {
 	emit := NewEmitter(out)
 	failf := func(err error) error {
 		if events {
@@ -114,6 +118,9 @@ func Serve(ctx context.Context, spec ServerSpec, out io.Writer, events bool) err
 	}
 	if events {
 		emit.Emit(Event{Event: "ready", Addr: addr, PID: os.Getpid(), Device: info})
+		if in != nil {
+			go answerRequests(in, emit, srv)
+		}
 	} else {
 		sim := ""
 		if p.Simulated() {
@@ -139,6 +146,38 @@ func Serve(ctx context.Context, spec ServerSpec, out io.Writer, events bool) err
 			st.Accepted, st.Connected, st.Refused, st.PeakActive, st.Released, goodbyes, failureList(st.Failures))
 	}
 	return err
+}
+
+// ServerRequestUsage is the line that asks a running `serve` for its CPU
+// so far: it answers with a "usage" event (result.ServerUsage). The
+// runner asks at the start and the end of a traffic phase, which gives
+// the server's CPU in the phase, and the part its busy-polling spent
+// waiting, on any host the server runs on.
+const ServerRequestUsage = "usage"
+
+// answerRequests answers the requests on in until it ends; a line it
+// does not know is ignored (an empty one may be a launcher's keepalive).
+// The end of in does not stop the server: SIGTERM does.
+func answerRequests(in *bufio.Reader, emit *Emitter, srv *server.Server) {
+	for {
+		line, err := in.ReadString('\n')
+		if strings.TrimSpace(line) == ServerRequestUsage {
+			emit.Emit(Event{Event: "usage", ServerUsage: &result.ServerUsage{
+				CPUSec: selfCPU().Seconds(), SpinSec: srv.Spun().Seconds()}})
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// selfCPU is this process's user and system CPU time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // failureList is "; failures: tls 2, exchange 1" (classes sorted), or

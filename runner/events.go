@@ -21,7 +21,9 @@ import (
 // every generator is done: the generator runs the phase, says "traffic"
 // with its clients' result.Traffic, and holds them again until its stdin
 // closes. A server says "stats"
-// when it stops (SIGTERM). Either may say "error" at any time.
+// when it stops (SIGTERM); asked "usage" on its stdin after its spec, it
+// says "usage" with its CPU so far (result.ServerUsage). Either may say
+// "error" at any time.
 //
 // A generator first says "started" with its process ID, before it reads
 // its spec: on another host, that PID is what the runner kills it by
@@ -31,7 +33,7 @@ import (
 // when it ends (RemoteCommand), which tells a generator that died from a
 // launcher that lost its connection.
 type Event struct {
-	Event string `json:"event"` // "started", "ready", "stats", "progress", "done", "traffic", "error", "exit"
+	Event string `json:"event"` // "started", "ready", "stats", "usage", "progress", "done", "traffic", "error", "exit"
 
 	// started, ready
 	PID int `json:"pid,omitempty"`
@@ -48,6 +50,8 @@ type Event struct {
 	OK      int                    `json:"ok,omitempty"`
 	Records []result.ClientRecord  `json:"records,omitempty"`
 	Usage   *result.GeneratorUsage `json:"usage,omitempty"`
+	// usage: the server's answer to a "usage" request (ServerRequestUsage)
+	ServerUsage *result.ServerUsage `json:"server_usage,omitempty"`
 	// traffic: a generator's clients' traffic phase
 	Traffic *result.Traffic `json:"traffic,omitempty"`
 	// error

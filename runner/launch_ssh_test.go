@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/certs"
+	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/testhosts"
@@ -255,7 +256,9 @@ func TestSSHLauncherFaults(t *testing.T) {
 // TestSSHServerHost runs the server on one SSH host and the generators
 // on another (--server-host): this machine only runs the probe. The
 // server is stopped with SIGTERM where it runs, so its own view of the
-// point comes back, and nothing is left on either host.
+// point comes back, and nothing is left on either host. Its CPU in the
+// busy-polled traffic phase is its own reading, asked over the launcher
+// (this machine cannot see its process), polling included.
 func TestSSHServerHost(t *testing.T) {
 	hosts := testhosts.StartSSH(t, 2)
 	rig := newRemoteRig(t)
@@ -271,7 +274,8 @@ func TestSSHServerHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := Spec{Fabric: fab, Mode: DefaultMode, Procs: 2, Rounds: 2, Threshold: 1, Timeout: 10 * time.Second,
-		InFlight: DefaultInFlight, Listen: hosts.Addrs[0], CalibrationWindow: -1, SampleInterval: -1, StartTimeout: 30 * time.Second}
+		InFlight: DefaultInFlight, Listen: hosts.Addrs[0], CalibrationWindow: -1, SampleInterval: -1, StartTimeout: 30 * time.Second,
+		Traffic: client.TrafficConfig{Duration: 300 * time.Millisecond, BusyPoll: time.Millisecond}}
 	r, err := NewLocal(spec, LocalOptions{Exe: rig.exe, Certs: rig.pairs, Launcher: gens, ServerHost: srv})
 	if err != nil {
 		t.Fatal(err)
@@ -282,6 +286,11 @@ func TestSSHServerHost(t *testing.T) {
 	}
 	if pt.Connected != 40 || pt.Error != "" || pt.Server.PeakActive != 40 || pt.Server.Accepted != 40 {
 		t.Errorf("connected %d, error %q, the server's own view %+v", pt.Connected, pt.Error, pt.Server)
+	}
+	if tr := pt.Traffic; tr == nil || tr.Error != "" || tr.Messages == 0 || tr.ServerCPU <= 0 || tr.ServerSpin <= 0 {
+		t.Errorf("traffic phase %+v", tr)
+	} else {
+		t.Logf("server CPU %.2f cores, %.2f of them polling empty CQs", tr.ServerCPU, tr.ServerSpin)
 	}
 	if d := r.Device(); d == nil || d.Port.GID.String() != "::ffff:"+hosts.Addrs[0] {
 		t.Errorf("the server's device %+v, want its port on h1's address", d)

@@ -33,9 +33,17 @@ func fake(t *testing.T, serve, clients string) string {
 const specField = `field() { [[ $spec =~ \"$1\":(-?[0-9]+) ]] && echo "${BASH_REMATCH[1]}"; }
 `
 
+// Says ready, answers usage requests (its CPU and polling grow by 1 and
+// 0.75 s each time it is asked), and its stats on SIGTERM.
 const goodServer = `echo '{"event":"ready","addr":"127.0.0.1:1","device":{"name":"fake0"}}'
 trap 'echo "{\"event\":\"stats\",\"server\":{\"accepted\":2,\"connected\":2,\"peak_active\":2}}"; exit 0' TERM
-while true; do read -t 1 || true; done`
+asked=0
+while true; do
+  if read -t 1 line && [ "$line" = usage ]; then
+    asked=$((asked+1))
+    echo "{\"event\":\"usage\",\"server_usage\":{\"cpu_sec\":$asked,\"spin_sec\":$((asked*75))e-2}}"
+  fi
+done`
 
 // Says ready, then reads the server's address from stdin.
 const goodClients = `echo '{"event":"ready"}'

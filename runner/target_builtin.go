@@ -146,6 +146,29 @@ func (s *builtinServer) Stop(grace time.Duration) (result.ServerStats, string) {
 	return st, ""
 }
 
+// Usage asks the server for its CPU so far (ServerRequestUsage) and
+// waits up to timeout for the answer. Only while no one else reads its
+// events: between the point's connect phase and its stop. Other events
+// that come meanwhile are dropped, as the stop's drain would.
+func (s *builtinServer) Usage(timeout time.Duration) (result.ServerUsage, error) {
+	s.send(ServerRequestUsage)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		select {
+		case ev, ok := <-s.events:
+			if !ok {
+				return result.ServerUsage{}, fmt.Errorf("server exited before it said its usage")
+			}
+			if ev.Event == "usage" && ev.ServerUsage != nil {
+				return *ev.ServerUsage, nil
+			}
+		case <-t.C:
+			return result.ServerUsage{}, fmt.Errorf("server did not say its usage within %v", timeout)
+		}
+	}
+}
+
 // listenAddr is Spec.Listen with its defaults: 127.0.0.1, any port.
 func listenAddr(l string) string {
 	if l == "" {

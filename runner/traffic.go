@@ -33,7 +33,7 @@ func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, sam
 		return nil
 	}
 	tr := &result.Traffic{Op: cfg.Op, MsgBytes: l.spec.MsgSize, Depth: cfg.Depth, RatePerClient: cfg.Rate}
-	cpu0, cpuErr := processCPU(srv.PID())
+	cpu := startServerCPU(srv)
 	start := time.Now()
 	if !samplesAt.IsZero() {
 		tr.SampleT = start.Sub(samplesAt).Seconds()
@@ -87,12 +87,66 @@ func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, sam
 			remaining = 0
 		}
 	}
-	wall := time.Since(start)
-	if cpu1, err := processCPU(srv.PID()); err == nil && cpuErr == nil && wall > 0 {
-		tr.ServerCPU = (cpu1 - cpu0).Seconds() / wall.Seconds()
-	}
+	cpu.end(tr, time.Since(start))
 	tr.Summarize()
 	return tr
+}
+
+// usageServer is a Server that reports its own CPU when asked: the
+// built-in one, on any host (ServerRequestUsage).
+type usageServer interface {
+	Usage(timeout time.Duration) (result.ServerUsage, error)
+}
+
+// usageTimeout bounds the wait for a server's answer to a usage request:
+// it answers at once unless its process gets no CPU for that long. A
+// variable for tests.
+var usageTimeout = 10 * time.Second
+
+// serverCPU is the server's CPU reading at the start of a phase: its own
+// (usageServer), else its process's here (a command's server on this
+// machine), else none (one on another host).
+type serverCPU struct {
+	srv   Server
+	usage *result.ServerUsage
+	proc  time.Duration
+	ok    bool
+}
+
+func startServerCPU(srv Server) serverCPU {
+	c := serverCPU{srv: srv}
+	if us, ok := srv.(usageServer); ok {
+		if u, err := us.Usage(usageTimeout); err == nil {
+			c.usage, c.ok = &u, true
+			return c
+		}
+	}
+	if pid := srv.PID(); pid > 0 {
+		if t, err := processCPU(pid); err == nil {
+			c.proc, c.ok = t, true
+		}
+	}
+	return c
+}
+
+// end sets tr's server CPU over the phase's wall time, in cores, and
+// the part spent busy-polling in vain, where the server says.
+func (c serverCPU) end(tr *result.Traffic, wall time.Duration) {
+	if !c.ok || wall <= 0 {
+		return
+	}
+	if c.usage != nil {
+		u, err := c.srv.(usageServer).Usage(usageTimeout)
+		if err != nil {
+			return
+		}
+		tr.ServerCPU = (u.CPUSec - c.usage.CPUSec) / wall.Seconds()
+		tr.ServerSpin = (u.SpinSec - c.usage.SpinSec) / wall.Seconds()
+		return
+	}
+	if t, err := processCPU(c.srv.PID()); err == nil {
+		tr.ServerCPU = (t - c.proc).Seconds() / wall.Seconds()
+	}
 }
 
 // processCPU is a process's user and system CPU time so far.

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,6 +31,7 @@ while read -r x; do :; done
 exit 0`
 	}
 	return strings.Replace(goodClients, "cat >/dev/null", `read -r line || exit 0
+while [ -z "$line" ]; do read -r line || exit 0; done # heartbeats
 [ "$line" = "traffic" ] || { echo "{\"event\":\"error\",\"error\":\"got '$line'\"}"; exit 1; }
 `+after+`
 cat >/dev/null`, 1)
@@ -52,6 +54,30 @@ func TestTrafficPhaseMerges(t *testing.T) {
 	}
 	if tr.GeneratorCPU != 0.25 || tr.GeneratorCores != 1 {
 		t.Errorf("generator CPU %v of %d", tr.GeneratorCPU, tr.GeneratorCores)
+	}
+	// The server was asked its usage at the phase's start and end, and
+	// said 1 s of CPU and 0.75 s of polling more the second time: both
+	// are over the same wall time, which was at least the fake
+	// generators' (instant) phase and at most the test's.
+	if tr.ServerCPU <= 0 || math.Abs(tr.ServerSpin/tr.ServerCPU-0.75) > 1e-9 {
+		t.Errorf("server CPU %v cores, %v of them polling", tr.ServerCPU, tr.ServerSpin)
+	}
+}
+
+// A server that does not answer a usage request (wedged) costs the
+// phase the wait for the answer, and its CPU is read from its process
+// instead: no polling figure.
+func TestTrafficPhaseServerSilentOnUsage(t *testing.T) {
+	defer func(d time.Duration) { usageTimeout = d }(usageTimeout)
+	usageTimeout = 300 * time.Millisecond
+	silent := strings.Replace(goodServer, `[ "$line" = usage ]`, `false`, 1)
+	r := newRunner(t, fake(t, silent, trafficClients("")), 1, withTraffic)
+	pt, err := r.RunPoint(context.Background(), 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := pt.Traffic; tr == nil || tr.Error != "" || tr.Messages != 100 || tr.ServerSpin != 0 {
+		t.Fatalf("phase %+v", pt.Traffic)
 	}
 }
 

@@ -60,10 +60,10 @@ func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
 		}
 		c.sendCQ, c.recvCQ = c.sub.group.send, c.sub.group.recv
 	} else {
-		if c.sendCQ, err = s.dev.CreateCQ(s.wr); err != nil {
+		if c.sendCQ, err = s.cqs.create(s.wr); err != nil {
 			return exchange.Msg{}, result.OutcomeQPCreate, err
 		}
-		if c.recvCQ, err = s.dev.CreateCQ(s.wr); err != nil {
+		if c.recvCQ, err = s.cqs.create(s.wr); err != nil {
 			return exchange.Msg{}, result.OutcomeQPCreate, err
 		}
 	}
@@ -217,7 +217,7 @@ func (c *conn) destroy() (released bool) {
 	if c.sub == nil {
 		for _, cq := range []fabric.CQ{c.sendCQ, c.recvCQ} {
 			if cq != nil {
-				cq.Destroy()
+				c.s.cqs.destroy(cq)
 			}
 		}
 	}

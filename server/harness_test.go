@@ -25,6 +25,8 @@ import (
 type harness struct {
 	t   *testing.T
 	srv *server.Server
+	// started is when srv was created.
+	started time.Time
 	// inUse counts the fabric objects the test watches: the server's
 	// simulated device, or the whole RDMA device under the verbs tag.
 	inUse    func() map[string]int
@@ -138,6 +140,7 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
+	h.started = time.Now()
 	h.srv, err = server.New(ctx, server.Config{Listen: "127.0.0.1:0", MaxClients: maxClients, Mode: o.mode,
 		TLS: stls, Provider: fab.server, Device: fabric.DeviceConfig{GIDIndex: -1}, MsgSize: o.size,
 		HandshakeTimeout: handshake, ExchangeTimeout: exchange, SRQDepth: o.srqDepth, Detach: o.detach,

@@ -139,8 +139,10 @@ type Server struct {
 	// (fabric.Echoer, echoloop.go): it does only while there is one.
 	fastLoops atomic.Int64
 	shared    *sharedCQs
-	pool      *memPool // pool and srq modes
-	region    *region  // Config.Remote
+	// cqs creates and destroys every CQ, and tallies their vain polling.
+	cqs    *spinTally
+	pool   *memPool // pool and srq modes
+	region *region  // Config.Remote
 	// wr is each client QP's send and receive queue depth.
 	wr int
 
@@ -198,7 +200,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, dev: dev, pd: pd, port: dev.Port(), psns: map[uint32]struct{}{},
-		hellos: map[helloKey]struct{}{}, wr: max(QPMaxSendWR, cfg.Depth)}
+		hellos: map[helloKey]struct{}{}, wr: max(QPMaxSendWR, cfg.Depth), cqs: newSpinTally(dev)}
 	s.stats.Failures = map[string]int{}
 	s.stats.Detached = cfg.Detach
 	s.stats.Errors = map[string]int{}
@@ -212,13 +214,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	switch cfg.Mode {
 	case ModeSharedCQ:
-		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, s.wr, false, nil, 0)
+		s.shared = newSharedCQs(s.cqs, pd, cfg.MaxClients, per, s.wr, false, nil, 0)
 	case ModePool:
 		if s.pool, err = newMemPool(pd, caps, cfg.MaxClients, cfg.Depth, cfg.MsgSize); err != nil {
 			s.teardown()
 			return nil, err
 		}
-		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, s.wr, true, nil, 0)
+		s.shared = newSharedCQs(s.cqs, pd, cfg.MaxClients, per, s.wr, true, nil, 0)
 	case ModeSRQ:
 		depth := srqDepth(caps, per*cfg.Depth, cfg.SRQDepth)
 		groups := (cfg.MaxClients + per - 1) / per
@@ -226,7 +228,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			s.teardown()
 			return nil, err
 		}
-		s.shared = newSharedCQs(dev, pd, cfg.MaxClients, per, s.wr, true, s.pool, depth)
+		s.shared = newSharedCQs(s.cqs, pd, cfg.MaxClients, per, s.wr, true, s.pool, depth)
 	}
 	if s.shared != nil {
 		s.shared.busy = cfg.BusyPoll

@@ -18,7 +18,7 @@ import (
 // each group also has one shared receive queue stocked with depth buffers
 // of the memory pool.
 type sharedCQs struct {
-	dev      fabric.Device
+	cqs      *spinTally
 	pd       fabric.PD
 	events   bool     // pool and srq modes: the routers echo
 	pool     *memPool // srq mode: where the SRQ buffers live; else nil
@@ -123,9 +123,9 @@ func srqDepth(caps fabric.Caps, perGroup, want int) int {
 // newSharedCQs prepares groups of perGroup clients. With events the
 // routers echo (pool and srq modes); with srqPool set (srq mode) each
 // group also gets an SRQ of depth buffers of the pool.
-func newSharedCQs(dev fabric.Device, pd fabric.PD, maxClients, perGroup, wr int, events bool, srqPool *memPool, depth int) *sharedCQs {
+func newSharedCQs(cqs *spinTally, pd fabric.PD, maxClients, perGroup, wr int, events bool, srqPool *memPool, depth int) *sharedCQs {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &sharedCQs{dev: dev, pd: pd, events: events, pool: srqPool, perGroup: perGroup, wr: wr, depth: depth,
+	return &sharedCQs{cqs: cqs, pd: pd, events: events, pool: srqPool, perGroup: perGroup, wr: wr, depth: depth,
 		max: maxClients, ctx: ctx, cancel: cancel, stopped: make(chan struct{})}
 }
 
@@ -169,13 +169,13 @@ func (s *sharedCQs) subscribe() (*subscription, error) {
 // every earlier one is full, so there are at most ⌈max/perGroup⌉ groups,
 // and the pool holds depth buffers for each.
 func (s *sharedCQs) newGroup(idx int) (*cqGroup, error) {
-	send, err := s.dev.CreateCQ(s.perGroup * s.wr)
+	send, err := s.cqs.create(s.perGroup * s.wr)
 	if err != nil {
 		return nil, fmt.Errorf("shared send CQ: %w", err)
 	}
-	recv, err := s.dev.CreateCQ(s.perGroup * s.wr)
+	recv, err := s.cqs.create(s.perGroup * s.wr)
 	if err != nil {
-		send.Destroy()
+		s.cqs.destroy(send)
 		return nil, fmt.Errorf("shared recv CQ: %w", err)
 	}
 	g := &cqGroup{send: send, recv: recv, subs: map[uint32]*subscription{}}
@@ -183,21 +183,21 @@ func (s *sharedCQs) newGroup(idx int) (*cqGroup, error) {
 		g.bufLo = idx * s.depth
 		g.bufHi = g.bufLo + s.depth
 		if total := len(s.pool.mr.Buf()) / s.pool.msg; g.bufHi > total {
-			recv.Destroy()
-			send.Destroy()
+			s.cqs.destroy(recv)
+			s.cqs.destroy(send)
 			return nil, fmt.Errorf("shared receive queue: group %d starts beyond the pool's %d buffers", idx, total)
 		}
 		if g.srq, err = s.pd.CreateSRQ(s.depth, 1); err != nil {
-			recv.Destroy()
-			send.Destroy()
+			s.cqs.destroy(recv)
+			s.cqs.destroy(send)
 			return nil, fmt.Errorf("shared receive queue: %w", err)
 		}
 		g.bufs = make([]srqBuf, s.depth)
 		for k := g.bufLo; k < g.bufHi; k++ {
 			if err = s.post(g, k); err != nil {
 				g.srq.Destroy()
-				recv.Destroy()
-				send.Destroy()
+				s.cqs.destroy(recv)
+				s.cqs.destroy(send)
 				return nil, fmt.Errorf("stock shared receive queue: %w", err)
 			}
 		}
@@ -434,7 +434,7 @@ func (s *sharedCQs) close() {
 		if g.srq != nil {
 			g.srq.Destroy()
 		}
-		g.send.Destroy()
-		g.recv.Destroy()
+		s.cqs.destroy(g.send)
+		s.cqs.destroy(g.recv)
 	}
 }

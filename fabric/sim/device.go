@@ -6,7 +6,9 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/fabric"
 )
@@ -296,6 +298,9 @@ func (m *mr) Dereg() error {
 type cq struct {
 	dev  *device
 	size int
+	// spun is the time busy-polling loops polled it in vain
+	// (fabric.SpinCounter), ns.
+	spun atomic.Int64
 
 	mu       sync.Mutex
 	q        ring[fabric.WC]
@@ -308,6 +313,15 @@ type cq struct {
 }
 
 var _ fabric.CQ = (*cq)(nil)
+
+var _ fabric.SpinCounter = (*cq)(nil)
+
+// Spun is the time spent polling this CQ in vain (fabric.SpinCounter),
+// as the loops that polled it counted (AddSpun).
+func (c *cq) Spun() time.Duration { return time.Duration(c.spun.Load()) }
+
+// AddSpun adds a polling loop's vain time (fabric.SpinCounter).
+func (c *cq) AddSpun(d time.Duration) { c.spun.Add(int64(d)) }
 
 // push adds a completion. Called with the owning QP's lock held; the CQ
 // lock is always taken after a QP lock, never before.

@@ -10,9 +10,11 @@
 
 // rp_poll1 takes one completion of cq into *wc: 1 if it did, 0 if cq is
 // empty and there is time left, RP_POLL_OVER once idle_end or slice_end
-// has passed, -EIO (with *verb = which) if polling failed.
+// has passed, -EIO (with *verb = which) if polling failed. An empty poll
+// sets *seen to the clock it read.
 #define RP_POLL_OVER 2
-static int rp_poll1(struct ibv_cq *cq, struct ibv_wc *wc, int which, int64_t idle_end, int64_t slice_end, int *verb) {
+static int rp_poll1(struct ibv_cq *cq, struct ibv_wc *wc, int which, int64_t idle_end, int64_t slice_end,
+		int *verb, int64_t *seen) {
 	int n = ibv_poll_cq(cq, 1, wc);
 	if (n < 0) {
 		*verb = which;
@@ -20,6 +22,7 @@ static int rp_poll1(struct ibv_cq *cq, struct ibv_wc *wc, int which, int64_t idl
 	}
 	if (n > 0) return 1;
 	int64_t now = rp_clock();
+	*seen = now;
 	return now >= idle_end || now >= slice_end ? RP_POLL_OVER : 0;
 }
 
@@ -37,16 +40,23 @@ static uint8_t *rp_buf(uint8_t *rbuf, uint8_t *sbuf, int b, int size, int depth,
 
 int rp_echo(struct ibv_qp *qp, struct ibv_cq *rcq, struct ibv_cq *scq,
 		uint64_t raddr, uint32_t rlkey, uint64_t saddr, uint32_t slkey, int size, int depth,
-		uint8_t *state, int *inflight, int64_t idle_ns, int64_t slice_ns, rp_wc *out, int *verb) {
+		uint8_t *state, int *inflight, int64_t idle_ns, int64_t slice_ns, rp_wc *out, int *verb,
+		int64_t *idle) {
 	uint8_t *rbuf = (uint8_t *)(uintptr_t)raddr, *sbuf = (uint8_t *)(uintptr_t)saddr;
 	int64_t now = rp_clock();
 	int64_t idle_end = now + idle_ns, slice_end = now + slice_ns;
+	// The wait for each message runs from waited to the poll that found
+	// it, which is counted as at the last empty poll's clock (seen): no
+	// clock read is added to the round trip.
+	int64_t waited = now, seen = now, sent_seen;
+	*idle = 0;
 	struct ibv_wc wc, sw;
 	for (;;) {
-		int p = rp_poll1(rcq, &wc, RP_VERB_POLL_RECV, idle_end, slice_end, verb);
+		int p = rp_poll1(rcq, &wc, RP_VERB_POLL_RECV, idle_end, slice_end, verb, &seen);
+		if (p == 0) continue;
+		*idle += seen - waited;
 		if (p < 0) return p;
 		if (p == RP_POLL_OVER) return RP_ECHO_IDLE;
-		if (p == 0) continue;
 		// Anything but a full-size message goes to Go unechoed, which says
 		// what is wrong with it (or ends the client on a goodbye).
 		int b = wc.wr_id < (uint64_t)(2 * depth) ? (int)wc.wr_id : 2 * depth - 1;
@@ -61,7 +71,7 @@ int rp_echo(struct ibv_qp *qp, struct ibv_cq *rcq, struct ibv_cq *scq,
 		// posted in flight, await a send (as the Go loop does); if none
 		// comes in time, the message goes to Go, which waits longer.
 		while (*inflight >= depth) {
-			int q = rp_poll1(scq, &sw, RP_VERB_POLL_SEND, slice_end, slice_end, verb);
+			int q = rp_poll1(scq, &sw, RP_VERB_POLL_SEND, slice_end, slice_end, verb, &sent_seen);
 			if (q < 0) return q;
 			if (q == RP_POLL_OVER) {
 				rp_wc_of(&wc, out);
@@ -106,6 +116,7 @@ int rp_echo(struct ibv_qp *qp, struct ibv_cq *rcq, struct ibv_cq *scq,
 			rp_wc_of(&wc, out);
 			return RP_ECHO_RECV;
 		}
-		idle_end = rp_clock() + idle_ns;
+		waited = seen = rp_clock();
+		idle_end = waited + idle_ns;
 	}
 }

@@ -66,12 +66,14 @@ func (q *qp) EchoSpin(l *fabric.EchoLoop, idle, slice time.Duration) (fabric.WC,
 	inflight := C.int(l.Inflight)
 	var out C.rp_wc
 	var failed C.int
+	var vain C.int64_t
 	r := C.rp_echo(q.qp, rcq.cq, scq.cq,
 		C.uint64_t(rm.addr+uintptr(l.RecvOff)), C.uint32_t(rm.lkey),
 		C.uint64_t(sm.addr+uintptr(l.SendOff)), C.uint32_t(sm.lkey),
 		C.int(l.Size), C.int(l.Depth), &state[0], &inflight,
-		C.int64_t(idle), C.int64_t(slice), &out, &failed)
+		C.int64_t(idle), C.int64_t(slice), &out, &failed, &vain)
 	l.Inflight = int(inflight)
+	rcq.spun.Add(int64(vain))
 	switch {
 	case r == C.RP_ECHO_IDLE:
 		return fabric.WC{}, false, nil

@@ -22,6 +22,7 @@
 
 int rp_echo(struct ibv_qp *qp, struct ibv_cq *rcq, struct ibv_cq *scq,
 		uint64_t raddr, uint32_t rlkey, uint64_t saddr, uint32_t slkey, int size, int depth,
-		uint8_t *state, int *inflight, int64_t idle_ns, int64_t slice_ns, rp_wc *out, int *verb);
+		uint8_t *state, int *inflight, int64_t idle_ns, int64_t slice_ns, rp_wc *out, int *verb,
+		int64_t *idle);
 
 #endif
