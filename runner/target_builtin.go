@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -84,25 +85,47 @@ type builtinServer struct {
 }
 
 func (s *builtinServer) Ready(ctx context.Context, timeout time.Duration) (string, *result.DeviceInfo, error) {
+	ev, err := s.await(ctx, timeout, func(ev Event) bool { return ev.Event == "ready" || ev.Event == "error" })
+	switch {
+	case errors.Is(err, errEventsEnded):
+		<-s.exited
+		return "", nil, fmt.Errorf("server did not start: %s", s.exitText())
+	case errors.Is(err, errNoEvent):
+		return "", nil, fmt.Errorf("server not ready after %s: %s", timeout, s.tail.String())
+	case err != nil:
+		return "", nil, err
+	case ev.Event == "error":
+		return "", nil, fmt.Errorf("server: %s", ev.Error)
+	}
+	return ev.Addr, ev.Device, nil
+}
+
+// errEventsEnded and errNoEvent are why await found no event.
+var (
+	errEventsEnded = errors.New("its events ended")
+	errNoEvent     = errors.New("no such event in time")
+)
+
+// await returns the first of the server's events that want takes,
+// dropping the others; errEventsEnded if its events end first,
+// errNoEvent after timeout, ctx's error if it ends. Only while no one
+// else reads its events.
+func (s *builtinServer) await(ctx context.Context, timeout time.Duration, want func(Event) bool) (Event, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for {
 		select {
 		case ev, ok := <-s.events:
 			if !ok {
-				<-s.exited
-				return "", nil, fmt.Errorf("server did not start: %s", s.exitText())
+				return Event{}, errEventsEnded
 			}
-			switch ev.Event {
-			case "ready":
-				return ev.Addr, ev.Device, nil
-			case "error":
-				return "", nil, fmt.Errorf("server: %s", ev.Error)
+			if want(ev) {
+				return ev, nil
 			}
 		case <-t.C:
-			return "", nil, fmt.Errorf("server not ready after %s: %s", timeout, s.tail.String())
+			return Event{}, errNoEvent
 		case <-ctx.Done():
-			return "", nil, ctx.Err()
+			return Event{}, ctx.Err()
 		}
 	}
 }
@@ -147,26 +170,16 @@ func (s *builtinServer) Stop(grace time.Duration) (result.ServerStats, string) {
 }
 
 // Usage asks the server for its CPU so far (ServerRequestUsage) and
-// waits up to timeout for the answer. Only while no one else reads its
-// events: between the point's connect phase and its stop. Other events
-// that come meanwhile are dropped, as the stop's drain would.
+// waits up to timeout for the answer: between the point's connect phase
+// and its stop, when no one else reads its events (the others that come
+// meanwhile are dropped, as the stop's drain would).
 func (s *builtinServer) Usage(timeout time.Duration) (result.ServerUsage, error) {
 	s.send(ServerRequestUsage)
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	for {
-		select {
-		case ev, ok := <-s.events:
-			if !ok {
-				return result.ServerUsage{}, fmt.Errorf("server exited before it said its usage")
-			}
-			if ev.Event == "usage" && ev.ServerUsage != nil {
-				return *ev.ServerUsage, nil
-			}
-		case <-t.C:
-			return result.ServerUsage{}, fmt.Errorf("server did not say its usage within %v", timeout)
-		}
+	ev, err := s.await(context.Background(), timeout, func(ev Event) bool { return ev.Event == "usage" && ev.ServerUsage != nil })
+	if err != nil {
+		return result.ServerUsage{}, fmt.Errorf("server's usage: %w", err)
 	}
+	return *ev.ServerUsage, nil
 }
 
 // listenAddr is Spec.Listen with its defaults: 127.0.0.1, any port.
