@@ -9,8 +9,9 @@ import (
 // TestVMPeer is Soft-RoCE across two hosts: two guests on a virtual link,
 // the server in one and the load generators in the other, started over
 // SSH (sshd in the second guest). 200 clients connect at 100% with
-// verified round trips, each guest's kernel counts the QPs of its side
-// on the link's device, and both QEMUs are gone after.
+// verified round trips and then exchange messages, each guest's kernel
+// counts the QPs of its side on the link's device, and both QEMUs are
+// gone after.
 func TestVMPeer(t *testing.T) {
 	needVM(t)
 	for _, tool := range []string{"ssh", "ssh-keygen", "/usr/sbin/sshd"} {
@@ -49,6 +50,11 @@ func TestVMPeer(t *testing.T) {
 	// point), the generators' guest its own: each has 200 QPs on rxe2.
 	if pk := p.Peak; pk == nil || pk.RDMA["qp"] != 200 || pk.ByRole["server"]["qp"] != 200 {
 		t.Errorf("the server guest's kernel: %+v, want 200 QPs on rxe2, all the server's", p.Peak)
+	}
+	// The default traffic phase ran across the link, and the server
+	// said its CPU in it (serve's usage request).
+	if tr := p.Traffic; tr == nil || tr.Error != "" || tr.Messages == 0 || tr.ErrorCount() != 0 || tr.ServerCPU <= 0 {
+		t.Errorf("traffic phase %+v", p.Traffic)
 	}
 	if len(p.Hosts) != 1 {
 		t.Fatalf("point hosts %+v", p.Hosts)
