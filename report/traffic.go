@@ -323,10 +323,3 @@ func whenSuffix(r result.Reference, runs int) string {
 	}
 	return " before the points"
 }
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
