@@ -219,9 +219,9 @@ func trafficFigures(run *result.Run) []Plot {
 // trafficReference sets the run's figures beside perftest's on the same
 // device at the same message size: the smallest count's latency p50
 // against ib_send_lat's t_typical, and the peak message rate against
-// ib_send_bw's; with each tool's figure from before the points and from
-// after them when it ran twice (the host's speed drifts). "" without a
-// reference.
+// ib_send_bw's (ib_write_* and ib_read_* for those operations); with
+// each tool's figure from before the points and from after them when it
+// ran twice (the host's speed drifts). "" without a reference.
 func trafficReference(run *result.Run) string {
 	refs := run.Environment.DataPath
 	if len(refs) == 0 {
@@ -287,7 +287,16 @@ func trafficReference(run *result.Run) string {
 			s := fmt.Sprintf("`%s`: t_typical %s, p99 %s", cmd, vals, p99)
 			switch {
 			case small != nil && small.Clients == 1:
-				s += fmt.Sprintf(" (rdmaprobe at 1 client: p50 %s, %s)", latency(ours), ratios)
+				// What t_typical times (perftest halves a ping-pong's
+				// round trip, not a READ) against rdmaprobe's latency.
+				par := "t_typical is half perftest's round trip, so 2× matches it"
+				switch tool {
+				case "ib_write_lat":
+					par = "t_typical is a WRITE's one way; rdmaprobe's latency waits for its acknowledgement too"
+				case "ib_read_lat":
+					par = "t_typical is a whole READ, so 1× matches it"
+				}
+				s += fmt.Sprintf(" (rdmaprobe at 1 client: p50 %s, %s; %s)", latency(ours), ratios, par)
 			case small != nil:
 				// ib_send_lat is one QP's ping-pong: a ratio to a point of
 				// many clients would measure the queueing, not the harness.
@@ -305,7 +314,11 @@ func trafficReference(run *result.Run) string {
 			mbs, _ := figure("BW average", func(v float64) string { return f2(v) + " MB/s" }, 0, nil)
 			s := fmt.Sprintf("`%s`: %s, %s", cmd, vals, mbs)
 			if peak != nil {
-				s += fmt.Sprintf(" (rdmaprobe's peak: %.0f msg/s at %d clients, %s)", ours, peak.Clients, pcts)
+				clients := "clients"
+				if peak.Clients == 1 {
+					clients = "client"
+				}
+				s += fmt.Sprintf(" (rdmaprobe's peak: %.0f msg/s at %d %s, %s)", ours, peak.Clients, clients, pcts)
 			}
 			parts = append(parts, s)
 		}

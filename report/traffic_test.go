@@ -28,7 +28,7 @@ func TestTrafficReferenceBeforeAfter(t *testing.T) {
 	got := trafficReference(run)
 	for _, want := range []string{
 		"t_typical 30us before the points and 40us after the points",
-		"p50 60us, 2.00× and 1.50×",
+		"p50 60us, 2.00× and 1.50×; t_typical is half perftest's round trip, so 2× matches it",
 		"ib_send_bw failed after the points: timed out",
 		"`ib_send_bw -s 4096`: 26000 msg/s, 106.5 MB/s (rdmaprobe's peak: 13000 msg/s at 10 clients, 50%)",
 	} {
@@ -37,11 +37,37 @@ func TestTrafficReferenceBeforeAfter(t *testing.T) {
 		}
 	}
 	run.Environment.DataPath = []result.Reference{lat("", 30)}
-	if got, want := trafficReference(run), "perftest on the same device: `ib_send_lat -s 4096`: t_typical 30us, p99 60us (rdmaprobe at 1 client: p50 60us, 2.00×)."; got != want {
+	if got, want := trafficReference(run), "perftest on the same device: `ib_send_lat -s 4096`: t_typical 30us, p99 60us (rdmaprobe at 1 client: p50 60us, 2.00×; t_typical is half perftest's round trip, so 2× matches it)."; got != want {
 		t.Errorf("measured once:\n got %s\nwant %s", got, want)
+	}
+	// ib_write_lat's t_typical is one way, with no acknowledgement; a
+	// 1-client peak is "at 1 client".
+	write := lat("", 30)
+	write.Tool, write.Command = "ib_write_lat", "ib_write_lat -s 4096"
+	wbw := bw("", 26000)
+	wbw.Tool, wbw.Command = "ib_write_bw", "ib_write_bw -s 4096"
+	run.Environment.DataPath = []result.Reference{write, wbw}
+	got = trafficReference(run)
+	for _, want := range []string{"p50 60us, 2.00×; t_typical is a WRITE's one way; rdmaprobe's latency waits for its acknowledgement too)",
+		"(rdmaprobe's peak: 13000 msg/s at 10 clients, 50%)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("ib_write_*: missing %q in %s", want, got)
+		}
+	}
+	one := &result.Run{Points: run.Points[:1], Environment: run.Environment}
+	if got := trafficReference(one); !strings.Contains(got, "(rdmaprobe's peak: 10000 msg/s at 1 client, 38.5%)") {
+		t.Errorf("1-client peak: %s", got)
+	}
+	// ib_read_lat's t_typical is a whole READ.
+	read := lat("", 30)
+	read.Tool, read.Command = "ib_read_lat", "ib_read_lat -s 4096"
+	run.Environment.DataPath = []result.Reference{read}
+	if got := trafficReference(run); !strings.Contains(got, "p50 60us, 2.00×; t_typical is a whole READ, so 1× matches it)") {
+		t.Errorf("ib_read_lat: %s", got)
 	}
 	// Without a 1-client point there is nothing like ib_send_lat to set
 	// beside it: no ratio.
+	run.Environment.DataPath = []result.Reference{lat("", 30)}
 	run.Points = run.Points[1:]
 	if got, want := trafficReference(run), "perftest on the same device: `ib_send_lat -s 4096`: t_typical 30us, p99 60us (rdmaprobe at 10 clients: p50 600us; only a 1-client point compares with it)."; got != want {
 		t.Errorf("smallest count 10:\n got %s\nwant %s", got, want)

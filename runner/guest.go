@@ -141,7 +141,7 @@ func NewGuest(ctx context.Context, spec Spec, opts GuestOptions) (*Guest, error)
 	if !simulated { // a simulated fabric has no RDMA device to check
 		g.ref = g.reference(ctx)
 		if spec.Traffic.Duration > 0 {
-			g.dataRef = g.dataPathReference(ctx, spec.MsgSize, result.ReferenceBefore)
+			g.dataRef = g.dataPathReference(ctx, result.ReferenceBefore)
 		}
 	}
 	return g, nil
@@ -155,17 +155,18 @@ func (g *Guest) Finish(ctx context.Context) {
 	if len(g.dataRef) == 0 {
 		return // a simulated fabric, or no traffic phase
 	}
-	g.dataRef = append(g.dataRef, g.dataPathReference(ctx, g.spec.MsgSize, result.ReferenceAfter)...)
+	g.dataRef = append(g.dataRef, g.dataPathReference(ctx, result.ReferenceAfter)...)
 }
 
-// dataPathReference runs perftest's send latency and bandwidth tools at
-// the traffic phase's message size.
-func (g *Guest) dataPathReference(ctx context.Context, size int, when string) []result.Reference {
+// dataPathReference runs perftest's latency and bandwidth tools of the
+// traffic phase's operation at its message size.
+func (g *Guest) dataPathReference(ctx context.Context, when string) []result.Reference {
+	size := g.spec.MsgSize
 	if size <= 0 {
 		size = 4096
 	}
 	var refs []result.Reference
-	for _, r := range softroce.DataPathReference(ctx, g.g, size) {
+	for _, r := range softroce.DataPathReference(ctx, g.g, g.spec.Traffic.Op, size) {
 		ref := result.Reference{Tool: r.Tool, Command: r.Command, Figures: r.Figures, Output: r.Output, When: when}
 		if r.Err != nil {
 			ref.Error = r.Err.Error()

@@ -105,6 +105,24 @@ func TestGuest(t *testing.T) {
 		}
 	})
 
+	// The traffic phase's yardsticks for each operation: perftest's
+	// latency and bandwidth tools of that operation, at its size.
+	t.Run("data-path-reference", func(t *testing.T) {
+		for _, op := range []string{"send", "write", "read"} {
+			lat, bw := DataPathTools(op)
+			rs := DataPathReference(ctx, g, op, 1024)
+			if len(rs) != 2 || rs[0].Tool != lat || rs[1].Tool != bw {
+				t.Fatalf("%s: ran %+v, want %s and %s", op, rs, lat, bw)
+			}
+			for _, r := range rs {
+				if r.Err != nil || !strings.Contains(r.Command, " -s 1024") || (r.Figures["t_typical"] <= 0 && r.Figures["msg/s"] <= 0) {
+					t.Fatalf("%s: %v, figures %v\n%s", r.Command, r.Err, r.Figures, r.Output)
+				}
+			}
+			t.Logf("%s: %s t_typical %.2f usec, %s %.0f msg/s", op, lat, rs[0].Figures["t_typical"], bw, rs[1].Figures["msg/s"])
+		}
+	})
+
 	t.Run("progress-order", func(t *testing.T) {
 		const n = 500
 		var got []int

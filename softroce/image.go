@@ -66,7 +66,8 @@ const guestModuleList = "/etc/rdmaprobe/modules"
 
 // DefaultExtraBinaries are the reference and inspection tools the vm
 // backend expects inside the guest.
-var DefaultExtraBinaries = []string{"ibv_devinfo", "ibv_rc_pingpong", "ib_write_lat", "ib_send_lat", "ib_send_bw", "rdma"}
+var DefaultExtraBinaries = []string{"ibv_devinfo", "ibv_rc_pingpong", "ib_write_lat", "ib_send_lat", "ib_send_bw",
+	"ib_write_bw", "ib_read_lat", "ib_read_bw", "rdma"}
 
 // hostRoot is "/" except in tests, which build images from fixture trees.
 var hostRoot = "/"

@@ -75,17 +75,28 @@ func referenceLatencyOnce(ctx context.Context, g *Guest) (tool, command string, 
 	return perftestOnce(ctx, g, "ib_write_lat", referencePort+1, nil)
 }
 
-// DataPathReference runs perftest's ib_send_lat and ib_send_bw with
-// size-byte messages on rxe0 in the guest, server and client both: the
-// yardsticks of the traffic phase's latency (t_typical, p99) and
-// message rate (MsgRate, in Mpps, and msg/s) at the run's message size.
-// A run whose cycle counter came out uncalibrated (ErrPerftestClock) is
-// repeated, up to three attempts.
-func DataPathReference(ctx context.Context, g *Guest, size int) []PerftestResult {
+// DataPathTools are perftest's latency and bandwidth tools for an
+// operation of the traffic phase: "send" (also ""), "write", "read".
+func DataPathTools(op string) (lat, bw string) {
+	switch op {
+	case "write", "read":
+		return "ib_" + op + "_lat", "ib_" + op + "_bw"
+	}
+	return "ib_send_lat", "ib_send_bw"
+}
+
+// DataPathReference runs perftest's latency and bandwidth tools for op
+// (DataPathTools) with size-byte messages on rxe0 in the guest, server
+// and client both: the yardsticks of the traffic phase's latency
+// (t_typical, p99) and message rate (MsgRate, in Mpps, and msg/s) at
+// the run's operation and message size. A run whose cycle counter came
+// out uncalibrated (ErrPerftestClock) is repeated, up to three attempts.
+func DataPathReference(ctx context.Context, g *Guest, op string, size int) []PerftestResult {
 	var out []PerftestResult
-	for i, tool := range []string{"ib_send_lat", "ib_send_bw"} {
+	lat, bw := DataPathTools(op)
+	for i, tool := range []string{lat, bw} {
 		extra := []string{"-s", strconv.Itoa(size)}
-		if tool == "ib_send_bw" {
+		if tool == bw {
 			// perftest's default of 1000 iterations takes well under a
 			// second of rxe in the guest; more give a steadier rate.
 			extra = append(extra, "-n", "5000")
