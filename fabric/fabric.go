@@ -494,13 +494,13 @@ func SpinOne(ctx context.Context, cq CQ, wc []WC, busy time.Duration) (int, erro
 }
 
 // spinCounted is spin on a CQ that may count its vain polls
-// (SpinCounter): a stretch (a Spinner's call) counts its own vain part;
-// the rest of each call that found nothing, and the loop's own work
-// after it, are added. The yields between calls are not: there the
-// processor may run other goroutines, and N loops sharing a few CPUs
-// would otherwise count N times the wall time (a server's 40 busy-polled
-// loops on the sim counted 15 cores while its process used 0.4). So the
-// count approximates the CPU spent polling in vain, not the wait.
+// (SpinCounter): a stretch (a Spinner's call) counts its own vain part,
+// and the rest of each call that found nothing is added. The yields
+// between calls are not: there the processor may run other goroutines,
+// and N loops sharing a few CPUs would otherwise count N times the wall
+// time (a server's 40 busy-polled loops on the sim counted 15 cores
+// while its process used 0.4). So the count approximates the CPU spent
+// polling in vain, not the wait.
 func spinCounted(ctx context.Context, cq CQ, busy time.Duration, poll func() (int, error)) (int, error) {
 	sc, ok := cq.(SpinCounter)
 	if !ok {
