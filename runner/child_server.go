@@ -9,7 +9,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/certs"
@@ -162,22 +161,14 @@ func answerRequests(in *bufio.Reader, emit *Emitter, srv *server.Server) {
 	for {
 		line, err := in.ReadString('\n')
 		if strings.TrimSpace(line) == ServerRequestUsage {
+			cpu, _ := processCPU(os.Getpid())
 			emit.Emit(Event{Event: "usage", ServerUsage: &result.ServerUsage{
-				CPUSec: selfCPU().Seconds(), SpinSec: srv.Spun().Seconds()}})
+				CPUSec: cpu.Seconds(), SpinSec: srv.Spun().Seconds()}})
 		}
 		if err != nil {
 			return
 		}
 	}
-}
-
-// selfCPU is this process's user and system CPU time so far.
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // failureList is "; failures: tls 2, exchange 1" (classes sorted), or

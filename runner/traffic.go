@@ -107,45 +107,42 @@ var usageTimeout = 10 * time.Second
 // (usageServer), else its process's here (a command's server on this
 // machine), else none (one on another host).
 type serverCPU struct {
-	srv   Server
-	usage *result.ServerUsage
+	us    usageServer // the server that said its usage, else nil
+	usage result.ServerUsage
+	pid   int // else the process read, else 0
 	proc  time.Duration
-	ok    bool
 }
 
 func startServerCPU(srv Server) serverCPU {
-	c := serverCPU{srv: srv}
 	if us, ok := srv.(usageServer); ok {
 		if u, err := us.Usage(usageTimeout); err == nil {
-			c.usage, c.ok = &u, true
-			return c
+			return serverCPU{us: us, usage: u}
 		}
 	}
 	if pid := srv.PID(); pid > 0 {
 		if t, err := processCPU(pid); err == nil {
-			c.proc, c.ok = t, true
+			return serverCPU{pid: pid, proc: t}
 		}
 	}
-	return c
+	return serverCPU{}
 }
 
 // end sets tr's server CPU over the phase's wall time, in cores, and
 // the part spent busy-polling in vain, where the server says.
 func (c serverCPU) end(tr *result.Traffic, wall time.Duration) {
-	if !c.ok || wall <= 0 {
+	if wall <= 0 {
 		return
 	}
-	if c.usage != nil {
-		u, err := c.srv.(usageServer).Usage(usageTimeout)
-		if err != nil {
-			return
+	switch {
+	case c.us != nil:
+		if u, err := c.us.Usage(usageTimeout); err == nil {
+			tr.ServerCPU = (u.CPUSec - c.usage.CPUSec) / wall.Seconds()
+			tr.ServerSpin = (u.SpinSec - c.usage.SpinSec) / wall.Seconds()
 		}
-		tr.ServerCPU = (u.CPUSec - c.usage.CPUSec) / wall.Seconds()
-		tr.ServerSpin = (u.SpinSec - c.usage.SpinSec) / wall.Seconds()
-		return
-	}
-	if t, err := processCPU(c.srv.PID()); err == nil {
-		tr.ServerCPU = (t - c.proc).Seconds() / wall.Seconds()
+	case c.pid > 0:
+		if t, err := processCPU(c.pid); err == nil {
+			tr.ServerCPU = (t - c.proc).Seconds() / wall.Seconds()
+		}
 	}
 }
 
