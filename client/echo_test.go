@@ -134,7 +134,7 @@ func TestEchoOrder(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				f.take(wc, nil)
+				f.take(wc)
 				echoed = echoed || wc.Opcode == fabric.WCRecv
 			}
 		}
@@ -172,7 +172,7 @@ func TestEchoOrder(t *testing.T) {
 			if wc.Status != fabric.WCSuccess {
 				t.Fatalf("client completion %+v", wc)
 			}
-			f.take(wc, nil)
+			f.take(wc)
 			if wc.Opcode == fabric.WCRecv {
 				if recvs++; recvs == 1 && (f.failClass != "" || f.count != 2) {
 					t.Fatalf("after the second echo: fail %q (%s), count %d", f.failClass, f.failText, f.count)
@@ -196,7 +196,7 @@ func TestEchoOrder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f.take(wc, nil)
+			f.take(wc)
 		}
 		peerEcho(seq, true)
 		client()
@@ -209,106 +209,119 @@ func TestEchoOrder(t *testing.T) {
 		}
 	})
 
-	// answer plays the provider's part of fabric.Answer: the echo found,
-	// it posts what the flow armed, as the router's poll would.
-	answer := func(t *testing.T, f *flow) *fabric.Answer {
+	// pinging hands a flow whose first message is out to a provider
+	// that plays script.
+	pinging := func(t *testing.T, script func(l *fabric.PingLoop) (fabric.PingStop, error)) *flow {
 		t.Helper()
-		a := f.c.group.answer.Load()
-		if a == nil {
-			t.Fatal("nothing armed once the send completed")
-		}
-		if err := a.QP.PostSend(a.WRID, a.MR, a.Off, a.Len); err != nil {
-			t.Fatal(err)
-		}
-		a.Index, a.At = 0, time.Now()
-		f.c.group.answer.CompareAndSwap(a, nil)
-		return a
-	}
-	// sent takes the client's completions until its message's send completed.
-	sent := func(t *testing.T, f *flow) {
-		t.Helper()
-		for !f.slots[0].sent {
-			wc, err := fabric.Await(ctx, f.c.group.cq)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.take(wc, nil)
-		}
-	}
-	echo := func(t *testing.T, f *flow) fabric.WC {
-		t.Helper()
-		for {
-			wc, err := fabric.Await(ctx, f.c.group.cq)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if wc.Opcode == fabric.WCRecv {
-				return wc
-			}
-			f.take(wc, nil)
-		}
-	}
-	// armed starts an answering flow whose first message's send
-	// completed (so its next is armed), and has the peer echo it.
-	armed := func(t *testing.T, bad bool) (f *flow, peerTake func() uint64, peerEcho func(uint64, bool), seq uint64) {
-		t.Helper()
-		f, peerTake, peerEcho, _ = setup(t)
-		f.e.answer = true
+		f, _, _, _ := setup(t)
+		f.e.ping = true
 		f.mu.Lock()
 		f.fillLocked(time.Now())
+		f.pinger = scriptPinger(script)
+		f.pl = &fabric.PingLoop{Size: size}
+		f.c.group.pinging.Store(f)
 		f.mu.Unlock()
-		seq = peerTake()
-		sent(t, f)
-		peerEcho(seq, bad)
-		return f, peerTake, peerEcho, seq
+		return f
 	}
-	t.Run("answered", func(t *testing.T) {
-		f, peerTake, peerEcho, seq := armed(t, false)
-		wc := echo(t, f)
-		a := answer(t, f)
-		f.take(wc, a)
+	wcs := make([]fabric.WC, 4)
+	t.Run("ping", func(t *testing.T) {
+		t1 := time.Now()
+		f := pinging(t, func(l *fabric.PingLoop) (fabric.PingStop, error) {
+			if l.Seq != 1 || l.Sent || l.Echoed || l.Last != 1 {
+				t.Errorf("handed %+v", l)
+			}
+			l.Seq, l.Posted, l.Sent, l.Next, l.Last = 3, t1, true, 4, 4
+			l.Lat, l.Counted, l.Posts = []time.Duration{10 * time.Microsecond, 20 * time.Microsecond}, 2, 2
+			return fabric.PingSlice, nil
+		})
+		n, idle, err := f.ping(ctx, wcs, time.Millisecond)
 		s := f.slots[0]
-		if f.failClass != "" || f.count != 1 || f.answered != 1 || f.unseen != 0 || f.busy != 1 ||
-			!s.busy || s.seq != seq+1 || s.sent || s.echoed || !s.due.Equal(a.At) {
-			t.Fatalf("after an answered echo: fail %q (%s), count %d, answered %d, unseen %d, busy %d, slot %+v",
-				f.failClass, f.failText, f.count, f.answered, f.unseen, f.busy, s)
+		if n != 0 || idle || err != nil || f.count != 2 || f.lat.Count() != 2 || f.answered != 2 || f.busy != 1 || f.seq != 4 ||
+			!s.busy || s.seq != 3 || !s.sent || s.echoed || s.next != 4 || !s.posted.Equal(t1) || !s.due.Equal(t1) {
+			t.Fatalf("after a slice: %d %v %v, count %d, %d latencies, answered %d, busy %d, seq %d, slot %+v",
+				n, idle, err, f.count, f.lat.Count(), f.answered, f.busy, f.seq, s)
 		}
-		if got := peerTake(); got != seq+1 {
-			t.Fatalf("the answer was message %d, want %d", got, seq+1)
-		}
-		// An echo that came another way (no answer) leaves nothing armed.
-		sent(t, f)
-		if f.c.group.answer.Load() == nil {
-			t.Fatal("the answered message's send completed: nothing armed")
-		}
-		peerEcho(seq+1, false)
-		f.take(echo(t, f), nil)
-		if f.c.group.answer.Load() != nil || f.count != 2 || f.answered != 1 {
-			t.Fatalf("an echo not answered: armed %v, count %d, answered %d", f.c.group.answer.Load() != nil, f.count, f.answered)
+		if f.lat.Max() < int64(19*time.Microsecond) {
+			t.Errorf("latencies not recorded as taken: max %v", f.lat.Max())
 		}
 	})
-	t.Run("answered-corrupt", func(t *testing.T) {
-		f, _, _, _ := armed(t, true)
-		f.take(echo(t, f), answer(t, f))
-		if f.failClass != result.TrafficVerify || f.count != 0 || f.lost != 1 || !f.finished || f.c.group.answer.Load() != nil {
-			t.Fatalf("a corrupt echo, answered: fail %q (%s), count %d, lost %d, finished %v",
-				f.failClass, f.failText, f.count, f.lost, f.finished)
+	t.Run("ping-wc", func(t *testing.T) {
+		want := fabric.WC{WRID: 77, Status: fabric.WCRetryExcErr, QPN: 5}
+		f := pinging(t, func(l *fabric.PingLoop) (fabric.PingStop, error) {
+			l.WC = want
+			return fabric.PingWC, nil
+		})
+		if n, idle, err := f.ping(ctx, wcs, time.Millisecond); n != 1 || idle || err != nil || wcs[0] != want {
+			t.Fatalf("a completion left over: %d %v %v %+v", n, idle, err, wcs[0])
+		}
+		f = pinging(t, func(l *fabric.PingLoop) (fabric.PingStop, error) { return fabric.PingIdle, nil })
+		if n, idle, err := f.ping(ctx, wcs, time.Millisecond); n != 0 || !idle || err != nil || f.busy != 1 {
+			t.Fatalf("idle: %d %v %v, busy %d", n, idle, err, f.busy)
 		}
 	})
-	t.Run("answered-after-failure", func(t *testing.T) {
-		f, _, _, _ := armed(t, false)
-		wc := echo(t, f)
-		a := f.c.group.answer.Load()
-		// The ticker fails the client while the router's poll is posting.
-		f.mu.Lock()
-		f.failLocked(result.TrafficTimeout, errTest)
-		f.mu.Unlock()
-		f.c.group.answer.Store(a)
-		f.take(wc, answer(t, f))
-		if f.lost != 2 || f.count != 0 {
-			t.Fatalf("posted after the failure: lost %d, count %d; want 2 lost (the outstanding one and the answer)", f.lost, f.count)
+	t.Run("ping-bad-echo", func(t *testing.T) {
+		var f *flow
+		f = pinging(t, func(l *fabric.PingLoop) (fabric.PingStop, error) {
+			// Message 1's echo landed in receive 1, a byte off; 2 went out.
+			m := f.c.recvBuf(1)
+			payload.Fill(m, 1, size)
+			m[size-1] ^= 1
+			l.Seq, l.Sent, l.Last, l.Bad = 2, false, 2, 1
+			return fabric.PingBadEcho, nil
+		})
+		f.ping(ctx, wcs, time.Millisecond)
+		if f.failClass != result.TrafficVerify || f.lost != 1 || !f.finished || f.count != 0 || f.c.group.pinging.Load() != nil {
+			t.Fatalf("a bad echo: fail %q (%s), lost %d, finished %v, count %d", f.failClass, f.failText, f.lost, f.finished, f.count)
 		}
 	})
+	t.Run("ping-post", func(t *testing.T) {
+		f := pinging(t, func(l *fabric.PingLoop) (fabric.PingStop, error) {
+			l.Seq = 0
+			return fabric.PingPost, errTest
+		})
+		f.ping(ctx, wcs, time.Millisecond)
+		if f.failClass != result.TrafficPost || f.failText != errTest.Error() || !f.finished {
+			t.Fatalf("a failed post: fail %q (%s)", f.failClass, f.failText)
+		}
+	})
+	t.Run("ping-after-failure", func(t *testing.T) {
+		var f *flow
+		f = pinging(t, func(l *fabric.PingLoop) (fabric.PingStop, error) {
+			// The ticker fails the client while the provider's loop runs.
+			f.mu.Lock()
+			f.failLocked(result.TrafficTimeout, errTest)
+			f.mu.Unlock()
+			l.Lat, l.Counted, l.Posts = []time.Duration{time.Microsecond}, 1, 1
+			return fabric.PingSlice, nil
+		})
+		f.ping(ctx, wcs, time.Millisecond)
+		if f.failClass != result.TrafficTimeout || f.lost != 1 || f.count != 0 || f.lat.Count() != 0 || f.c.group.pinging.Load() != nil {
+			t.Fatalf("after the failure: fail %q, lost %d, count %d, %d latencies", f.failClass, f.lost, f.count, f.lat.Count())
+		}
+		// The router's next turn polls the CQ itself.
+		if n, idle, err := f.ping(ctx, wcs, time.Millisecond); n != 0 || idle || err != nil {
+			t.Fatalf("a finished flow pinged: %d %v %v", n, idle, err)
+		}
+	})
+	t.Run("ping-done", func(t *testing.T) {
+		var f *flow
+		f = pinging(t, func(l *fabric.PingLoop) (fabric.PingStop, error) {
+			f.e.end = time.Now()
+			l.Seq, l.Counted, l.Lat = 0, 1, []time.Duration{time.Microsecond}
+			return fabric.PingDone, nil
+		})
+		f.ping(ctx, wcs, time.Millisecond)
+		if f.failClass != "" || !f.finished || f.busy != 0 || f.count != 1 || f.c.group.pinging.Load() != nil {
+			t.Fatalf("done: fail %q (%s), finished %v, busy %d, count %d", f.failClass, f.failText, f.finished, f.busy, f.count)
+		}
+	})
+}
+
+// scriptPinger is a provider's loop (fabric.Pinger) that a test plays.
+type scriptPinger func(l *fabric.PingLoop) (fabric.PingStop, error)
+
+func (s scriptPinger) PingSpin(l *fabric.PingLoop, idle, slice time.Duration) (fabric.PingStop, error) {
+	return s(l)
 }
 
 var errTest = errors.New("test failure")

@@ -45,9 +45,9 @@ type cqGroup struct {
 	mu    sync.RWMutex
 	conns map[uint32]*Conn // by local QPN
 
-	// answer is the send a flow armed for the router to post the moment
-	// its echo arrives (flow.armLocked); nil: none.
-	answer atomic.Pointer[fabric.Answer]
+	// pinging is the flow whose traffic the router runs in the provider
+	// (flow.ping); nil: none.
+	pinging atomic.Pointer[flow]
 }
 
 // groups hands out group slots and owns the routers.
@@ -145,22 +145,23 @@ func (g *groups) route(ctx context.Context, cg *cqGroup) {
 	wcs := make([]fabric.WC, 64)
 	for {
 		var (
-			n   int
-			err error
-			a   *fabric.Answer
+			n    int
+			err  error
+			idle = true
 		)
-		if g.busy > 0 {
-			a = cg.answer.Load()
-			n, err = fabric.SpinAnswer(ctx, cg.cq, wcs, g.busy, a)
-			if a != nil && a.Index >= 0 {
-				cg.answer.CompareAndSwap(a, nil) // posted: once
-			}
+		if f := cg.pinging.Load(); f != nil && g.busy > 0 {
+			n, idle, err = f.ping(ctx, wcs, g.busy)
+		} else if g.busy > 0 {
+			n, err = fabric.SpinOne(ctx, cg.cq, wcs, g.busy)
 		} else {
 			n, err = cg.cq.Poll(wcs)
 		}
 		if err != nil {
 			g.broken(cg, err)
 			return
+		}
+		if n == 0 && !idle && err == nil {
+			continue // the provider's loop ran its slice
 		}
 		if n == 0 {
 			if ctx.Err() != nil {
@@ -184,17 +185,13 @@ func (g *groups) route(ctx context.Context, cg *cqGroup) {
 				continue
 			}
 		}
-		for i, wc := range wcs[:n] {
+		for _, wc := range wcs[:n] {
 			c := cg.lookup(wc.QPN)
 			if c == nil {
 				continue
 			}
 			if f := c.flow.Load(); f != nil {
-				if a != nil && i == a.Index {
-					f.take(wc, a)
-				} else {
-					f.take(wc, nil)
-				}
+				f.take(wc)
 				continue
 			}
 			select {

@@ -92,9 +92,8 @@ type engine struct {
 	stopped  atomic.Bool // interrupted: post nothing more
 	active   atomic.Int64
 	flows    []*flow
-	// answer: the flow's next message goes out from its router's poll in
-	// the provider as its echo arrives (flow.armLocked).
-	answer bool
+	// ping: the one flow's traffic runs in the provider (flow.ping).
+	ping bool
 }
 
 // slot is one outstanding-message position of a client.
@@ -138,13 +137,11 @@ type flow struct {
 	lastSeq       []uint64 // write: the last message of each slot
 	verifyStarted bool
 	verifyPending int
-	// ans is the next message armed for the router to post as the echo
-	// of slot ansSlot arrives; unseen counts one posted that way that no
-	// slot holds yet (lost if the client fails before it does).
-	ans      fabric.Answer
-	ansSlot  int
-	unseen   int64
-	answered int64 // messages that went out so
+	// pl is the flow's traffic as the provider runs it (fabric.Pinger,
+	// engine.ping), answered the messages it sent.
+	pl       *fabric.PingLoop
+	pinger   fabric.Pinger
+	answered int64
 }
 
 // Traffic runs the traffic phase of conns (connected by d) and reports
@@ -189,9 +186,9 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 		e.flows = append(e.flows, f)
 	}
 	// One client, one message at a time, closed loop, busy-polled: its
-	// router owns the process's polling, and the next message can go
-	// out in the provider's poll that finds the echo.
-	e.answer = len(e.flows) == 1 && cfg.Op == result.OpSend && cfg.Depth == 1 && cfg.Rate == 0 && d.cfg.BusyPoll > 0
+	// router owns the process's polling, and a provider that can runs
+	// the client's loop itself (flow.ping).
+	e.ping = len(e.flows) == 1 && cfg.Op == result.OpSend && cfg.Depth == 1 && cfg.Rate == 0 && d.cfg.BusyPoll > 0
 	cpu0, spun0 := cpuTime(), spun(lats)
 	e.active.Store(int64(len(e.flows)))
 	// Receives for the echoes, twice Depth (see echoLocked): the connect
@@ -219,6 +216,9 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 			f.paceLocked(e.start)
 		} else {
 			f.fillLocked(e.start)
+			if e.ping {
+				f.startPingLocked()
+			}
 		}
 		f.mu.Unlock()
 	}
@@ -342,7 +342,7 @@ func (e *engine) tick(ctx context.Context) {
 			for _, f := range e.flows {
 				f.mu.Lock()
 				if !f.finished {
-					f.lost = int64(f.busy) + f.unseen
+					f.lost = int64(f.busy)
 					f.failClass, f.failText = result.TrafficInterrupted, "the phase was interrupted with the message outstanding"
 					f.finishLocked()
 				}
@@ -457,23 +457,12 @@ func (f *flow) postLocked(due, now time.Time) {
 	f.busy++
 }
 
-// take is a completion of this client, from its group's router; a is
-// the flow's armed message if the router's poll posted it as this
-// completion arrived, else nil.
-func (f *flow) take(wc fabric.WC, a *fabric.Answer) {
+// take is a completion of this client, from its group's router.
+func (f *flow) take(wc fabric.WC) {
 	now := time.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if a != nil && a.Err != nil {
-		a = nil // not posted: the echo's own path posts it (and fails on its error)
-	}
-	if a != nil {
-		f.unseen++
-	}
 	if f.finished {
-		if a != nil && f.failClass != "" {
-			f.lost++ // posted while the client was being failed
-		}
 		if wc.Status != fabric.WCSuccess && f.failClass == fabric.WCWRFlushErr.Name() && wc.Status != fabric.WCWRFlushErr {
 			// A flushed receive came first; this is what failed.
 			f.failClass, f.failText = wc.Status.Name(), (&fabric.WCError{Op: wc.Opcode.String(), Status: wc.Status}).Error()
@@ -500,14 +489,11 @@ func (f *flow) take(wc fabric.WC, a *fabric.Answer) {
 				f.seq++
 				s.next = f.seq
 				payload.Fill(c.sendBuf(j), s.next, e.size)
-				if e.answer {
-					f.armLocked(j)
-				}
 			}
 			f.echoDoneLocked(j, now)
 		}
 	case kindRecv:
-		if class, err := f.echoLocked(wc, j, now, a); err != nil {
+		if class, err := f.echoLocked(wc, j, now); err != nil {
 			f.failLocked(class, err)
 			return
 		}
@@ -572,14 +558,7 @@ func checkRegion(b []byte, size int, want uint64) error {
 // so the next echo finds one while this buffer waits to be checked. A
 // failed check still fails the client; the message posted before it is
 // then counted lost with the rest of its outstanding ones.
-//
-// With a (not nil) the router's poll already posted the slot's next
-// message as this echo arrived (armLocked): the slot takes it, posted
-// at a.At.
-func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time, a *fabric.Answer) (class string, err error) {
-	if a == nil {
-		f.disarmLocked() // this echo came another way: what was armed is stale
-	}
+func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time) (class string, err error) {
 	size := f.e.size
 	if wc.ByteLen != size {
 		return result.TrafficVerify, fmt.Errorf("echo of %d bytes, sent %d", wc.ByteLen, size)
@@ -602,15 +581,7 @@ func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time, a *fabric.Answer) 
 	s.echoed = true
 	due, sent := s.due, s.sent
 	early := sent && !f.e.done(now)
-	switch {
-	case a != nil && j == f.ansSlot:
-		*s = slot{busy: true, seq: s.next, due: a.At, posted: a.At}
-		f.unseen--
-		f.answered++
-		early = true // the slot is taken over, not released
-	case a != nil:
-		return result.TrafficVerify, fmt.Errorf("echo of message %d answered as slot %d's", seq, f.ansSlot)
-	case early:
+	if early {
 		f.releaseLocked(j, now)
 	}
 	// Every message sent is payload.Fill(its seq, size), so an echo of
@@ -620,14 +591,8 @@ func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time, a *fabric.Answer) 
 	if _, err := payload.Check(echo); err != nil {
 		return result.TrafficVerify, fmt.Errorf("echo: %w", err)
 	}
-	// An answered echo arrived when the poll that posted the answer found
-	// it, before the post (which in rxe runs the send's whole delivery).
-	got := now
-	if a != nil {
-		got = a.At
-	}
-	f.lat.RecordDuration(got.Sub(due))
-	if got.Before(f.e.end) {
+	f.lat.RecordDuration(now.Sub(due))
+	if now.Before(f.e.end) {
 		f.count++
 	}
 	if err := f.c.qp.PostRecv(wrid(kindRecv, r), f.c.buf.mr, f.c.buf.recvOff(r), size); err != nil {
@@ -639,25 +604,82 @@ func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time, a *fabric.Answer) 
 	return "", nil
 }
 
-// armLocked has the router post slot j's next message (written already)
-// the moment the echo of its message arrives, in the provider's poll
-// that finds it (fabric.Answer): the cgo return, the routing and the
-// post's own cgo call are then off the round trip. Only while this flow
-// is the phase's one (engine.answer); the router disarms an answer it
-// posted, the flow one that went stale.
-func (f *flow) armLocked(j int) {
+// startPingLocked hands the flow's traffic to its provider (e.ping),
+// if that can run it (fabric.Pinger): from its first message on, the
+// router runs the loop (ping) instead of polling the CQ itself.
+func (f *flow) startPingLocked() {
 	c := f.c
-	f.ans = fabric.Answer{QP: c.qp, MR: c.buf.mr, Off: c.buf.sendOff(j), Len: f.e.size,
-		WRID: wrid(kindSend, j), Before: f.e.end}
-	f.ansSlot = j
-	c.group.answer.Store(&f.ans)
+	p, ok := c.qp.(fabric.Pinger)
+	if !ok || f.finished {
+		return
+	}
+	f.pinger = p
+	f.pl = &fabric.PingLoop{QP: c.qp, CQ: c.group.cq, MR: c.buf.mr, SendOff: c.buf.sendOff(0),
+		RecvOff: [2]int{c.buf.recvOff(0), c.buf.recvOff(1)}, Size: f.e.size,
+		SendWRID: wrid(kindSend, 0), RecvWRID: [2]uint64{wrid(kindRecv, 0), wrid(kindRecv, 1)}, End: f.e.end}
+	c.group.pinging.Store(f)
 }
 
-// disarmLocked withdraws the flow's armed message, if any.
-func (f *flow) disarmLocked() {
-	if f.e.answer {
-		f.c.group.answer.CompareAndSwap(&f.ans, nil)
+// pingSlice bounds one call of the provider's loop: the latencies it
+// took are recorded, and the ticker's checks see the slot, at least this
+// often. Well under the 10 ms after which Go's sysmon takes the
+// processor of a goroutine in a cgo call when another is idle.
+const pingSlice = 2 * time.Millisecond
+
+// ping runs the flow's traffic in its provider (fabric.Pinger) for up to
+// a slice, for the router, from and back into the flow's slot; it is
+// the flow's own loop (take, echoLocked) in the provider's code. It
+// returns 1 and the completion in wc[0] when the loop left one to route
+// (the flow takes it as any), idle when nothing came for busy (the
+// router then waits for the CQ's event), or an error when the CQ can no
+// longer be polled.
+func (f *flow) ping(ctx context.Context, wc []fabric.WC, busy time.Duration) (n int, idle bool, err error) {
+	f.mu.Lock()
+	if f.finished || ctx.Err() != nil {
+		f.mu.Unlock()
+		f.c.group.pinging.CompareAndSwap(f, nil)
+		return 0, ctx.Err() != nil, nil
 	}
+	l, s := f.pl, &f.slots[0]
+	l.Seq, l.Posted, l.Sent, l.Echoed, l.Next, l.Last = 0, s.posted, s.sent, s.echoed, s.next, f.seq
+	if s.busy {
+		l.Seq = s.seq
+	}
+	f.mu.Unlock()
+	stop, err := f.pinger.PingSpin(l, busy, pingSlice)
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if stop == fabric.PingWC {
+		wc[0], n = l.WC, 1
+	}
+	if f.finished {
+		return n, false, nil // the ticker ended the phase meanwhile: nothing more counts
+	}
+	for _, d := range l.Lat {
+		f.lat.RecordDuration(d)
+	}
+	f.count += l.Counted
+	f.answered += l.Posts
+	*s = slot{busy: l.Seq != 0, seq: l.Seq, due: l.Posted, posted: l.Posted, sent: l.Sent, echoed: l.Echoed, next: l.Next}
+	f.busy, f.seq = 0, l.Last
+	if s.busy {
+		f.busy = 1
+	}
+	switch stop {
+	case fabric.PingPost:
+		f.failLocked(result.TrafficPost, err)
+		return 0, false, nil
+	case fabric.PingBadEcho:
+		_, cerr := payload.Check(f.c.recvBuf(l.Bad))
+		if cerr == nil {
+			cerr = fmt.Errorf("message %d failed the provider's check", payload.Seq(f.c.recvBuf(l.Bad)))
+		}
+		f.failLocked(result.TrafficVerify, fmt.Errorf("echo: %w", cerr))
+	case fabric.PingDone:
+		f.fillLocked(now)
+	}
+	return n, stop == fabric.PingIdle, err
 }
 
 // echoDoneLocked frees a send slot once both its send and its echo are
@@ -761,7 +783,7 @@ func (f *flow) failLocked(class string, err error) {
 		return
 	}
 	f.failClass, f.failText = class, err.Error()
-	f.lost = max(int64(f.busy)+f.unseen, int64(f.verifyPending), 1)
+	f.lost = max(int64(f.busy), int64(f.verifyPending), 1)
 	f.finishLocked()
 }
 
@@ -780,6 +802,8 @@ func (f *flow) finishLocked() {
 		return
 	}
 	f.finished = true
-	f.disarmLocked()
+	if f.pl != nil {
+		f.c.group.pinging.CompareAndSwap(f, nil)
+	}
 	f.e.active.Add(-1)
 }

@@ -468,9 +468,9 @@ type Spinner interface {
 // the CPU a busy-polling loop spent waiting, which its process's CPU
 // time cannot tell from work. A Spinner counts its own stretches' vain
 // polls (verbs: by the C clock, up to the poll that found completions);
-// Spin, SpinOne and SpinAnswer add the rest of their polls that found
-// nothing (AddSpun; see spinCounted), and a provider's own echo loop
-// (Echoer) its waits for messages.
+// Spin and SpinOne add the rest of their polls that found nothing
+// (AddSpun; see spinCounted), and a provider's own loops (Echoer,
+// Pinger) their waits for completions.
 type SpinCounter interface {
 	Spun() time.Duration
 	AddSpun(time.Duration)
@@ -515,46 +515,6 @@ func spinCounted(ctx context.Context, cq CQ, busy time.Duration, poll func() (in
 	})
 	sc.AddSpun(extra)
 	return n, err
-}
-
-// Answer is a send prepared for an Answerer to post the moment a receive
-// it waits for arrives: a successful receive of Len bytes on QP. It is
-// how a client that owns its process's only polling loop takes the
-// cgo return, the routing and the post's own cgo call off its round
-// trip: the next message goes out in the same call that finds the echo.
-type Answer struct {
-	QP       QP
-	MR       MR
-	Off, Len int
-	WRID     uint64
-	// Before: nothing is posted from this time on.
-	Before time.Time
-
-	// What the call that posted it did: Index is the answered receive's
-	// place in wc (-1: none), At the time just before the post, which is
-	// when the receive was found, Err the post's failure (the send is
-	// then not outstanding).
-	Index int
-	At    time.Time
-	Err   error
-}
-
-// Answerer is a Spinner that can post an Answer (verbs: in C).
-type Answerer interface {
-	SpinAnswer(wc []WC, d time.Duration, a *Answer) (int, error)
-}
-
-// SpinAnswer is SpinOne that posts a (if not nil) as its receive
-// arrives, on an Answerer; elsewhere it is SpinOne and a.Index stays -1.
-func SpinAnswer(ctx context.Context, cq CQ, wc []WC, busy time.Duration, a *Answer) (int, error) {
-	an, ok := cq.(Answerer)
-	if a == nil || !ok {
-		if a != nil {
-			a.Index = -1
-		}
-		return SpinOne(ctx, cq, wc, busy)
-	}
-	return spinCounted(ctx, cq, busy, func() (int, error) { return an.SpinAnswer(wc, SpinSlice, a) })
 }
 
 // Spin polls an empty cq for completions into wc for up to busy, and

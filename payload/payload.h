@@ -1,8 +1,9 @@
-// The C twin of payload.go's Check, for the data path that runs in C
-// (fabric/verbs' echo loop): the same layout, seed and stream, so a
-// message payload.Fill wrote checks here exactly when payload.Check
-// passes it. TestEchoSpin (fabric/verbs) holds the two together. Header
-// only: package payload stays pure Go.
+// The C twins of payload.go's Fill and Check, for the data path that
+// runs in C (fabric/verbs' echo and ping loops): the same layout, seed
+// and stream, so a message payload.Fill wrote checks here exactly when
+// payload.Check passes it, and one written here is payload.Fill's byte
+// for byte. TestEchoSpin and TestPingSpin (fabric/verbs) hold them
+// together. Header only: package payload stays pure Go.
 
 #ifndef RDMAPROBE_PAYLOAD_H
 #define RDMAPROBE_PAYLOAD_H
@@ -45,6 +46,29 @@ static inline uint64_t rp_load_le64(const uint8_t *b) {
 	v = __builtin_bswap64(v);
 #endif
 	return v;
+}
+
+static inline void rp_store_le64(uint8_t *b, uint64_t v) {
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	v = __builtin_bswap64(v);
+#endif
+	memcpy(b, &v, 8);
+}
+
+// rp_payload_fill writes message seq of length n (>= RP_PAYLOAD_HEADER)
+// into b, as payload.Fill does.
+static inline void rp_payload_fill(uint8_t *b, uint64_t seq, int n) {
+	for (int i = 0; i < 8; i++) b[i] = (uint8_t)(seq >> (56 - 8 * i));
+	uint32_t t = rp_payload_tag(seq);
+	b[8] = (uint8_t)(t >> 24), b[9] = (uint8_t)(t >> 16), b[10] = (uint8_t)(t >> 8), b[11] = (uint8_t)t;
+	uint64_t x = rp_payload_seed(seq, n);
+	int i = RP_PAYLOAD_HEADER;
+	for (; i + 8 <= n; i += 8) {
+		x = rp_payload_next(x);
+		rp_store_le64(b + i, x);
+	}
+	if (i < n)
+		for (uint64_t v = rp_payload_next(x); i < n; i++, v >>= 8) b[i] = (uint8_t)v;
 }
 
 // rp_payload_check returns 0 and sets *seq if b (n bytes) is message *seq

@@ -64,10 +64,10 @@ type Traffic struct {
 	// payload bytes.
 	Messages int64 `json:"messages"`
 	Bytes    int64 `json:"bytes"`
-	// Answered of them went out from the generator's poll that found the
-	// echo before them (one client, depth 1, --busy-poll on verbs:
-	// fabric.Answer); their round trips run between that poll's clock
-	// readings, as perftest's do.
+	// Answered of them were sent by the provider's own loop (one client,
+	// depth 1, --busy-poll on verbs: fabric.Pinger, in C), from the poll
+	// that found the echo before them; their round trips run between
+	// that loop's clock readings, as perftest's do.
 	Answered int64 `json:"answered,omitempty"`
 	// Errors counts failed clients by what ended them: a completion
 	// status (fabric.WCStatus.Name) or one of the Traffic* classes.

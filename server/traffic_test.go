@@ -178,13 +178,11 @@ func TestTrafficBusyPoll(t *testing.T) {
 	}
 }
 
-// TestTrafficAnswered: one busy-polled client at depth 1 sends its next
-// message from the poll that finds the echo before it (on verbs, in C:
-// fabric.Answer) whenever that message is ready (its send completed and
-// it is written), most of the time at 4 KiB (at 256 bytes the echo
-// often comes with the send's completion, and the client posts it), and
-// the phase is as clean as any; the sim has no such poll and answers
-// nothing.
+// TestTrafficAnswered: one busy-polled client at depth 1 has its
+// traffic run by the provider (on verbs, in C: fabric.Pinger), which
+// sends nearly every message (all but the first, and any after a wait
+// for the CQ's event), and the phase is as clean as any; the sim has no
+// such loop and answers nothing.
 func TestTrafficAnswered(t *testing.T) {
 	window := 150 * time.Millisecond * timeScale
 	simulated := false
@@ -202,8 +200,8 @@ func TestTrafficAnswered(t *testing.T) {
 	switch {
 	case simulated && tr.Answered != 0:
 		t.Errorf("the sim answered %d messages", tr.Answered)
-	case !simulated && (tr.Answered < tr.Messages/4 || tr.Answered > tr.Messages+1):
-		t.Errorf("%d of %d messages answered from the poll", tr.Answered, tr.Messages)
+	case !simulated && (tr.Answered < tr.Messages/2 || tr.Answered > tr.Messages+1):
+		t.Errorf("%d of %d messages sent by the provider's loop", tr.Answered, tr.Messages)
 	}
 	t.Logf("%d msgs (%d answered), %.0f msg/s, p50 %.0fus p99 %.0fus", tr.Messages, tr.Answered, tr.MsgRate, tr.Latency.P50, tr.Latency.P99)
 }

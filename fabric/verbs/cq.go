@@ -102,10 +102,8 @@ func (c *cq) Poll(wc []fabric.WC) (int, error) { return c.SpinPoll(wc, 0) }
 // SpinPoll is Poll repeated in C until it finds completions or d has
 // passed (fabric.Spinner); with d = 0 it polls once.
 func (c *cq) SpinPoll(wc []fabric.WC, d time.Duration) (int, error) {
-	return c.spin(wc, d, nil)
+	return c.spin(wc, d)
 }
-
-var _ fabric.Answerer = (*cq)(nil)
 
 var _ fabric.SpinCounter = (*cq)(nil)
 
@@ -117,53 +115,14 @@ func (c *cq) Spun() time.Duration { return time.Duration(c.spun.Load()) }
 // AddSpun adds a polling loop's own vain time (fabric.SpinCounter).
 func (c *cq) AddSpun(d time.Duration) { c.spun.Add(int64(d)) }
 
-// SpinAnswer is SpinPoll that posts a in C as its receive arrives
-// (fabric.Answerer).
-func (c *cq) SpinAnswer(wc []fabric.WC, d time.Duration, a *fabric.Answer) (int, error) {
-	a.Index, a.Err = -1, nil
-	q, ok := a.QP.(*qp)
-	if !ok || q == nil {
-		return 0, verr("ibv_post_send", syscall.EINVAL, "not a verbs QP")
-	}
-	// A QP or MR that is gone went with its client (its phase ended as
-	// the poll began): the CQ is still good, and its other completions
-	// still come.
-	if x, ok := a.MR.(*mr); ok && x != nil && x.dead.Load() {
-		return c.spin(wc, d, nil)
-	}
-	m, err := sgeMR("ibv_post_send", a.MR, a.Off, a.Len)
-	if err != nil {
-		return 0, err
-	}
-	q.life.RLock()
-	defer q.life.RUnlock()
-	if q.dead {
-		return c.spin(wc, d, nil)
-	}
-	ca := C.rp_answer{qp: q.qp, wr_id: C.uint64_t(a.WRID), addr: C.uint64_t(m.addr + uintptr(a.Off)),
-		len: C.uint32_t(a.Len), lkey: C.uint32_t(m.lkey),
-		end: C.int64_t(nanotime() + int64(time.Until(a.Before)))}
-	n, err := c.spin(wc, d, &ca)
-	if ca.index >= 0 {
-		// The Go clock of the C one: runtime.nanotime is CLOCK_MONOTONIC.
-		now := time.Now()
-		a.Index, a.At = int(ca.index), now.Add(time.Duration(int64(ca.posted)-nanotime()))
-		if ca.err != 0 {
-			a.Err = verr("ibv_post_send", syscall.Errno(ca.err), "")
-		}
-	}
-	return n, err
-}
-
 // nanotime is the runtime's monotonic clock: CLOCK_MONOTONIC in
-// nanoseconds on Linux, the clock rp_spin stamps its post with.
+// nanoseconds on Linux, rp_clock's.
 //
 //go:linkname nanotime runtime.nanotime
 func nanotime() int64
 
-// spin polls (d = 0: once) or spins up to d (rp_spin) with answer a
-// (nil: none).
-func (c *cq) spin(wc []fabric.WC, d time.Duration, a *C.rp_answer) (int, error) {
+// spin polls (d = 0: once) or spins up to d (rp_spin).
+func (c *cq) spin(wc []fabric.WC, d time.Duration) (int, error) {
 	if len(wc) == 0 {
 		return 0, nil
 	}
@@ -176,11 +135,11 @@ func (c *cq) spin(wc []fabric.WC, d time.Duration, a *C.rp_answer) (int, error) 
 	defer c.pollMu.Unlock()
 	room := C.int(min(len(wc), C.RP_POLL_MAX))
 	var n int
-	if d <= 0 && a == nil {
+	if d <= 0 {
 		n = int(C.rp_poll(c.cq, c.buf, room))
 	} else {
 		var idle C.int64_t
-		n = int(C.rp_spin(c.cq, c.buf, room, C.int64_t(d), a, &idle))
+		n = int(C.rp_spin(c.cq, c.buf, room, C.int64_t(d), &idle))
 		c.spun.Add(int64(idle))
 	}
 	if n < 0 {

@@ -101,52 +101,16 @@ int64_t rp_clock(void) {
 	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-// rp_answer_one posts a's send if out[0..got) holds the receive it waits
-// for and a->end has not passed.
-static void rp_answer_one(rp_wc *out, int got, rp_answer *a) {
-	for (int i = 0; i < got; i++) {
-		rp_wc *w = &out[i];
-		if (w->status != IBV_WC_SUCCESS || !(w->opcode & IBV_WC_RECV) ||
-				w->qp_num != a->qp->qp_num || w->byte_len != a->len)
-			continue;
-		int64_t now = rp_clock();
-		if (now >= a->end) return;
-		a->posted = now;
-		a->err = rp_post_send(a->qp, a->wr_id, a->addr, a->len, a->lkey);
-		a->index = i;
-		return;
-	}
-}
-
 // rp_spin polls cq until it has completions or ns have passed: one cgo
-// call for a stretch of empty polls. With an answer (a, else NULL) it
-// posts a->qp's prepared send the moment it finds a successful receive
-// of a->len bytes on that QP, before returning: a->index is then that
-// completion's place in out, a->posted the clock just before the post
-// and a->err the post's result. It posts at most once, and not once
-// a->end (CLOCK_MONOTONIC ns) has passed; after a post it polls cq once
-// more, so that the answer's completion, when cq takes it and it is
-// there already, comes back with the receive. *idle is the time the call
-// polled in vain: from its start to the poll that found completions, or
-// to its end.
-int rp_spin(struct ibv_cq *cq, rp_wc *out, int n, int64_t ns, rp_answer *a, int64_t *idle) {
+// call for a stretch of empty polls. *idle is the time it polled in
+// vain: from its start to the poll that found completions, or to its
+// end.
+int rp_spin(struct ibv_cq *cq, rp_wc *out, int n, int64_t ns, int64_t *idle) {
 	int64_t start = rp_clock(), end = start + ns;
-	if (a != NULL) a->index = -1;
 	for (;;) {
 		int got = rp_poll(cq, out, n);
 		if (got != 0) {
 			*idle = rp_clock() - start;
-			if (got > 0 && a != NULL) {
-				rp_answer_one(out, got, a);
-				// rxe completes a send inside its post: on a CQ that takes
-				// the QP's sends too, the answer's own completion is there
-				// now, and this call returns it rather than the next (a
-				// failed poll fails the next call instead).
-				if (a->index >= 0 && got < n) {
-					int more = rp_poll(cq, out + got, n - got);
-					if (more > 0) got += more;
-				}
-			}
 			return got;
 		}
 		int64_t now = rp_clock();

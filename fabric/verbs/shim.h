@@ -44,17 +44,7 @@ struct ibv_cq *rp_create_cq(struct ibv_context *c, int cqe, uintptr_t id, struct
 int rp_poll(struct ibv_cq *cq, rp_wc *out, int n);
 int rp_req_notify(struct ibv_cq *cq);
 
-// rp_answer is the send rp_spin posts as a receive arrives.
-typedef struct {
-	struct ibv_qp *qp;
-	uint64_t wr_id, addr;
-	uint32_t len, lkey;
-	int64_t end;    // post only before this CLOCK_MONOTONIC time (ns)
-	int index;      // out: the receive answered, -1 if none
-	int err;        // out: the post's result (0 or errno)
-	int64_t posted; // out: CLOCK_MONOTONIC just before the post
-} rp_answer;
-int rp_spin(struct ibv_cq *cq, rp_wc *out, int n, int64_t ns, rp_answer *a, int64_t *idle);
+int rp_spin(struct ibv_cq *cq, rp_wc *out, int n, int64_t ns, int64_t *idle);
 
 // MR.
 struct ibv_mr *rp_reg_mr(struct ibv_pd *pd, size_t size, int access);
