@@ -239,12 +239,27 @@ func TestTrafficOpenLoop(t *testing.T) {
 // timeout ends the client there. Either way every client fails,
 // classified and counted, and the phase keeps what went before. (With
 // SEND, a client whose message the server took before stopping waits for
-// an echo that never comes: TestTrafficPeerSilent.)
+// an echo that never comes: TestTrafficPeerSilent.) One busy-polled
+// client sending (on verbs, its loop in C: fabric.Pinger) fails the same
+// way, through that loop's hand-back and the ticker's timeout.
 func TestTrafficServerGone(t *testing.T) {
-	const n = 3
+	for _, c := range []struct {
+		name string
+		n    int
+		opts harnessOpts
+		op   string
+	}{
+		{"write", 3, harnessOpts{mode: server.ModeSRQ, remote: true}, result.OpWrite},
+		{"one-busy-polled-send", 1, harnessOpts{mode: server.ModePerClient, busy: time.Millisecond}, result.OpSend},
+	} {
+		t.Run(c.name, func(t *testing.T) { testTrafficServerGone(t, c.n, c.opts, c.op) })
+	}
+}
+
+func testTrafficServerGone(t *testing.T, n int, opts harnessOpts, op string) {
 	simulated := false
 	tr, _ := midPhase(t, func(after time.Duration) result.Traffic {
-		h := newHarnessOpts(t, n, harnessOpts{mode: server.ModeSRQ, remote: true})
+		h := newHarnessOpts(t, n, opts)
 		_, simulated = h.server.(*sim.Provider)
 		conns := connectAll(t, h, n)
 		stopped := make(chan struct{})
@@ -258,15 +273,15 @@ func TestTrafficServerGone(t *testing.T) {
 		if !simulated {
 			timeout = 2 * time.Second * timeScale
 		}
-		return h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{Op: result.OpWrite, Duration: 20 * time.Second, Timeout: timeout})
+		return h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{Op: op, Duration: 20 * time.Second, Timeout: timeout})
 	})
 	if tr.ClientsFailed != n {
 		t.Fatalf("%d of %d clients failed (errors %v)", tr.ClientsFailed, n, tr.Errors)
 	}
 	switch {
-	case simulated && (tr.Errors["RETRY_EXC_ERR"] != n || !strings.Contains(tr.ErrorText["RETRY_EXC_ERR"], "write completion: transport retry counter exceeded")):
+	case simulated && (tr.Errors["RETRY_EXC_ERR"] != int64(n) || !strings.Contains(tr.ErrorText["RETRY_EXC_ERR"], op+" completion: transport retry counter exceeded")):
 		t.Errorf("errors %v (%v), want RETRY_EXC_ERR for each client", tr.Errors, tr.ErrorText)
-	case !simulated && tr.Errors["RETRY_EXC_ERR"]+tr.Errors[result.TrafficTimeout] != n:
+	case !simulated && tr.Errors["RETRY_EXC_ERR"]+tr.Errors[result.TrafficTimeout] != int64(n):
 		t.Errorf("errors %v (%v), want RETRY_EXC_ERR or timeout for each client", tr.Errors, tr.ErrorText)
 	}
 	t.Logf("errors %v (%v)", tr.Errors, tr.ErrorText)
@@ -276,14 +291,27 @@ func TestTrafficServerGone(t *testing.T) {
 }
 
 // TestTrafficInterrupted: the phase's context ends (Ctrl-C) mid-phase:
-// it stops at once, says so, and keeps what it measured.
+// it stops at once, says so, and keeps what it measured; also with one
+// busy-polled client, whose loop runs in the provider on verbs.
 func TestTrafficInterrupted(t *testing.T) {
-	const n = 3
+	for _, c := range []struct {
+		name string
+		n    int
+		opts harnessOpts
+	}{
+		{"pool", 3, harnessOpts{mode: server.ModePool}},
+		{"one-busy-polled", 1, harnessOpts{mode: server.ModePerClient, busy: time.Millisecond}},
+	} {
+		t.Run(c.name, func(t *testing.T) { testTrafficInterrupted(t, c.n, c.opts) })
+	}
+}
+
+func testTrafficInterrupted(t *testing.T, n int, opts harnessOpts) {
 	const window = time.Minute
 	var conns []*client.Conn
 	var took time.Duration
 	tr, after := midPhase(t, func(after time.Duration) result.Traffic {
-		h := newHarnessOpts(t, n, harnessOpts{mode: server.ModePool})
+		h := newHarnessOpts(t, n, opts)
 		conns = connectAll(t, h, n)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -312,7 +340,7 @@ func TestTrafficInterrupted(t *testing.T) {
 	// interrupted ones: it requires that nothing else was counted, and
 	// no more than the one message per client outstanding at depth 1.
 	for class, k := range tr.Errors {
-		if class != result.TrafficInterrupted || k > n {
+		if class != result.TrafficInterrupted || k > int64(n) {
 			t.Errorf("errors %v, want at most %d interrupted and nothing else", tr.Errors, n)
 		}
 	}
