@@ -623,7 +623,7 @@ func (f *flow) startPingLocked() {
 // pingSlice bounds one call of the provider's loop: the latencies it
 // took are recorded, and the ticker's checks see the slot, at least this
 // often. Well under the 10 ms after which Go's sysmon takes the
-// processor of a goroutine in a cgo call when another is idle.
+// processor of a goroutine in a cgo call even while others are idle.
 const pingSlice = 2 * time.Millisecond
 
 // ping runs the flow's traffic in its provider (fabric.Pinger) for up to
