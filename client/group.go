@@ -160,7 +160,7 @@ func (g *groups) route(ctx context.Context, cg *cqGroup) {
 			g.broken(cg, err)
 			return
 		}
-		if n == 0 && !idle && err == nil {
+		if n == 0 && !idle {
 			continue // the provider's loop ran its slice
 		}
 		if n == 0 {
