@@ -129,6 +129,9 @@ func trafficLine(pt result.Point) string {
 	s := fmt.Sprintf("        traffic: %s %d B, %s, %.1f s: %.0f msg/s, %.2f MB/s, latency p50 %s p99 %s max %s, per client %.0f..%.0f msg/s",
 		t.Op, t.MsgBytes, mode, t.DurationSec, t.MsgRate, t.MBps,
 		usText(t.Latency.P50), usText(t.Latency.P99), usText(t.Latency.Max), t.PerClient.Min, t.PerClient.Max)
+	if r := pt.LatencyReference; r != nil && r.Error == "" && r.Figures["t_typical"] > 0 && t.Latency.P50 > 0 {
+		s += fmt.Sprintf("; p50 %.2f × %s's t_typical %s, read just before", t.Latency.P50/r.Figures["t_typical"], r.Tool, usText(r.Figures["t_typical"]))
+	}
 	if n := t.ErrorCount(); n > 0 {
 		var parts []string
 		for _, k := range t.ErrorClasses() {

@@ -31,11 +31,12 @@ func needVM(t *testing.T) {
 
 // 64 real clients on real rxe in the guest, with verified round trips;
 // the guest boots with the extra kernel arguments asked for, and the
-// point is calibrated inside the guest.
+// point is calibrated inside the guest. A 1-client point before it is
+// set against perftest's latency read just before it.
 func TestVMRealSoftRoCE(t *testing.T) {
 	needVM(t)
 	root := t.TempDir()
-	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "64", "--rounds", "2",
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "1,64", "--rounds", "2",
 		"--vm-mem", "2048", "--vm-kernel-args", "mitigations=off  nosmt", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
@@ -52,7 +53,24 @@ func TestVMRealSoftRoCE(t *testing.T) {
 	if b, err := os.ReadFile(logs[0]); err != nil || !strings.Contains(string(b), " mitigations=off nosmt") {
 		t.Errorf("guest kernel command line lacks the extra arguments (%v)", err)
 	}
-	p := r.Points[0]
+	if len(r.Points) != 2 {
+		t.Fatalf("%d points, want 2 (1 and 64 clients)", len(r.Points))
+	}
+	one, p := r.Points[0], r.Points[1]
+	if ref := one.LatencyReference; ref == nil || ref.Tool != "ib_send_lat" || ref.When != result.ReferencePoint ||
+		ref.Error != "" || ref.Figures["t_typical"] <= 0 || !strings.Contains(ref.Command, "-s 4096") {
+		t.Errorf("1-client point's perftest reading: %+v", one.LatencyReference)
+	}
+	if tr := one.Traffic; tr == nil || tr.Clients != 1 || tr.Messages < 1 || tr.Latency.P50 <= 0 {
+		t.Errorf("1-client traffic phase %+v", one.Traffic)
+	}
+	if !strings.Contains(out+errOut, "reference (before the point): ib_send_lat 4096 B on rxe0: t_typical ") ||
+		!strings.Contains(out+errOut, "s t_typical ") || !strings.Contains(out+errOut, ", read just before") {
+		t.Errorf("the reading and the ratio are not printed:\n%s\n%s", out, errOut)
+	}
+	if p.LatencyReference != nil {
+		t.Errorf("a 64-client point has a latency reading: %+v", p.LatencyReference)
+	}
 	if c := p.Calibration; c == nil || c.BeforeHS <= 0 || c.AfterHS <= 0 {
 		t.Errorf("calibration in the guest: %+v", p.Calibration)
 	}

@@ -323,7 +323,45 @@ func trafficReference(run *result.Run) string {
 			parts = append(parts, s)
 		}
 	}
-	return "perftest on the same device: " + strings.Join(parts, "; ") + "."
+	s := "perftest on the same device: " + strings.Join(parts, "; ") + "."
+	if turns := turnsReference(run); turns != "" {
+		s += " " + turns
+	}
+	return s
+}
+
+// turnsReference sets each 1-client point's latency p50 against the
+// reading of perftest's latency tool taken just before it
+// (Point.LatencyReference), with the median ratio over several: figures
+// taken in turns, which a drifting host moves together. "" without such
+// points.
+func turnsReference(run *result.Run) string {
+	var parts []string
+	var ratios []float64
+	tool := ""
+	for _, p := range run.Points {
+		r, t := p.LatencyReference, p.Traffic
+		if r == nil || t == nil || t.Messages == 0 || p.Clients != 1 {
+			continue
+		}
+		tool = r.Tool
+		v := r.Figures["t_typical"]
+		if r.Error != "" || v <= 0 {
+			parts = append(parts, fmt.Sprintf("p50 %s without its reading (%s failed)", latency(t.Latency.P50), r.Tool))
+			continue
+		}
+		x := t.Latency.P50 / v
+		ratios = append(ratios, x)
+		parts = append(parts, fmt.Sprintf("p50 %s against t_typical %s (%.2f×)", latency(t.Latency.P50), latency(v), x))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("In turns, each 1-client point against %s run just before it: %s", tool, strings.Join(parts, "; "))
+	if len(ratios) > 1 {
+		s += fmt.Sprintf("; median %.2f×", analysis.Percentiles(ratios).P50)
+	}
+	return s + "."
 }
 
 // whenSuffix says when a reference ran, if its tool ran more than once.

@@ -74,6 +74,41 @@ func TestTrafficReferenceBeforeAfter(t *testing.T) {
 	}
 }
 
+// TestTrafficReferenceInTurns: each 1-client point is set against the
+// latency tool's reading taken just before it, with the median ratio;
+// a failed reading is said, points of more clients are left out, and a
+// run without such readings reads as before.
+func TestTrafficReferenceInTurns(t *testing.T) {
+	ref := func(typ float64, err string) *result.Reference {
+		return &result.Reference{Tool: "ib_send_lat", Command: "ib_send_lat -s 4096", When: result.ReferencePoint,
+			Figures: map[string]float64{"t_typical": typ}, Error: err}
+	}
+	pt := func(n int, p50 float64, r *result.Reference) result.Point {
+		return result.Point{Clients: n, LatencyReference: r,
+			Traffic: &result.Traffic{Messages: 100, MsgRate: 10000, Latency: result.LatencyUS{P50: p50}}}
+	}
+	run := &result.Run{Points: []result.Point{pt(1, 60, ref(30, "")), pt(1, 66, ref(30, "")), pt(1, 58, ref(31, "")),
+		pt(1, 70, ref(0, "timed out")), pt(10, 600, nil)}}
+	run.Environment.DataPath = []result.Reference{{Tool: "ib_send_lat", Command: "ib_send_lat -s 4096", When: "before",
+		Figures: map[string]float64{"t_typical": 30}}}
+	got := trafficReference(run)
+	want := " In turns, each 1-client point against ib_send_lat run just before it: p50 60us against t_typical 30us (2.00×); " +
+		"p50 66us against t_typical 30us (2.20×); p50 58us against t_typical 31us (1.87×); " +
+		"p50 70us without its reading (ib_send_lat failed); median 2.00×."
+	if !strings.HasSuffix(got, want) {
+		t.Errorf("in turns:\n got %s\nwant suffix %s", got, want)
+	}
+	run.Points = []result.Point{pt(1, 60, nil), pt(10, 600, nil)}
+	if got := trafficReference(run); strings.Contains(got, "In turns") {
+		t.Errorf("no readings in turns, yet: %s", got)
+	}
+	// One reading: its ratio, no median.
+	run.Points = []result.Point{pt(1, 60, ref(30, ""))}
+	if got := trafficReference(run); !strings.HasSuffix(got, "just before it: p50 60us against t_typical 30us (2.00×).") {
+		t.Errorf("one reading: %s", got)
+	}
+}
+
 // The generator's and the server's CPU columns say how much of it went
 // to polling empty CQs when the process counted it, and read as before
 // otherwise.

@@ -150,8 +150,9 @@ type Reference struct {
 	Output  string             `json:"output,omitempty"`
 	Error   string             `json:"error,omitempty"`
 	// When a data-path reference ran: ReferenceBefore the run's points
-	// (also when empty, in runs before it was recorded) or
-	// ReferenceAfter them, so a drifting host shows in the comparison.
+	// (also when empty, in runs before it was recorded),
+	// ReferenceAfter them, so a drifting host shows in the comparison,
+	// or ReferencePoint (just before one point).
 	When string `json:"when,omitempty"`
 }
 
@@ -159,6 +160,8 @@ type Reference struct {
 const (
 	ReferenceBefore = "before"
 	ReferenceAfter  = "after"
+	// ReferencePoint: just before one point (Point.LatencyReference).
+	ReferencePoint = "point"
 )
 
 // Config is what the points were run with.
@@ -245,8 +248,15 @@ type Point struct {
 	// point (runner.CalibrationWindow); absent in runs before 2026-11-23
 	// 18:30 UTC and with calibration off.
 	Calibration *Calibration `json:"calibration,omitempty"`
-	Attempted   int          `json:"attempted"`
-	Connected   int          `json:"connected"`
+	// LatencyReference is perftest's latency tool (Environment.DataPath's,
+	// When ReferencePoint) run on the same device at the same message
+	// size just before this point's clients: the vm backend takes it for
+	// each 1-client point with a traffic phase, whose latency it sets
+	// beside its own in turns. Absent elsewhere and in runs before
+	// 2026-11-24 22:00 UTC.
+	LatencyReference *Reference `json:"latency_reference,omitempty"`
+	Attempted        int        `json:"attempted"`
+	Connected        int        `json:"connected"`
 	// TLSResumed counts clients whose TLS handshake resumed a session.
 	TLSResumed  int     `json:"tls_resumed,omitempty"`
 	SuccessRate float64 `json:"success_rate"` // 0..1

@@ -332,8 +332,42 @@ func (g *Guest) guests() []*softroce.Guest {
 }
 
 // RunPoint runs one point inside the guest (Runner.RunPoint), with QEMU
-// sampled from the host beside the guest's own view.
+// sampled from the host beside the guest's own view; a 1-client point
+// with a traffic phase runs perftest's latency tool first
+// (latencyReference).
 func (g *Guest) RunPoint(ctx context.Context, n, trial int) (result.Point, error) {
+	var ref *result.Reference
+	if n == 1 && len(g.dataRef) > 0 && g.peer == nil && ctx.Err() == nil {
+		ref = g.latencyReference(ctx)
+	}
+	pt, err := g.runPoint(ctx, n, trial)
+	pt.LatencyReference = ref
+	return pt, err
+}
+
+// latencyReference runs perftest's latency tool on the run's device at
+// its message size just before a 1-client point (Point.LatencyReference):
+// its figure and the point's latency are then taken in turns. Not with
+// --vm-peer, whose client crosses the virtual link to the server while
+// perftest's reference stays on one guest's loopback device.
+func (g *Guest) latencyReference(ctx context.Context) *result.Reference {
+	size := g.spec.MsgSize
+	if size <= 0 {
+		size = 4096
+	}
+	r := softroce.DataPathLatency(ctx, g.g, g.spec.Traffic.Op, size)
+	ref := &result.Reference{Tool: r.Tool, Command: r.Command, Figures: r.Figures, Output: r.Output, When: result.ReferencePoint}
+	if r.Err != nil {
+		ref.Error = r.Err.Error()
+		fmt.Fprintf(g.opts.Out, "reference (before the point): %s failed: %v\n", r.Tool, r.Err)
+	} else {
+		fmt.Fprintf(g.opts.Out, "reference (before the point): %s %d B on %s: t_typical %.2f µs, p99 %.2f µs\n",
+			r.Tool, size, g.g.Ready.Device, r.Figures["t_typical"], r.Figures["99%"])
+	}
+	return ref
+}
+
+func (g *Guest) runPoint(ctx context.Context, n, trial int) (result.Point, error) {
 	var qemu *collectors.Session
 	if g.spec.SampleInterval >= 0 {
 		qemu = collectors.Start(ctx, collectors.Config{Interval: g.spec.SampleInterval,
