@@ -661,6 +661,11 @@ type EchoLoop struct {
 	Size, Depth      int
 	Bufs             []BufState
 	Inflight         int
+	// Idle is set by Echoer.EchoSpin when it returned because idle
+	// passed without a message, and cleared when it returned for any
+	// other reason (its slice ended, a completion for the caller): only
+	// an idle loop's caller arms the CQ and sleeps.
+	Idle bool
 }
 
 // BufState is the state of one of an EchoLoop's buffers.
@@ -727,7 +732,9 @@ func (l *EchoLoop) Sent(wrID uint64) {
 // back, its buffer BufSending.
 //
 // EchoSpin echoes on the Echoer's QP until idle passes without a
-// message, or slice passes, and returns ok = false; or returns ok = true
+// message (l.Idle set), or slice passes (l.Idle clear: messages are
+// still coming, and the caller calls again without sleeping), and
+// returns ok = false; or returns ok = true
 // and a receive completion for the caller: echoed and failing its check
 // (its buffer BufSending), or not echoed (any other state: not a success,
 // a goodbye, a length other than Size, or the slice ended while it waited

@@ -99,6 +99,16 @@ func (c *conn) echo(ctx context.Context) error {
 			if !got && ctx.Err() != nil {
 				return ctx.Err()
 			}
+			if !got && !loop.Idle {
+				// The slice ended with messages still coming: back into
+				// the provider's loop, without arming the CQ, whose event
+				// would wake this loop's thread for a message it then
+				// polls anyway (one round trip per slice paid a sleep).
+				continue
+			}
+			if !got {
+				c.s.idles.Add(1)
+			}
 		}
 		if !got {
 			var err error

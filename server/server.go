@@ -138,7 +138,9 @@ type Server struct {
 	// fastLoops counts the echo loops the provider could run
 	// (fabric.Echoer, echoloop.go): it does only while there is one.
 	fastLoops atomic.Int64
-	shared    *sharedCQs
+	// idles counts the provider's echo loops coming back idle (Idles).
+	idles  atomic.Int64
+	shared *sharedCQs
 	// cqs creates and destroys every CQ, and tallies their vain polling.
 	cqs    *spinTally
 	pool   *memPool // pool and srq modes

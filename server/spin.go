@@ -65,3 +65,10 @@ func (t *spinTally) total() time.Duration {
 // have spent polling empty CQs so far: the part of its process's CPU
 // time that was waiting for clients, not serving them.
 func (s *Server) Spun() time.Duration { return s.cqs.total() }
+
+// Idles is how many times a client's echo loop run by the provider
+// (fabric.Echoer, busy-polled) came back idle, with no message for
+// Config.BusyPoll, and went to wait on its completion channel. A phase
+// that keeps the loop busy adds none: the loop's slices end without a
+// sleep.
+func (s *Server) Idles() int64 { return s.idles.Load() }

@@ -56,7 +56,7 @@ int rp_echo(struct ibv_qp *qp, struct ibv_cq *rcq, struct ibv_cq *scq,
 		if (p == 0) continue;
 		*idle += seen - waited;
 		if (p < 0) return p;
-		if (p == RP_POLL_OVER) return RP_ECHO_IDLE;
+		if (p == RP_POLL_OVER) return seen >= idle_end ? RP_ECHO_IDLE : RP_ECHO_SLICE;
 		// Anything but a full-size message goes to Go unechoed, which says
 		// what is wrong with it (or ends the client on a goodbye).
 		int b = wc.wr_id < (uint64_t)(2 * depth) ? (int)wc.wr_id : 2 * depth - 1;

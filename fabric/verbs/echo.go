@@ -67,6 +67,7 @@ func (q *qp) EchoSpin(l *fabric.EchoLoop, idle, slice time.Duration) (fabric.WC,
 	var out C.rp_wc
 	var failed C.int
 	var vain C.int64_t
+	l.Idle = false
 	r := C.rp_echo(q.qp, rcq.cq, scq.cq,
 		C.uint64_t(rm.addr+uintptr(l.RecvOff)), C.uint32_t(rm.lkey),
 		C.uint64_t(sm.addr+uintptr(l.SendOff)), C.uint32_t(sm.lkey),
@@ -76,6 +77,9 @@ func (q *qp) EchoSpin(l *fabric.EchoLoop, idle, slice time.Duration) (fabric.WC,
 	rcq.spun.Add(int64(vain))
 	switch {
 	case r == C.RP_ECHO_IDLE:
+		l.Idle = true
+		return fabric.WC{}, false, nil
+	case r == C.RP_ECHO_SLICE:
 		return fabric.WC{}, false, nil
 	case r == C.RP_ECHO_RECV:
 		return wcOf(out), true, nil

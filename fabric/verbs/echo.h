@@ -6,9 +6,10 @@
 #include "shim.h"
 
 // What rp_echo returns besides -errno (*verb names the verb that failed).
-#define RP_ECHO_IDLE 0    // idle or slice passed; nothing left over
+#define RP_ECHO_IDLE 0    // idle passed without a message; nothing left over
 #define RP_ECHO_RECV 1    // *out is a receive completion for Go: not echoed, or echoed and failing its check
 #define RP_ECHO_SENDERR 2 // *out is a send completion that failed
+#define RP_ECHO_SLICE 3   // the slice passed while messages kept coming; nothing left over
 
 // The states of a buffer (fabric.BufState).
 #define RP_BUF_FREE 0

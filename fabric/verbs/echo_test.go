@@ -141,8 +141,8 @@ func TestEchoSpin(t *testing.T) {
 	_, b, loop := setup(t, msgSize)
 	spun0 := b.rcq.(fabric.SpinCounter).Spun()
 	start := time.Now()
-	if _, got, err := b.qp.(fabric.Echoer).EchoSpin(loop, 20*time.Millisecond, time.Second); got || err != nil {
-		t.Fatalf("idle loop: %v %v", got, err)
+	if _, got, err := b.qp.(fabric.Echoer).EchoSpin(loop, 20*time.Millisecond, time.Second); got || err != nil || !loop.Idle {
+		t.Fatalf("idle loop: %v %v, idle %v", got, err, loop.Idle)
 	}
 	el := time.Since(start)
 	if el < 20*time.Millisecond {
@@ -150,6 +150,15 @@ func TestEchoSpin(t *testing.T) {
 	}
 	if spun := b.rcq.(fabric.SpinCounter).Spun() - spun0; spun < 20*time.Millisecond || spun > el {
 		t.Errorf("an idle loop of %v counted %v of polling in vain", el, spun)
+	}
+	// A slice that ends first returns as well, not idle: its caller
+	// calls again rather than sleeping on the completion channel.
+	start = time.Now()
+	if _, got, err := b.qp.(fabric.Echoer).EchoSpin(loop, time.Second, 20*time.Millisecond); got || err != nil || loop.Idle {
+		t.Fatalf("slice: %v %v, idle %v", got, err, loop.Idle)
+	}
+	if el := time.Since(start); el < 20*time.Millisecond {
+		t.Errorf("a 20ms slice of a 1s idle returned after %v", el)
 	}
 	// A loop its MRs cannot hold is refused, and so is one whose buffer
 	// states do not match its depth.
