@@ -15,7 +15,14 @@ type Comparison struct {
 	Header  []string   // "Clients", then one column per run
 	Table   [][]string
 	Plots   []Plot
+	// Refs are the runs' data paths set beside perftest's (the report's
+	// TrafficRef, with each 1-client point's ratio in turns), one per run
+	// that has them: how the harness's own cost moved between runs.
+	Refs []RunText
 }
+
+// RunText is a run's label and a paragraph about it.
+type RunText struct{ Label, Text string }
 
 // SummaryHeader names the columns of Comparison.Summary.
 var SummaryHeader = []string{"Run", "Backend", "Mode", "100% up to", "Failures from", "QPs/client", "CQs/client", "MRs/client", "Maps/client", "Server RSS/client", "Limit", "Connects/s", "Host speed (hs/s)", "Per hs"}
@@ -77,6 +84,9 @@ func NewComparison(runs []*result.Run) *Comparison {
 		}
 		row = append(row, lastRate(m.Rates)...)
 		c.Summary = append(c.Summary, row)
+		if m.TrafficRef != "" {
+			c.Refs = append(c.Refs, RunText{Label: c.Labels[i], Text: m.TrafficRef})
+		}
 		s := Series{Label: c.Labels[i]}
 		cs := Series{Label: c.Labels[i]}
 		for _, pr := range m.Rows {

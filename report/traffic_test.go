@@ -148,3 +148,42 @@ func TestTrafficNoteBusyPoll(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareTrafficReference: a comparison lists each run's data path
+// against perftest, with its ratios in turns, under the run's label; a
+// run without perftest's figures is left out.
+func TestCompareTrafficReference(t *testing.T) {
+	mk := func(p50, typ float64) *result.Run {
+		r := &result.Run{Backend: result.Backend{Name: "vm"}, Points: []result.Point{{Clients: 1,
+			LatencyReference: &result.Reference{Tool: "ib_send_lat", When: result.ReferencePoint, Figures: map[string]float64{"t_typical": typ}},
+			Traffic:          &result.Traffic{Messages: 100, MsgRate: 10000, Latency: result.LatencyUS{P50: p50}}}}}
+		r.Environment.DataPath = []result.Reference{{Tool: "ib_send_lat", Command: "ib_send_lat -s 4096", When: "before",
+			Figures: map[string]float64{"t_typical": typ}}}
+		return r
+	}
+	bare := mk(60, 30)
+	bare.Environment.DataPath, bare.Points[0].LatencyReference = nil, nil
+	c := NewComparison([]*result.Run{mk(63, 30), mk(60, 30), bare})
+	if len(c.Refs) != 2 || c.Refs[0].Label != "vm" || c.Refs[1].Label != "vm #2" {
+		t.Fatalf("refs %+v", c.Refs)
+	}
+	md, err := c.Document().Markdown()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## The data path against perftest",
+		"- **vm**: perftest on the same device: `ib_send_lat -s 4096`: t_typical 30us",
+		"just before it: p50 63us against t_typical 30us (2.10×).",
+		"- **vm #2**: perftest on the same device", "p50 60us against t_typical 30us (2.00×)."} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("missing %q in\n%s", want, md)
+		}
+	}
+	html, err := c.Document().HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(html), "<h2>The data path against perftest</h2>") || !strings.Contains(string(html), "<li><b>vm #2</b>: perftest") {
+		t.Errorf("HTML lacks the section:\n%s", html)
+	}
+}
