@@ -332,17 +332,53 @@ func (g *Guest) guests() []*softroce.Guest {
 }
 
 // RunPoint runs one point inside the guest (Runner.RunPoint), with QEMU
-// sampled from the host beside the guest's own view; a 1-client point
-// with a traffic phase runs perftest's latency tool first
-// (latencyReference).
+// sampled from the host beside the guest's own view: first the server's
+// build for its count, if any (prepareBuild), then for a 1-client point
+// with a traffic phase perftest's latency tool (latencyReference), then
+// the point.
 func (g *Guest) RunPoint(ctx context.Context, n, trial int) (result.Point, error) {
+	req := guestPointRequest{N: n, Trial: trial, Spec: g.spec}
+	if g.peer != nil {
+		req.Peer = &g.peer.placement
+	}
+	if err := g.prepareBuild(ctx, n, &req); err != nil {
+		return result.Point{Clients: n, Trial: trial}, err
+	}
 	var ref *result.Reference
 	if n == 1 && len(g.dataRef) > 0 && g.peer == nil && ctx.Err() == nil {
 		ref = g.latencyReference(ctx)
 	}
-	pt, err := g.runPoint(ctx, n, trial)
+	pt, err := g.runPoint(ctx, req)
 	pt.LatencyReference = ref
 	return pt, err
+}
+
+// prepareBuild runs the server's build for n clients (--server-build),
+// if any, and puts it in req: builds run on the host (the guest has no
+// compiler), and what one produced goes into the guest once, at the
+// same path. A failed build is the point's to report (req.BuildError);
+// a failed copy into the guest fails the point here.
+func (g *Guest) prepareBuild(ctx context.Context, n int, req *guestPointRequest) error {
+	if g.build == nil {
+		return nil
+	}
+	b, err := g.build(ctx, n, g.spec.maxClients(n))
+	if err != nil {
+		req.BuildError = err.Error()
+		return nil
+	}
+	if !g.pushed[b.Key] {
+		files, err := softroce.HostFiles([]string{b.Dir})
+		if err == nil {
+			err = g.g.PutFiles(ctx, files)
+		}
+		if err != nil {
+			return fmt.Errorf("copy the build into the guest: %w", err)
+		}
+		g.pushed[b.Key] = true
+	}
+	req.Build = b
+	return nil
 }
 
 // latencyReference runs perftest's latency tool on the run's device at
@@ -367,35 +403,14 @@ func (g *Guest) latencyReference(ctx context.Context) *result.Reference {
 	return ref
 }
 
-func (g *Guest) runPoint(ctx context.Context, n, trial int) (result.Point, error) {
+// runPoint runs the point req asks for in the guest, QEMU sampled from
+// the host meanwhile.
+func (g *Guest) runPoint(ctx context.Context, req guestPointRequest) (result.Point, error) {
+	n, trial := req.N, req.Trial
 	var qemu *collectors.Session
 	if g.spec.SampleInterval >= 0 {
 		qemu = collectors.Start(ctx, collectors.Config{Interval: g.spec.SampleInterval,
 			Procs: func() []collectors.Proc { return []collectors.Proc{{Role: "qemu", PID: g.g.PID}} }})
-	}
-	req := guestPointRequest{N: n, Trial: trial, Spec: g.spec}
-	if g.peer != nil {
-		req.Peer = &g.peer.placement
-	}
-	if g.build != nil {
-		// Builds run on the host (the guest has no compiler); what one
-		// produced goes into the guest once, at the same path.
-		b, err := g.build(ctx, n, g.spec.maxClients(n))
-		if err != nil {
-			req.BuildError = err.Error()
-		} else {
-			if !g.pushed[b.Key] {
-				files, err := softroce.HostFiles([]string{b.Dir})
-				if err == nil {
-					err = g.g.PutFiles(ctx, files)
-				}
-				if err != nil {
-					return result.Point{Clients: n, Trial: trial}, fmt.Errorf("copy the build into the guest: %w", err)
-				}
-				g.pushed[b.Key] = true
-			}
-			req.Build = b
-		}
 	}
 	started := time.Now()
 	var last Progress // how far the point got, by the guest's last report
