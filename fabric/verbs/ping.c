@@ -8,6 +8,12 @@
 
 #include <errno.h>
 
+// rp_ping_write writes the next message into the send buffer (p->next).
+static void rp_ping_write(rp_ping_loop *p) {
+	p->next = ++p->last;
+	rp_payload_fill((uint8_t *)(uintptr_t)p->saddr, p->next, p->size);
+}
+
 // rp_ping_post sends the message written in the send buffer (p->next,
 // or a new one written now) at now, if the window is open; else the
 // slot is free.
@@ -16,10 +22,7 @@ static int rp_ping_post(rp_ping_loop *p, int64_t now) {
 		p->seq = 0;
 		return 0;
 	}
-	if (p->next == 0) {
-		p->next = ++p->last;
-		rp_payload_fill((uint8_t *)(uintptr_t)p->saddr, p->next, p->size);
-	}
+	if (p->next == 0) rp_ping_write(p);
 	int e = rp_post_send(p->qp, p->swrid, p->saddr, (uint32_t)p->size, p->lkey);
 	if (e != 0) {
 		p->seq = 0;
@@ -108,8 +111,7 @@ int rp_ping(rp_ping_loop *p, int64_t idle_ns, int64_t slice_ns) {
 				rc = rp_ping_post(p, now); // the echo came first: the slot is done
 				if (rc != 0) return rc;
 			} else if (p->next == 0 && now < p->end) {
-				p->next = ++p->last;
-				rp_payload_fill((uint8_t *)(uintptr_t)p->saddr, p->next, p->size);
+				rp_ping_write(p);
 			}
 		}
 		waited = seen = rp_clock();
