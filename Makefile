@@ -74,6 +74,16 @@ bench: build
 	$(GO) test -run '^$$' -bench . ./bench/
 	./$(BIN) bench --backend sim
 
+# The floor under the 1-client latency target (README, "The floor under
+# the echo"): in one guest, FLOOR_ROUNDS rounds in turns of ib_send_lat,
+# a C echo with nothing of rdmaprobe around it (bare, then checking every
+# byte as rdmaprobe does: softroce/testdata/echofloor) and rdmaprobe's
+# own 1-client point, at ECHOFLOOR_SIZE bytes (default 4096).
+FLOOR_ROUNDS ?= 7
+.PHONY: floor
+floor: setup build
+	RDMAPROBE_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench EchoFloor -benchtime $(FLOOR_ROUNDS)x ./softroce/
+
 # Every figure of the README's table, each run saved under results/ with
 # its command (about 20 minutes on 2 cores): the ratios (bench on vm and
 # sim), connect throughput at 300 and 1000 clients over 5 trials in the

@@ -404,7 +404,7 @@ func bootTestGuestCtx(t *testing.T, ctx context.Context) *Guest {
 }
 
 // testImage builds the guest image around this test binary.
-func testImage(t *testing.T, ctx context.Context, extra []string) Image {
+func testImage(t testing.TB, ctx context.Context, extra []string) Image {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -424,7 +424,7 @@ func testImage(t *testing.T, ctx context.Context, extra []string) Image {
 	return img
 }
 
-func bootGuest(t *testing.T, ctx context.Context, netdev bool, extra []string) *Guest {
+func bootGuest(t testing.TB, ctx context.Context, netdev bool, extra []string) *Guest {
 	t.Helper()
 	if ok, why := Available(); !ok {
 		t.Skipf("vm backend unavailable: %s", why)

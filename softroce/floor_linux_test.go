@@ -1,0 +1,149 @@
+package softroce
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// BenchmarkEchoFloor measures the floor under rdmaprobe's 1-client
+// latency target (an echo's p50 <= 2 x ib_send_lat's t_typical, same
+// guest, same size): in one guest, b.N rounds of perftest's ib_send_lat
+// and then testdata/echofloor's C echo, bare and verified, each 20,000
+// round trips at ECHOFLOOR_SIZE bytes (default 4096). echofloor is the
+// echo of rdmaprobe's traffic phase with nothing of rdmaprobe around it
+// (see its header), so its ratios are what no harness doing that echo
+// can go below on this machine. Figures, not a pass/fail: `make floor`
+// runs three rounds and the README keeps what they printed.
+func BenchmarkEchoFloor(b *testing.B) {
+	size := 4096
+	if s := os.Getenv("ECHOFLOOR_SIZE"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 12 {
+			b.Fatalf("ECHOFLOOR_SIZE=%q: want a number of bytes >= 12", s)
+		}
+		size = n
+	}
+	const roundTrips = "20000"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	if ok, why := Available(); !ok {
+		b.Skipf("vm backend unavailable: %s", why)
+	}
+	bin := filepath.Join(b.TempDir(), "echofloor")
+	cc := exec.CommandContext(ctx, "gcc", "-O2", "-Wall", "-I../payload", "-o", bin,
+		"testdata/echofloor/echofloor.c", "-libverbs", "-lpthread")
+	if out, err := cc.CombinedOutput(); err != nil {
+		b.Fatalf("building echofloor: %v\n%s", err, out)
+	}
+	g := bootGuest(b, ctx, false, DefaultExtraBinaries)
+	defer g.Close()
+	// After boot: the guest's /tmp is its own tmpfs.
+	files, err := HostFiles([]string{bin})
+	if err == nil {
+		err = g.PutFiles(ctx, files)
+	}
+	if err != nil {
+		b.Fatalf("echofloor into the guest: %v", err)
+	}
+
+	// The rdmaprobe binary, when given, runs its own 1-client echo as
+	// the round's fourth reading (`make floor` gives bin/rdmaprobe).
+	rp := os.Getenv("RDMAPROBE_BIN")
+	if rp != "" {
+		if rp, err = filepath.Abs(rp); err == nil {
+			files, err = HostFiles([]string{rp})
+		}
+		if err == nil {
+			err = g.PutFiles(ctx, files)
+		}
+		if err != nil {
+			b.Fatalf("RDMAPROBE_BIN into the guest: %v", err)
+		}
+	}
+
+	var bare, verified, own []float64
+	for round := 1; b.Loop(); round++ {
+		pt := perftest(ctx, g, "ib_send_lat", referencePort+2, "-s", strconv.Itoa(size), "-n", roundTrips)
+		typ := pt.Figures["t_typical"]
+		if pt.Err != nil || typ <= 0 {
+			b.Fatalf("%s: %v\n%s", pt.Command, pt.Err, pt.Output)
+		}
+		pb := echoFloor(b, ctx, g, bin, "bare", size, roundTrips)
+		pv := echoFloor(b, ctx, g, bin, "verified", size, roundTrips)
+		line := fmt.Sprintf("round %d, %d B: ib_send_lat t_typical %.2f us; echo p50 bare %.2f us (%.2fx), verified %.2f us (%.2fx)",
+			round, size, typ, pb, pb/typ, pv, pv/typ)
+		bare = append(bare, pb/typ)
+		verified = append(verified, pv/typ)
+		if rp != "" {
+			po := ownEcho(b, ctx, g, rp, size)
+			line += fmt.Sprintf(", rdmaprobe %.2f us (%.2fx)", po, po/typ)
+			own = append(own, po/typ)
+		}
+		b.Log(line)
+	}
+	b.ReportMetric(median(bare), "bare/t_typical")
+	b.ReportMetric(median(verified), "verified/t_typical")
+	if len(own) > 0 {
+		b.ReportMetric(median(own), "rdmaprobe/t_typical")
+	}
+}
+
+var ownP50 = regexp.MustCompile(`traffic: .* latency p50 ([0-9.]+)(us|ms)`)
+
+// ownEcho runs rdmaprobe's 1-client point (server and load generator on
+// rxe0, busy-polled as the README's in-turns runs) for 3 s and returns
+// its echo p50 in µs.
+func ownEcho(b *testing.B, ctx context.Context, g *Guest, rp string, size int) float64 {
+	b.Helper()
+	r, err := g.Exec(ctx, 5*time.Minute, rp, "ramp", "--backend", "verbs", "--clients", "1", "--duration", "3s",
+		"--busy-poll", "2ms", "--msg-size", strconv.Itoa(size), "--sample-interval", "0", "--calibrate", "0",
+		"--results", "/tmp/echofloor-results")
+	if err != nil || r.ExitCode != 0 {
+		b.Fatalf("rdmaprobe: %v (exit %d %s)\n%s%s", err, r.ExitCode, r.Error, r.Stdout, r.Stderr)
+	}
+	m := ownP50.FindStringSubmatch(r.Stdout + r.Stderr)
+	if m == nil {
+		b.Fatalf("rdmaprobe printed no traffic p50:\n%s%s", r.Stdout, r.Stderr)
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if m[2] == "ms" {
+		v *= 1000
+	}
+	return v
+}
+
+var floorP50 = regexp.MustCompile(`p50_us=([0-9.]+)`)
+
+// echoFloor runs echofloor mode in the guest and returns its p50 in µs.
+func echoFloor(b *testing.B, ctx context.Context, g *Guest, bin, mode string, size int, n string) float64 {
+	b.Helper()
+	r, err := g.Exec(ctx, 5*time.Minute, bin, mode, strconv.Itoa(size), n)
+	if err != nil || r.ExitCode != 0 {
+		b.Fatalf("echofloor %s: %v (exit %d %s)\n%s%s", mode, err, r.ExitCode, r.Error, r.Stdout, r.Stderr)
+	}
+	m := floorP50.FindStringSubmatch(r.Stdout)
+	if m == nil {
+		b.Fatalf("echofloor %s printed no p50: %q", mode, r.Stdout)
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		b.Fatal(fmt.Errorf("echofloor %s: %w", mode, err))
+	}
+	return v
+}
+
+func median(v []float64) float64 {
+	s := slices.Sorted(slices.Values(v))
+	return s[len(s)/2]
+}
