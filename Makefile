@@ -75,7 +75,7 @@ bench: build
 	./$(BIN) bench --backend sim
 
 # The floor under the 1-client latency target (README, "The floor under
-# the echo"): in one guest, FLOOR_ROUNDS rounds in turns of ib_send_lat,
+# the target"): in one guest, FLOOR_ROUNDS rounds in turns of ib_send_lat,
 # a C echo with nothing of rdmaprobe around it (bare, then checking every
 # byte as rdmaprobe does: softroce/testdata/echofloor) and rdmaprobe's
 # own 1-client point, at ECHOFLOOR_SIZE bytes (default 4096).

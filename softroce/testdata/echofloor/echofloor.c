@@ -19,7 +19,7 @@
 //
 //	echofloor mode=verified size=4096 n=20000 p50_us=59.5 p90_us=... p99_us=... min_us=...
 //
-// BenchmarkEchoFloor (softroce/floor_test.go) builds it on the host and
+// BenchmarkEchoFloor (softroce/floor_linux_test.go, `make floor`) builds it on the host and
 // runs it in the guest in turns with perftest's ib_send_lat.
 
 #define _GNU_SOURCE
