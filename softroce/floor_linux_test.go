@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,7 +22,8 @@ import (
 // echo of rdmaprobe's traffic phase with nothing of rdmaprobe around it
 // (see its header), so its ratios are what no harness doing that echo
 // can go below on this machine. Figures, not a pass/fail: `make floor`
-// runs three rounds and the README keeps what they printed.
+// runs FLOOR_ROUNDS (7) rounds and results/*-floor keep what they printed;
+// TestEchoFloor keeps the C echo itself working.
 func BenchmarkEchoFloor(b *testing.B) {
 	size := 4096
 	if s := os.Getenv("ECHOFLOOR_SIZE"); s != "" {
@@ -34,32 +36,16 @@ func BenchmarkEchoFloor(b *testing.B) {
 	const roundTrips = "20000"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	if ok, why := Available(); !ok {
-		b.Skipf("vm backend unavailable: %s", why)
-	}
-	bin := filepath.Join(b.TempDir(), "echofloor")
-	cc := exec.CommandContext(ctx, "gcc", "-O2", "-Wall", "-I../payload", "-o", bin,
-		"testdata/echofloor/echofloor.c", "-libverbs", "-lpthread")
-	if out, err := cc.CombinedOutput(); err != nil {
-		b.Fatalf("building echofloor: %v\n%s", err, out)
-	}
-	g := bootGuest(b, ctx, false, DefaultExtraBinaries)
+	g, bin := echoFloorGuest(b, ctx)
 	defer g.Close()
-	// After boot: the guest's /tmp is its own tmpfs.
-	files, err := HostFiles([]string{bin})
-	if err == nil {
-		err = g.PutFiles(ctx, files)
-	}
-	if err != nil {
-		b.Fatalf("echofloor into the guest: %v", err)
-	}
-
 	// The rdmaprobe binary, when given, runs its own 1-client echo as
 	// the round's fourth reading (`make floor` gives bin/rdmaprobe).
 	rp := os.Getenv("RDMAPROBE_BIN")
 	if rp != "" {
-		if rp, err = filepath.Abs(rp); err == nil {
-			files, err = HostFiles([]string{rp})
+		abs, err := filepath.Abs(rp)
+		var files []File
+		if err == nil {
+			files, err = HostFiles([]string{abs})
 		}
 		if err == nil {
 			err = g.PutFiles(ctx, files)
@@ -67,6 +53,7 @@ func BenchmarkEchoFloor(b *testing.B) {
 		if err != nil {
 			b.Fatalf("RDMAPROBE_BIN into the guest: %v", err)
 		}
+		rp = abs
 	}
 
 	var bare, verified, own []float64
@@ -123,10 +110,58 @@ func ownEcho(b *testing.B, ctx context.Context, g *Guest, rp string, size int) f
 	return v
 }
 
+// echoFloorGuest builds echofloor on the host and boots a guest that has
+// it (and perftest).
+func echoFloorGuest(tb testing.TB, ctx context.Context) (*Guest, string) {
+	tb.Helper()
+	if ok, why := Available(); !ok {
+		tb.Skipf("vm backend unavailable: %s", why)
+	}
+	bin := filepath.Join(tb.TempDir(), "echofloor")
+	cc := exec.CommandContext(ctx, "gcc", "-O2", "-Wall", "-Werror", "-I../payload", "-o", bin,
+		"testdata/echofloor/echofloor.c", "-libverbs", "-lpthread")
+	if out, err := cc.CombinedOutput(); err != nil {
+		tb.Fatalf("building echofloor: %v\n%s", err, out)
+	}
+	g := bootGuest(tb, ctx, false, DefaultExtraBinaries)
+	// After boot: the guest's /tmp is its own tmpfs.
+	files, err := HostFiles([]string{bin})
+	if err == nil {
+		err = g.PutFiles(ctx, files)
+	}
+	if err != nil {
+		g.Close()
+		tb.Fatalf("echofloor into the guest: %v", err)
+	}
+	return g, bin
+}
+
+// TestEchoFloor keeps `make floor`'s C echo working: on rxe0, bare and
+// verified, at 4 KiB and at the smallest size the payload allows, it
+// completes its round trips and prints a p50; a wrong mode is refused.
+func TestEchoFloor(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	g, bin := echoFloorGuest(t, ctx)
+	defer g.Close()
+	for _, size := range []int{4096, 12} {
+		for _, mode := range []string{"bare", "verified"} {
+			p50 := echoFloor(t, ctx, g, bin, mode, size, "2000")
+			if p50 <= 0 || p50 > 100_000 {
+				t.Errorf("echofloor %s %d B: p50 %v us", mode, size, p50)
+			}
+		}
+	}
+	r, err := g.Exec(ctx, time.Minute, bin, "both", "4096", "10")
+	if err != nil || r.ExitCode == 0 || !strings.Contains(r.Stderr, "usage") {
+		t.Errorf("echofloor both: %v, exit %d, stderr %q; want a usage error", err, r.ExitCode, r.Stderr)
+	}
+}
+
 var floorP50 = regexp.MustCompile(`p50_us=([0-9.]+)`)
 
 // echoFloor runs echofloor mode in the guest and returns its p50 in µs.
-func echoFloor(b *testing.B, ctx context.Context, g *Guest, bin, mode string, size int, n string) float64 {
+func echoFloor(b testing.TB, ctx context.Context, g *Guest, bin, mode string, size int, n string) float64 {
 	b.Helper()
 	r, err := g.Exec(ctx, 5*time.Minute, bin, mode, strconv.Itoa(size), n)
 	if err != nil || r.ExitCode != 0 {
