@@ -7,11 +7,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/analysis"
 )
 
 // BenchmarkEchoFloor measures the floor under rdmaprobe's 1-client
@@ -76,10 +77,10 @@ func BenchmarkEchoFloor(b *testing.B) {
 		}
 		b.Log(line)
 	}
-	b.ReportMetric(median(bare), "bare/t_typical")
-	b.ReportMetric(median(verified), "verified/t_typical")
+	b.ReportMetric(analysis.Percentiles(bare).P50, "bare/t_typical")
+	b.ReportMetric(analysis.Percentiles(verified).P50, "verified/t_typical")
 	if len(own) > 0 {
-		b.ReportMetric(median(own), "rdmaprobe/t_typical")
+		b.ReportMetric(analysis.Percentiles(own).P50, "rdmaprobe/t_typical")
 	}
 }
 
@@ -161,24 +162,19 @@ func TestEchoFloor(t *testing.T) {
 var floorP50 = regexp.MustCompile(`p50_us=([0-9.]+)`)
 
 // echoFloor runs echofloor mode in the guest and returns its p50 in µs.
-func echoFloor(b testing.TB, ctx context.Context, g *Guest, bin, mode string, size int, n string) float64 {
-	b.Helper()
+func echoFloor(tb testing.TB, ctx context.Context, g *Guest, bin, mode string, size int, n string) float64 {
+	tb.Helper()
 	r, err := g.Exec(ctx, 5*time.Minute, bin, mode, strconv.Itoa(size), n)
 	if err != nil || r.ExitCode != 0 {
-		b.Fatalf("echofloor %s: %v (exit %d %s)\n%s%s", mode, err, r.ExitCode, r.Error, r.Stdout, r.Stderr)
+		tb.Fatalf("echofloor %s: %v (exit %d %s)\n%s%s", mode, err, r.ExitCode, r.Error, r.Stdout, r.Stderr)
 	}
 	m := floorP50.FindStringSubmatch(r.Stdout)
 	if m == nil {
-		b.Fatalf("echofloor %s printed no p50: %q", mode, r.Stdout)
+		tb.Fatalf("echofloor %s printed no p50: %q", mode, r.Stdout)
 	}
 	v, err := strconv.ParseFloat(m[1], 64)
 	if err != nil {
-		b.Fatal(fmt.Errorf("echofloor %s: %w", mode, err))
+		tb.Fatalf("echofloor %s: %v", mode, err)
 	}
 	return v
-}
-
-func median(v []float64) float64 {
-	s := slices.Sorted(slices.Values(v))
-	return s[len(s)/2]
 }
