@@ -344,7 +344,10 @@ type ServerStats struct {
 	// MapCounts is how many times the server counted its memory
 	// mappings (/proc/self/maps) to stay clear of vm.max_map_count;
 	// absent in runs before it was recorded.
-	MapCounts int    `json:"map_counts,omitempty"`
+	MapCounts int `json:"map_counts,omitempty"`
+	// PSNEpochs counts the keys the server's PSN permutation used: past
+	// 1, it had issued all 2^24 PSNs of an epoch and drew a new key.
+	PSNEpochs int    `json:"psn_epochs,omitempty"`
 	ExitError string `json:"exit_error,omitempty"`
 }
 

@@ -39,8 +39,8 @@ type helloKey struct {
 	LID      uint16
 }
 
-// claimHello records key; false means a hello with the same endpoint was
-// already accepted (or is being set up), so this one is a replay.
+// claimHello records key; false means a client with the same endpoint is
+// connected (or being set up), so this hello is a replay.
 func (s *Server) claimHello(k helloKey) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -51,8 +51,9 @@ func (s *Server) claimHello(k helloKey) bool {
 	return true
 }
 
-// releaseHello forgets a hello that was not accepted (refused at capacity
-// or failed setup), so the client may send it again.
+// releaseHello forgets a hello whose client was refused at capacity,
+// failed setup or left: memory for hellos is bounded by the clients
+// admitted at once.
 func (s *Server) releaseHello(k helloKey) {
 	s.mu.Lock()
 	delete(s.hellos, k)
@@ -91,13 +92,8 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 		exchange.Write(tc, exchange.Msg{Type: exchange.Refuse, Reason: exchange.ReasonReplayed})
 		return
 	}
-	accepted := false
-	defer func() {
-		if !accepted {
-			s.releaseHello(key)
-		}
-	}()
 	if !s.admit() {
+		s.releaseHello(key)
 		s.mu.Lock()
 		s.stats.Refused++
 		s.mu.Unlock()
@@ -105,8 +101,9 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 		return
 	}
 
-	// From here on c.release gives back the admission with the rest.
-	c := &conn{s: s, slot: -1, remote: -1}
+	// From here on c.release gives back the admission and the hello with
+	// the rest.
+	c := &conn{s: s, slot: -1, remote: -1, hello: key}
 	defer func() {
 		if !adopted {
 			c.release()
@@ -123,7 +120,6 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 		s.fail(result.OutcomeExchange, fmt.Errorf("write accept: %w", err))
 		return
 	}
-	accepted = true
 	tc.SetDeadline(time.Time{})
 	if s.cfg.Detach {
 		// The client was told (Detached); the connection ends here and

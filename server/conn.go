@@ -1,8 +1,6 @@
 package server
 
 import (
-	"crypto/rand"
-	"encoding/binary"
 	"fmt"
 	"net"
 	"sync"
@@ -44,6 +42,12 @@ type conn struct {
 
 	raw     net.Conn // the client's socket, once adopted
 	unwatch func()
+
+	// hello is the endpoint the client claimed, and psn the PSN it was
+	// given (if hasPSN): release gives both back.
+	hello  helloKey
+	psn    uint32
+	hasPSN bool
 }
 
 func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
@@ -135,10 +139,11 @@ func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
 			}
 		}
 	}
-	psn, err := s.newPSN()
+	psn, err := s.psns.draw()
 	if err != nil {
 		return exchange.Msg{}, result.OutcomeExchange, fmt.Errorf("generate PSN: %w", err)
 	}
+	c.psn, c.hasPSN = psn, true
 	mtu := h.MTU
 	if s.port.ActiveMTU < mtu {
 		mtu = s.port.ActiveMTU
@@ -155,27 +160,6 @@ func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
 	}
 	return exchange.Msg{Type: typ, QPN: c.qp.QPN(), PSN: psn,
 		LID: s.port.LID, MTU: s.port.ActiveMTU, GID: s.port.GID, Remote: remote}, "", nil
-}
-
-// newPSN draws a 24-bit PSN from crypto/rand, unique among the PSNs this
-// server has issued.
-func (s *Server) newPSN() (uint32, error) {
-	var b [4]byte
-	for {
-		if _, err := rand.Read(b[:]); err != nil {
-			return 0, err
-		}
-		psn := binary.BigEndian.Uint32(b[:]) & 0xffffff
-		s.mu.Lock()
-		_, dup := s.psns[psn]
-		if !dup {
-			s.psns[psn] = struct{}{}
-		}
-		s.mu.Unlock()
-		if !dup {
-			return psn, nil
-		}
-	}
 }
 
 // RTR returns the INIT→RTR attributes towards the peer described by m.

@@ -296,6 +296,10 @@ func (c *conn) release() {
 	if raw != nil {
 		raw.Close()
 	}
+	c.s.releaseHello(c.hello)
+	if c.hasPSN {
+		c.s.psns.drop(c.psn)
+	}
 	c.s.active.Add(-1)
 	if released {
 		// Counted last, so a client seen released has its slot free.

@@ -106,6 +106,9 @@ type harnessOpts struct {
 	busy time.Duration
 	// size is the message size (0: 256 bytes).
 	size int
+	// tickets lets clients resume TLS sessions (serve --tls-tickets,
+	// ramp --tls-resume): a cheaper connect, for tests of many clients.
+	tickets bool
 }
 
 func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
@@ -138,6 +141,7 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stls.SessionTicketsDisabled = !o.tickets
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	h.started = time.Now()
@@ -157,7 +161,11 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	h.cdev = cdev
-	h.dialer = h.newDialer(cdev, h.clientTLS(true))
+	ctls := h.clientTLS(true)
+	if o.tickets {
+		ctls.ClientSessionCache = tls.NewLRUClientSessionCache(64)
+	}
+	h.dialer = h.newDialer(cdev, ctls)
 	h.baseline = h.inUse()
 	h.idle = map[string]int{}
 	for k, v := range pre {

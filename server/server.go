@@ -150,9 +150,11 @@ type Server struct {
 
 	mu    sync.Mutex
 	stats result.ServerStats
-	psns  map[uint32]struct{}
-	// hellos holds the endpoints of hellos taken (accepted or being set
-	// up), so a replayed hello is refused.
+	// psns issues the clients' PSNs (psn.go).
+	psns *psnSource
+	// hellos holds the endpoints of the hellos of clients being set up
+	// or connected, so a replayed hello is refused; a client's release
+	// removes its own.
 	hellos map[helloKey]struct{}
 
 	wg sync.WaitGroup
@@ -201,7 +203,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		dev.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, dev: dev, pd: pd, port: dev.Port(), psns: map[uint32]struct{}{},
+	s := &Server{cfg: cfg, dev: dev, pd: pd, port: dev.Port(), psns: newPSNSource(psnBits),
 		hellos: map[helloKey]struct{}{}, wr: max(QPMaxSendWR, cfg.Depth), cqs: newSpinTally(dev)}
 	s.stats.Failures = map[string]int{}
 	s.stats.Detached = cfg.Detach

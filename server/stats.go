@@ -14,6 +14,7 @@ func (s *Server) Stats() result.ServerStats {
 	st.Failures = copyMap(s.stats.Failures)
 	st.Errors = copyMap(s.stats.Errors)
 	st.MapCounts = s.maps.counts()
+	_, st.PSNEpochs = s.psns.stats()
 	if s.stats.Resources != nil {
 		st.Resources = copyMap(s.stats.Resources)
 	}
