@@ -31,6 +31,14 @@ func flagsFirst(app *cli.App, args []string) []string {
 	if cmd == nil {
 		return args
 	}
+	// A subcommand (bench soak) right after its command owns the flags.
+	for i+1 < len(args) {
+		sub := cmd.Command(args[i+1])
+		if sub == nil {
+			break
+		}
+		cmd, i = sub, i+1
+	}
 	var flags, rest []string
 	dashes := false
 	words := args[i+1:]

@@ -24,16 +24,24 @@ func onUsageErrors(app *cli.App) {
 		return cli.ShowAppHelp(c)
 	}
 	for _, c := range app.Commands {
-		c.OnUsageError = usageError(c.Name, c.Flags)
-		if c.ArgsUsage == "" && c.Before == nil {
-			name := c.Name
-			c.Before = func(c *cli.Context) error {
-				if c.Args().Present() {
-					return fail(ExitUsage, "%s: unexpected argument %q: %s takes flags only (rdmaprobe %s --help lists them)",
-						name, c.Args().First(), name, name)
-				}
-				return nil
+		guardCommand(c, c.Name)
+		for _, sub := range c.Subcommands {
+			guardCommand(sub, c.Name+" "+sub.Name)
+		}
+	}
+}
+
+// guardCommand gives cmd (called name) the one-line usage errors, and
+// refuses arguments unless it takes some or they name a subcommand.
+func guardCommand(cmd *cli.Command, name string) {
+	cmd.OnUsageError = usageError(name, cmd.Flags)
+	if cmd.ArgsUsage == "" && cmd.Before == nil {
+		cmd.Before = func(c *cli.Context) error {
+			if c.Args().Present() && cmd.Command(c.Args().First()) == nil {
+				return fail(ExitUsage, "%s: unexpected argument %q: %s takes flags only (rdmaprobe %s --help lists them)",
+					name, c.Args().First(), name, name)
 			}
+			return nil
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/certs"
@@ -57,6 +58,9 @@ type ServerSpec struct {
 	CPUProfile string `json:"cpu_profile,omitempty"`
 	// ReadyFile, if set, receives the listening address once ready.
 	ReadyFile string `json:"ready_file,omitempty"`
+	// DebugAddr, if set, serves /debug/memory and /debug/pprof/ there
+	// (serveDebug).
+	DebugAddr string `json:"debug_addr,omitempty"`
 }
 
 // Serve runs the server until ctx ends. With events it writes the
@@ -103,10 +107,20 @@ func Serve(ctx context.Context, spec ServerSpec, in *bufio.Reader, out io.Writer
 	if u, ok := p.(interface{ InUse() map[string]int }); ok {
 		scfg.InUse = u.InUse
 	}
+	var served atomic.Pointer[server.Server]
+	debug := ""
+	if spec.DebugAddr != "" {
+		var stopDebug func()
+		if debug, stopDebug, err = serveDebug(spec.DebugAddr, served.Load); err != nil {
+			return failf(fmt.Errorf("--debug-addr: %w", err))
+		}
+		defer stopDebug()
+	}
 	srv, err := server.New(ctx, scfg)
 	if err != nil {
 		return failf(err)
 	}
+	served.Store(srv)
 	dev := srv.Device()
 	info := &result.DeviceInfo{Name: dev.Name(), Caps: dev.Caps(), Port: dev.Port()}
 	addr := srv.Addr().String()
@@ -131,6 +145,9 @@ func Serve(ctx context.Context, spec ServerSpec, in *bufio.Reader, out io.Writer
 		}
 		fmt.Fprintf(out, "ready: listening on %s, device %s%s, max %d clients, mode %s%s\n",
 			addr, dev.Name(), sim, spec.MaxClients, spec.Mode, detached)
+		if debug != "" {
+			fmt.Fprintf(out, "%s%s/debug/memory (and /debug/pprof/)\n", DebugLinePrefix, debug)
+		}
 	}
 	err = srv.Serve(ctx)
 	st := srv.Stats()

@@ -111,6 +111,8 @@ func (a *agent) handle(ctx context.Context, op string, payload json.RawMessage, 
 		return a.ssh.Hosts(), nil
 	case opProfiles:
 		return takeProfiles(guestProfileDir)
+	case opSoak:
+		return soakInGuest(ctx, payload, progress)
 	case opBench:
 		var req BenchRequest
 		if err := json.Unmarshal(payload, &req); err != nil {

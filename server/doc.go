@@ -118,6 +118,23 @@
 // One-sided operations cost the server no CPU and no completion: only
 // its device serves them.
 //
+// # PSNs and hellos: what stays unique, in bounded memory
+//
+// A server may run for days (serve), so nothing it keeps grows with the
+// clients it has served. Its PSNs come from a counter run through a
+// permutation of the 24-bit PSN space keyed from crypto/rand (psn.go):
+// no PSN repeats among the first 2^24 the server issues, and no one
+// without the key can tell the next. After 2^24 the server draws a new
+// key and starts another epoch (ServerStats.PSNEpochs counts them);
+// across epochs a PSN may come back, but never while a connected client
+// holds it. Memory: the key, the counter and the PSNs of the connected
+// clients.
+//
+// A hello names an endpoint (QPN, PSN, GID, LID); the same hello while
+// its client is being set up or connected is refused as replayed. Once
+// the client has left, its endpoint is forgotten: what a replay could
+// reach then is a QP that no longer exists.
+//
 // What each mode costs when measured (verbs objects, mappings and memory
 // per client) and what detaching saves are in the README, with the
 // commands that produced the figures.
