@@ -8,7 +8,7 @@ import (
 )
 
 // FlagTables renders the visible commands' flags as Markdown tables for
-// the README, from the flags themselves. A flag that several commands
+// docs/flags.md, from the flags themselves. A flag that several commands
 // share with the same meaning and default is listed once, in a table
 // headed by the commands that take it.
 func FlagTables(app *cli.App) string {

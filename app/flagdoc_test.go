@@ -8,13 +8,13 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite the README's flag tables from the commands' flags")
+var update = flag.Bool("update", false, "rewrite the generated tables of docs/flags.md and the README from the code")
 
-// The README's flag tables are the CLI's own flags: a flag added,
-// renamed or given a new default fails this test until the README says
-// so (-update rewrites the tables).
-func TestREADMEFlags(t *testing.T) {
-	const path, begin, end = "../README.md", "<!-- flags:begin -->\n", "<!-- flags:end -->"
+// The flag tables of docs/flags.md are the CLI's own flags: a flag
+// added, renamed or given a new default fails this test until the
+// reference says so (-update rewrites the tables).
+func TestDocFlags(t *testing.T) {
+	const path, begin, end = "../docs/flags.md", "<!-- flags:begin -->\n", "<!-- flags:end -->"
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -22,7 +22,7 @@ func TestREADMEFlags(t *testing.T) {
 	readme := string(b)
 	i, j := strings.Index(readme, begin), strings.Index(readme, end)
 	if i < 0 || j < i {
-		t.Fatalf("README lacks the %q ... %q markers", strings.TrimSpace(begin), end)
+		t.Fatalf("%s lacks the %q ... %q markers", path, strings.TrimSpace(begin), end)
 	}
 	want := FlagTables(New(Streams{In: bytes.NewReader(nil), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}))
 	got := readme[i+len(begin) : j]
@@ -35,7 +35,7 @@ func TestREADMEFlags(t *testing.T) {
 		}
 		return
 	}
-	t.Errorf("README's flag tables differ from the flags; run go test ./app -run TestREADMEFlags -update\nwant:\n%s", want)
+	t.Errorf("%s's flag tables differ from the flags; run go test ./app -run TestDocFlags -update\nwant:\n%s", path, want)
 }
 
 // Every visible flag of every visible command is in the tables.

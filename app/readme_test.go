@@ -18,12 +18,35 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
-// readmeCommands are the rdmaprobe command lines of the README's ```sh
-// blocks, in order, as argv without the program's name: continuation
-// lines joined, comments dropped, words split as a shell would.
-func readmeCommands(t *testing.T) [][]string {
+// docFiles are the Markdown files whose examples TestDocExamples runs:
+// the README and every page under docs/.
+func docFiles(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no pages under ../docs: %v", err)
+	}
+	return append([]string{"../README.md"}, pages...)
+}
+
+// docCommands are the rdmaprobe command lines of the ```sh blocks of
+// the README and docs/, in order, as argv without the program's name:
+// continuation lines joined, comments dropped, words split as a shell
+// would.
+func docCommands(t *testing.T) [][]string {
+	t.Helper()
+	var cmds [][]string
+	for _, f := range docFiles(t) {
+		cmds = append(cmds, shCommands(t, f)...)
+	}
+	return cmds
+}
+
+// shCommands are the rdmaprobe command lines of one file's ```sh
+// blocks.
+func shCommands(t *testing.T, path string) [][]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +77,7 @@ func readmeCommands(t *testing.T) [][]string {
 		words, err := command.Split(line)
 		line = ""
 		if err != nil {
-			t.Fatalf("README: %q: %v", l, err)
+			t.Fatalf("%s: %q: %v", path, l, err)
 		}
 		for i, w := range words {
 			if strings.HasPrefix(w, "#") {
@@ -156,16 +179,17 @@ func shrink(s string) string {
 // sim backend: the Soft-RoCE guest with the commands they name
 // (target_vm_test.go runs them) or other hosts (runner's launcher
 // tests). Those examples are parsed by the CLI, not run.
-var needsMore = []string{"server-cmd", "server-build", "client-cmd", "hosts", "hostfile", "ssh"}
+var needsMore = []string{"server-cmd", "server-build", "client-cmd", "hosts", "hostfile", "ssh", "launcher", "server-host"}
 
-// Every rdmaprobe command of the README's ```sh blocks is run, so that
-// a documented command that stops working fails here. Each is made
-// cheap the same way, and only so:
+// Every rdmaprobe command of the ```sh blocks of the README and docs/
+// is run, so that a documented command that stops working fails here.
+// Each is made cheap the same way, and only so:
 //
 //   - search and ramp run on --backend sim (whatever the example's
 //     backend), with every client count divided by 10 (--lo, --hi,
-//     --max-n, --clients, --max-clients, --sim-max-qp), 1 round trip of
-//     64 bytes, no calibration or sampling, and --results in a temporary
+//     --max-n, --clients, --max-clients, --sim-max-qp, and the count of
+//     --require), 1 round trip of 64 bytes, a traffic phase of at most
+//     1 s, no calibration or sampling, and --results in a temporary
 //     directory. An unbounded search (no --hi) gets a simulated max_qp of
 //     3 x --lo so that its doubling meets a wall, as the README says it
 //     does; a documented --sim-max-qp inside [--lo, --hi] must come out
@@ -177,10 +201,10 @@ var needsMore = []string{"server-cmd", "server-build", "client-cmd", "hosts", "h
 //     write into a temporary directory.
 //   - an example with a flag of needsMore is parsed by the CLI (flags,
 //     their values, arguments) without running.
-func TestREADMEExamples(t *testing.T) {
-	cmds := readmeCommands(t)
+func TestDocExamples(t *testing.T) {
+	cmds := docCommands(t)
 	if len(cmds) < 8 {
-		t.Fatalf("found %d rdmaprobe commands in the README's sh blocks, want at least 8: %q", len(cmds), cmds)
+		t.Fatalf("found %d rdmaprobe commands in the sh blocks of the README and docs/, want at least 8: %q", len(cmds), cmds)
 	}
 	tmp := t.TempDir()
 	results := filepath.Join(tmp, "results")
@@ -218,6 +242,18 @@ func TestREADMEExamples(t *testing.T) {
 				for _, f := range []string{"lo", "hi", "max-n", "clients", "max-clients", "sim-max-qp"} {
 					if v, ok := e.get(f); ok {
 						e.set(f, shrink(v))
+					}
+				}
+				if v, ok := e.get("require"); ok {
+					n, criterion, _ := strings.Cut(v, ":")
+					if criterion != "" {
+						criterion = ":" + criterion
+					}
+					e.set("require", shrink(n)+criterion)
+				}
+				if v, ok := e.get("duration"); !ok || v != "0" {
+					if d, err := time.ParseDuration(v); !ok || err != nil || d > time.Second {
+						e.set("duration", "1s")
 					}
 				}
 				lo, _ := e.get("lo")
