@@ -1,0 +1,77 @@
+package app
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var (
+	mdLink = regexp.MustCompile(`\]\(([^)#\s]+)(#[^)]*)?\)`)
+	// codePath is a backquoted path inside the repository: a first
+	// segment that is one of its top-level entries, then more segments.
+	codePath = regexp.MustCompile("`([A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.*-]+)+/?)`")
+	// runDir is a saved run's directory as results/README.md names it.
+	runDir = regexp.MustCompile("`(20[0-9]{6}T[0-9]{6}Z-[a-z-]+)`")
+)
+
+// Every file that the README, docs/ and results/README.md name exists:
+// Markdown links relative to the page, backquoted paths relative to the
+// repository's root (a glob may stand for several), and the saved runs'
+// directories that results/README.md lists.
+func TestDocFilesExist(t *testing.T) {
+	pages := append(docFiles(t), "../results/README.md")
+	top := map[string]bool{}
+	entries, err := os.ReadDir("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		top[e.Name()] = true
+	}
+	exists := func(p string) bool {
+		m, _ := filepath.Glob(p)
+		return len(m) > 0
+	}
+	checked := 0
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		for _, m := range mdLink.FindAllStringSubmatch(text, -1) {
+			target := m[1]
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			checked++
+			if !exists(filepath.Join(filepath.Dir(page), target)) {
+				t.Errorf("%s links to %s, which does not exist", page, target)
+			}
+		}
+		for _, m := range codePath.FindAllStringSubmatch(text, -1) {
+			p := m[1]
+			if !top[strings.SplitN(p, "/", 2)[0]] || strings.ContainsAny(p, "<>{}") {
+				continue
+			}
+			checked++
+			if !exists(filepath.Join("..", strings.TrimSuffix(p, "/"))) {
+				t.Errorf("%s names %s, which does not exist", page, p)
+			}
+		}
+		if filepath.Base(filepath.Dir(page)) == "results" {
+			for _, m := range runDir.FindAllStringSubmatch(text, -1) {
+				checked++
+				if !exists(filepath.Join("..", "results", m[1])) && !exists(filepath.Join("..", "results", "*", m[1])) {
+					t.Errorf("%s names the run %s, which is not under results/", page, m[1])
+				}
+			}
+		}
+	}
+	if checked < 20 {
+		t.Errorf("checked only %d names of files in %v", checked, pages)
+	}
+}
