@@ -62,6 +62,7 @@ func New(s Streams) *cli.App {
 			compareCommand(s),
 		},
 	}
+	categorize(app)
 	onUsageErrors(app)
 	return app
 }

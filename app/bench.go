@@ -33,7 +33,8 @@ func benchCommand(s Streams) *cli.Command {
 	return &cli.Command{
 		Name:  "bench",
 		Usage: "measure a full client connect against a bare TLS handshake and the raw verbs it needs",
-		UsageText: "rdmaprobe bench [--backend auto|verbs|vm|sim] [--n 500] [--concurrency 100]\n\n" +
+		UsageText: "rdmaprobe bench --backend vm\n" +
+			"rdmaprobe bench --backend sim --n 1000 --concurrency 100\n\n" +
 			"On one backend and in one process: (a) bare TLS 1.3 handshakes, (b) the raw verbs of one\n" +
 			"connection (both ends: 2 CQ + 2 MR + RC QP + INIT/RTR/RTS each), (c) full rdmaprobe connects\n" +
 			"(TCP, TLS, exchange, QPs, transitions, first verified round trip), serially and with\n" +

@@ -13,8 +13,9 @@ import (
 // the SSH launcher runs it on every host before the first point.
 func hostinfoCommand(s Streams) *cli.Command {
 	return &cli.Command{
-		Name:  "hostinfo",
-		Usage: "print this host's environment and RDMA device (kernel, CPUs, memory, device caps, port and GID) as JSON",
+		Name:      "hostinfo",
+		Usage:     "print this host's environment and RDMA device (kernel, CPUs, memory, device caps, port and GID) as JSON",
+		UsageText: "rdmaprobe hostinfo --backend verbs --device mlx5_0",
 		Description: "What a run records of each load-generator host (--hosts): the launcher runs it there\n" +
 			"with the run's fabric. The GID is the one the generators would use (RoCE v2, IPv4-mapped first).",
 		Flags: append(fabricFlags(), specFlag()),

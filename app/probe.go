@@ -51,9 +51,12 @@ func probeFlags() []cli.Flag {
 
 func searchCommand(s Streams) *cli.Command {
 	return &cli.Command{
-		Name:      "search",
-		Usage:     "binary-search the largest client count that connects at --threshold",
-		UsageText: "rdmaprobe search --lo 300 --hi 600 [--backend auto|verbs|vm|sim] [--trials k] [--threshold 100]",
+		Name:  "search",
+		Usage: "binary-search the largest client count that connects at --threshold",
+		UsageText: "rdmaprobe search --lo 300 --hi 600\n" +
+			"rdmaprobe search --backend sim --lo 100 --sim-max-qp 450\n" +
+			"rdmaprobe search --lo 1000 --resolution 2% --trials 3 --threshold 95\n" +
+			"rdmaprobe search --lo 1 --hi 1000 --criterion traffic --slo 'p99<=2ms' --require 500",
 		Flags: append([]cli.Flag{
 			&cli.IntFlag{Name: "lo", Value: 100, Usage: "lowest client count to test"},
 			&cli.IntFlag{Name: "hi", Usage: "highest client count; omitted = search upward exponentially from --lo"},
@@ -82,9 +85,11 @@ func searchCommand(s Streams) *cli.Command {
 
 func rampCommand(s Streams) *cli.Command {
 	return &cli.Command{
-		Name:      "ramp",
-		Usage:     "measure each client count of a list",
-		UsageText: "rdmaprobe ramp --clients 10,50,100,200 [--backend ...]",
+		Name:  "ramp",
+		Usage: "measure each client count of a list",
+		UsageText: "rdmaprobe ramp --clients 10,50,100,200 --trials 3\n" +
+			"rdmaprobe ramp --backend vm --clients 1,10,100,1000 --duration 10s --busy-poll 2ms\n" +
+			"rdmaprobe ramp --clients 100,500 --require 500",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "clients", Value: "10,50,100,200,300", Usage: "comma-separated client counts"},
 		}, probeFlags()...),

@@ -39,6 +39,8 @@ func reportCommand(s Streams) *cli.Command {
 		Name:      "report",
 		Usage:     "render Markdown and HTML reports from a saved run.json or bench.json",
 		ArgsUsage: "RUN.json|BENCH.json",
+		UsageText: "rdmaprobe report results/20261123T183650Z-vm/run.json --out /tmp/r\n" +
+			"rdmaprobe report results/20261123T183720Z-bench-vm/bench.json --format md",
 		Flags: []cli.Flag{
 			formatFlag(),
 			&cli.StringFlag{Name: "out", Usage: "directory for the report (default: the run's own directory)"},
@@ -100,6 +102,7 @@ func compareCommand(s Streams) *cli.Command {
 		Name:      "compare",
 		Usage:     "set saved runs side by side (e.g. sim vs Soft-RoCE, per-client vs shared-cq), or saved bench runs",
 		ArgsUsage: "A.json B.json [...]",
+		UsageText: "rdmaprobe compare results/20261123T183118Z-vm/run.json.gz results/20261123T203609Z-vm/run.json.gz --out /tmp/c",
 		Flags: []cli.Flag{
 			formatFlag(),
 			&cli.StringFlag{Name: "out", Value: ".", Usage: "directory for compare.md/compare.html"},

@@ -20,6 +20,8 @@ func serveCommand(s Streams) *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "run the secure verbs server for --max-clients clients until SIGTERM",
+		UsageText: "rdmaprobe serve --max-clients 500 --cert-out server.pem\n" +
+			"rdmaprobe serve --backend verbs --listen 0.0.0.0:4433 --max-clients 2000 --mode srq --detach --client-cert-out client.pem --client-key-out client.key",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:4433", Usage: "TCP address of the TLS exchange"},
 			&cli.IntFlag{Name: "max-clients", Usage: "clients admitted at once (required); client N+1 is refused as at capacity"},

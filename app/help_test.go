@@ -1,0 +1,88 @@
+package app
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rdmaprobe/rdmaprobe/command"
+)
+
+// Every visible flag of the commands with many is in a help group: a
+// flag added without one (flagCategory) fails here.
+func TestFlagCategories(t *testing.T) {
+	app := New(Streams{In: bytes.NewReader(nil), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}})
+	for _, name := range categorized {
+		c := app.Command(name)
+		if c == nil {
+			t.Errorf("no command %s", name)
+			continue
+		}
+		for _, f := range c.Flags {
+			if hiddenFlag(f) {
+				continue
+			}
+			cf, ok := f.(cli.CategorizableFlag)
+			if !ok || cf.GetCategory() == "" {
+				t.Errorf("%s --%s has no help group: add it to flagCategory", name, f.Names()[0])
+			}
+		}
+	}
+}
+
+// --help shows the flags of search in named groups and no default that
+// says nothing.
+func TestHelpGroupsAndDefaults(t *testing.T) {
+	groups := regexp.MustCompile(`(?m)^   ([A-Z][^\n]*)\n\n   --`)
+	for _, c := range New(Streams{}).Commands {
+		if c.Hidden {
+			continue
+		}
+		out, errOut, code := run(t, c.Name, "--help")
+		if code != 0 {
+			t.Fatalf("%s --help: exit %d: %s", c.Name, code, errOut)
+		}
+		for _, noise := range []string{"(default: 0)", "(default: false)", "(default: 0s)", `(default: "")`} {
+			if strings.Contains(out, noise) {
+				t.Errorf("%s --help prints %s", c.Name, noise)
+			}
+		}
+		if c.Name == "search" {
+			if g := groups.FindAllStringSubmatch(out, -1); len(g) < 4 {
+				t.Errorf("search --help shows %d named groups of flags, want at least 4:\n%s", len(g), out)
+			}
+		}
+	}
+}
+
+// Each command's usage lines are examples that parse: every line of a
+// UsageText that starts with "rdmaprobe" is run through the CLI with
+// the actions replaced.
+func TestUsageExamplesParse(t *testing.T) {
+	n := 0
+	for _, c := range New(Streams{}).Commands {
+		if c.Hidden {
+			continue
+		}
+		if c.UsageText == "" {
+			t.Errorf("%s has no usage example", c.Name)
+		}
+		for _, l := range strings.Split(c.UsageText, "\n") {
+			if !strings.HasPrefix(l, "rdmaprobe ") {
+				continue
+			}
+			argv, err := command.Split(l)
+			if err != nil {
+				t.Fatalf("%s: %q: %v", c.Name, l, err)
+			}
+			parseOnly(t, argv[1:])
+			n++
+		}
+	}
+	if n < 8 {
+		t.Errorf("found %d usage examples, want at least one per command", n)
+	}
+}
