@@ -1,6 +1,8 @@
 package app
 
 import (
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -73,5 +75,56 @@ func TestDocFilesExist(t *testing.T) {
 	}
 	if checked < 20 {
 		t.Errorf("checked only %d names of files in %v", checked, pages)
+	}
+}
+
+// Nothing in the repository's Go comments or its front pages points
+// outside it (a document it does not have, a discussion a reader cannot
+// see) or carries a calendar date: dated figures belong in
+// results/README.md with their command.
+func TestNoPointersOutside(t *testing.T) {
+	outside := regexp.MustCompile(`(?i)\bpredecessor|DESIGN\.md|\bthe issue\b`)
+	date := regexp.MustCompile(`\b20[0-9]{2}-[01][0-9]-[0-3][0-9]\b`)
+	for _, page := range docFiles(t) {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := outside.FindString(string(b)); m != "" {
+			t.Errorf("%s says %q", page, m)
+		}
+	}
+	files := 0
+	err := filepath.WalkDir("..", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "bin" || d.Name() == "results") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), p, nil, parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		files++
+		for _, g := range f.Comments {
+			text := g.Text()
+			if m := outside.FindString(text); m != "" {
+				t.Errorf("%s: a comment says %q", p, m)
+			}
+			if m := date.FindString(text); m != "" {
+				t.Errorf("%s: a comment carries the date %s (figures go to results/README.md)", p, m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 50 {
+		t.Errorf("read the comments of %d Go files, want the repository's", files)
 	}
 }

@@ -22,7 +22,7 @@ import (
 // otherwise. Two seconds give a closed loop thousands of round trips per
 // client on sim and hundreds on Soft-RoCE in the TCG guest (enough for a
 // p99 of the point), while `make run`'s search of 300..600 stays under
-// two minutes (README, Decisions).
+// two minutes.
 const DefaultDuration = 2 * time.Second
 
 // trafficFlags are the traffic phase's flags of search and ramp.

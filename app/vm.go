@@ -8,8 +8,8 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/runner"
 )
 
-// vmFlags size the Soft-RoCE guest; the defaults are the predecessor's
-// t3.large (2 vCPU, 8 GiB).
+// vmFlags size the Soft-RoCE guest; the defaults are a small cloud
+// instance's (2 vCPU, 8 GiB, as an AWS t3.large).
 func vmFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "vm-cpus", Value: 2, Usage: "vm: guest vCPUs"},

@@ -49,7 +49,7 @@ const (
 	FullConnectName  = "full_connect"
 )
 
-// Targets of the issue that introduced the benchmark.
+// Targets the benchmark checks a build against.
 const (
 	// MaxCostRatio bounds full_connect / (tls_handshake + raw_verbs).
 	MaxCostRatio = 1.5
@@ -156,7 +156,7 @@ type Comparison struct {
 	OverheadMS float64 `json:"overhead_ms"`
 }
 
-// Target is one goal of the issue and where this run stands.
+// Target is one goal of the benchmark and where this run stands.
 type Target struct {
 	Name        string  `json:"name"`
 	Concurrency int     `json:"concurrency"`

@@ -13,7 +13,7 @@
 // Regenerating replaced a CRC-32C of the filler. In the QEMU TCG guest
 // (CPU model qemu64, which has no SSE4.2 crc32 instruction) Go's CRC runs
 // a table per byte, and a 4 KiB message's CRC cost more than its
-// regeneration and comparison; see BenchmarkCheck and the README.
+// regeneration and comparison; see BenchmarkCheck and results/README.md.
 package payload
 
 import (

@@ -5,8 +5,8 @@
 // no I/O; the runner supplies a Measure function and progress flows out
 // through an observer callback.
 //
-// Real servers are not monotonic: the predecessor measured 100, 100, 100, 92,
-// 85, 94 and 98% at 100..500 clients. A plain bisection would silently trust
+// Real servers are not monotonic: the C server of linjiw/rdma-multi-client
+// connected 100, 100, 100, 92, 85, 94 and 98% at 100..500 clients. A plain bisection would silently trust
 // whichever side of such a dip it happened to sample, so every measurement
 // is checked against all earlier ones, inconsistent points are re-tested
 // with their trials pooled, and the stated capacity is the conservative one:

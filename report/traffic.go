@@ -11,9 +11,10 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/slo"
 )
 
-// The data path with N held: each point's traffic phase, as the
-// predecessor's reports tabled it (clients, success, connect time,
-// latency, throughput, server memory), measured rather than estimated.
+// The data path with N held: each point's traffic phase in the columns
+// a capacity report of an RDMA server is read by (clients, success,
+// connect time, latency, throughput, server memory), measured rather
+// than estimated.
 
 // TrafficRow is one point's traffic phase (the first trial at a count).
 type TrafficRow struct {

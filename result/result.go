@@ -236,24 +236,24 @@ type Point struct {
 	DurationSec float64   `json:"duration_sec"`
 	// ConnectSec is the time from launching the first client to the last
 	// client's outcome: Connected/ConnectSec is the connection rate.
-	// Since 2026-11-23 15:00 UTC the load generators start (and open
-	// their device) before the clock starts; earlier runs counted their
-	// start-up in ConnectSec and have no StartupSec.
+	// The load generators start (and open their device) before the clock
+	// starts; a version-1 run without StartupSec counted their start-up
+	// in ConnectSec.
 	ConnectSec float64 `json:"connect_sec,omitempty"`
 	// StartupSec is the time from starting the server to launching the
 	// first client: the server's and the load generators' start-up, side
 	// by side.
 	StartupSec float64 `json:"startup_sec,omitempty"`
 	// Calibration is the machine's speed just before and just after the
-	// point (runner.CalibrationWindow); absent in runs before 2026-11-23
-	// 18:30 UTC and with calibration off.
+	// point (runner.CalibrationWindow); absent with calibration off and
+	// in the version-1 runs saved before it was recorded.
 	Calibration *Calibration `json:"calibration,omitempty"`
 	// LatencyReference is perftest's latency tool (Environment.DataPath's,
 	// When ReferencePoint) run on the same device at the same message
 	// size just before this point's clients: the vm backend takes it for
 	// each 1-client point with a traffic phase, whose latency it sets
-	// beside its own in turns. Absent elsewhere and in runs before
-	// 2026-11-24 22:00 UTC.
+	// beside its own in turns. Absent elsewhere and in the version-1 runs
+	// saved before it was recorded.
 	LatencyReference *Reference `json:"latency_reference,omitempty"`
 	Attempted        int        `json:"attempted"`
 	Connected        int        `json:"connected"`

@@ -40,7 +40,7 @@ type ClientCommand struct {
 	// until every client of the point has printed its ok line (or
 	// failed), so the server really held them together; it needs OK.
 	// Otherwise (launched) N are started together and each does its
-	// work and exits, as the predecessor's scripts ran them.
+	// work and exits, as a shell loop of client programs runs them.
 	Held bool `json:"held,omitempty"`
 }
 

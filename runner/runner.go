@@ -4,8 +4,8 @@
 //
 // # The seam
 //
-// A point is three choices (DESIGN.md, "What a point runs, and where"),
-// and each has its own type here:
+// A point is three choices, what runs, where the server is and where
+// the clients are, and each has its own type here:
 //
 //   - the workload: Spec, one JSON-serialisable value (client count
 //     aside) that says what a point does wherever it runs. The children
@@ -142,8 +142,8 @@ type Spec struct {
 	Traffic client.TrafficConfig `json:"traffic"`
 }
 
-// DefaultMode is the server's default resource mode (the predecessor's
-// 1 QP + 2 CQ + 2 MR per client).
+// DefaultMode is the server's default resource mode (1 QP + 2 CQ + 2 MR
+// per client, as a server that creates everything per connection has).
 const DefaultMode = server.ModePerClient
 
 // Check refuses a spec no point could run, before anything starts.
@@ -242,7 +242,7 @@ const (
 	// and each load generator an equal share of the rest (at least one).
 	// Server and generators share one machine here, unlike in a real
 	// deployment; left at Go's default, each runtime sizes itself to every
-	// CPU and their idle Ps spin against each other (README, Decisions).
+	// CPU and their idle Ps spin against each other (docs/decisions.md).
 	GoMaxProcsSplit = "split"
 	// GoMaxProcsAll leaves every process at Go's default (all CPUs).
 	GoMaxProcsAll = "all"

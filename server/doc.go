@@ -31,7 +31,8 @@
 //
 // # How a connected client is served
 //
-// per-client and shared-cq (the predecessor's layout, kept as it was): a
+// per-client and shared-cq (the layout of a server that creates its
+// resources per connection, such as testdata/capserver): a
 // goroutine per client runs the echo loop (await a receive, post a free
 // buffer as a receive in its place, send the echo from the buffer it
 // landed in, verify it while it goes; with all Config.Depth echoes in
@@ -136,6 +137,6 @@
 // reach then is a QP that no longer exists.
 //
 // What each mode costs when measured (verbs objects, mappings and memory
-// per client) and what detaching saves are in the README, with the
-// commands that produced the figures.
+// per client) and what detaching saves are in docs/resource-modes.md,
+// with the commands that produced the figures.
 package server

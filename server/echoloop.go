@@ -56,7 +56,7 @@ func (c *conn) await(ctx context.Context, cq fabric.CQ, ch chan fabric.WC) (fabr
 // takes a free buffer's place as a receive before its echo is sent, so
 // the client finds a receive for every message it may send; with all
 // Depth in flight (with the default depth of 1: the echo before), the
-// loop first awaits a send, as the predecessor's server did.
+// loop first awaits a send, as a ping-pong server does.
 //
 // Busy-polled on a provider that can run this loop itself
 // (fabric.Echoer: verbs, in C), the server's only such loop lets it: the

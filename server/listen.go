@@ -12,7 +12,7 @@ var (
 )
 
 // listen opens a TCP listener; backlog > 0 asks the kernel for that listen
-// queue length instead of Go's default (somaxconn), so the predecessor's
+// queue length instead of Go's default (somaxconn), so a C server's
 // listen(sock, 10) can be reproduced.
 func listen(ctx context.Context, lc net.ListenConfig, addr string, backlog int) (net.Listener, error) {
 	ln, err := lc.Listen(ctx, "tcp", addr)

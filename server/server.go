@@ -18,7 +18,8 @@ import (
 
 // Resource modes (see the package documentation for their costs).
 const (
-	// ModePerClient gives each client 1 QP + 2 CQ + 2 MR, as the predecessor.
+	// ModePerClient gives each client 1 QP + 2 CQ + 2 MR, as a server
+	// that creates everything per connection does.
 	ModePerClient = "per-client"
 	// ModeSharedCQ shares send and receive CQs among clients: 1 QP + 2 MR
 	// per client.

@@ -19,14 +19,11 @@ import (
 )
 
 // BootConfig says how to run the guest.
-// DefaultCPUModel is the guest's QEMU -cpu. Under TCG every CPU feature
-// is emulated, and the richer models cost more than they give. Measured
-// 2026-11-23 (ramp --clients 1000,1000 on rxe0, connects/s): qemu64 110,
-// 125, 120, 125; max 91, 95 (max,-xsave 103, 113: XSAVE state on every
-// context switch); Intel models 54-69 (Haswell-noTSX-IBRS, Westmere,
-// SandyBridge: the guest kernel turns on page-table isolation for Intel
-// CPUs, a TLB flush per syscall). qemu64 (QEMU's own default, AMD, SSE2)
-// changes nothing in what is measured, only how fast the emulation runs.
+// DefaultCPUModel is the guest's QEMU -cpu: under TCG every CPU feature
+// is emulated, and qemu64 (QEMU's own default, AMD, SSE2) connected
+// clients fastest of the models measured, changing nothing in what is
+// measured but how fast the emulation runs (results/README.md, "The
+// guest's CPU model").
 const DefaultCPUModel = "qemu64"
 
 type BootConfig struct {

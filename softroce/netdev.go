@@ -9,7 +9,7 @@ import (
 // not write. rxe0 on lo passes RTR only at GID index 1 (IPv4-mapped
 // loopback) and rdma_cm cannot resolve routes on lo, yet most third-party
 // servers use rdma_cm (rping, ucmatose) or hard-code GID index 0 (the
-// IPv6 link-local one), as the predecessor's server does. So, on request
+// IPv6 link-local one), as testdata/capserver does. So, on request
 // (BootConfig.Netdev), the guest also creates a dummy netdev with an
 // address and binds rxe1 to it: there GID index 0 is fe80::…, index 1 is
 // ::ffff:192.0.2.1, and rdma_cm resolves 192.0.2.1 to rxe1.

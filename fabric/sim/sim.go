@@ -89,7 +89,7 @@ type Options struct {
 //	max_srq_wr  = RXE_MAX_SRQ_WR = DEFAULT_MAX_VALUE            = 1048576
 //
 // max_qp, max_cq, max_mr, max_pd and max_srq match ibv_devinfo -v measured
-// in the 6.1 guest (DESIGN.md). max_qp_wr and max_srq_wr were 0x4000 (16384)
+// in the Linux 6.1 guest of the vm backend. max_qp_wr and max_srq_wr were 0x4000 (16384)
 // only before v5.15.
 func DefaultCaps() fabric.Caps {
 	return fabric.Caps{

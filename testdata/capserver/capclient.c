@@ -1,13 +1,13 @@
 /*
  * capclient: one client of capserver, one process per client as the
- * predecessor's scripts ran them.
+ * scripts of linjiw/rdma-multi-client run them.
  *
  *   capclient -a ADDR [-p TCP_PORT] [-d DEVICE] [-g GID_INDEX] [-i IB_PORT] [-t SECONDS]
  *
  * It connects (TCP, HELLO/OK exchange, its RC QP to RTS), sends one
  * message over RDMA and checks the echo, then prints
  *   connected qpn <q> psn <p> server qpn <q> psn <p>
- * Then it reads commands on stdin, as the predecessor's client did:
+ * Then it reads commands on stdin, as linjiw/rdma-multi-client's client does:
  *   send <text>   RC SEND of text, prints "echo: <text>" once it is back
  *   quit          leave (so does end of input)
  *

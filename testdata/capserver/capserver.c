@@ -1,6 +1,6 @@
 /*
  * capserver: a verbs echo server whose capacity is compiled in, the shape
- * of the predecessor's server (a fixed client table sized by
+ * of linjiw/rdma-multi-client's server (a fixed client table sized by
  * #define MAX_CLIENTS, one RC QP + 2 CQs + 2 MRs per client), written as
  * a test fixture for probing servers rdmaprobe did not write.
  *

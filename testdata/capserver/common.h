@@ -1,8 +1,8 @@
 /*
  * What capserver and capclient share: the exchange line, PSNs, and the
  * RC QP's INIT -> RTR -> RTS moves. No rdma_cm: the peers exchange
- * {QPN, PSN, GID} over their own TCP connection, as the predecessor's
- * server did (over TLS there), so the pair runs on any rxe device and
+ * {QPN, PSN, GID} over their own TCP connection, as the server of
+ * linjiw/rdma-multi-client does (over TLS there), so the pair runs on any rxe device and
  * GID index, rxe0 on lo (index 1) included.
  */
 #ifndef CAP_COMMON_H
