@@ -1,6 +1,7 @@
 // Package result holds the run JSON schema: what a probe run saves under
 // results/ and what reports are rendered from. Bump SchemaVersion on any
-// incompatible change and keep Load able to read (or precisely refuse) older
+// change of a field's meaning, add the version's row to the table in
+// docs/run-json.md, and keep Load able to read (or precisely refuse) older
 // versions.
 package result
 

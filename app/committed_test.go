@@ -1,0 +1,74 @@
+package app
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rdmaprobe/rdmaprobe/bench"
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// committedRuns are the saved runs and bench files under results/, at
+// any depth.
+func committedRuns(t *testing.T) []string {
+	t.Helper()
+	var runs []string
+	err := filepath.WalkDir("../results", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if n := d.Name(); !d.IsDir() && (strings.HasPrefix(n, result.FileName) || strings.HasPrefix(n, bench.FileName)) {
+			runs = append(runs, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) == 0 {
+		t.Fatal("no saved runs under ../results")
+	}
+	return runs
+}
+
+// Every committed run and bench file renders with this build (report
+// regenerates what the repository does not keep), and every earlier
+// schema version has a committed run among them: a build that stops
+// reading an old run fails here.
+func TestCommittedRunsRender(t *testing.T) {
+	versions := map[int]bool{}
+	for i, p := range committedRuns(t) {
+		b, err := result.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := result.ParseHead(b)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if h.Kind == result.KindRun {
+			versions[h.SchemaVersion] = true
+		}
+		out := filepath.Join(t.TempDir(), "r")
+		stdout, errOut, code := run(t, "report", p, "--out", out)
+		if code != ExitMeasured {
+			t.Errorf("report %s: exit %d\n%s\n%s", p, code, stdout, errOut)
+			continue
+		}
+		for _, f := range []string{"report.md", "report.html"} {
+			if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+				t.Errorf("report %s wrote no %s: %v", p, f, err)
+			}
+		}
+		if testing.Short() && i > 3 {
+			break
+		}
+	}
+	for v := 1; v < result.SchemaVersion; v++ {
+		if !versions[v] {
+			t.Errorf("no committed run of schema version %d: keep one under results/ so that this build is tested against it", v)
+		}
+	}
+}
