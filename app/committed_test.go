@@ -2,6 +2,7 @@ package app
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,5 +71,42 @@ func TestCommittedRunsRender(t *testing.T) {
 		if !versions[v] {
 			t.Errorf("no committed run of schema version %d: keep one under results/ so that this build is tested against it", v)
 		}
+	}
+}
+
+// What results/ commits stays small enough for every clone to carry: at
+// most 10 MB, no file over 1 MB, and none of the reports that report
+// and compare regenerate. It reads the files git tracks, so runs a
+// developer saved there and did not add are not counted.
+func TestResultsLean(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: the committed files cannot be listed")
+	}
+	out, err := exec.Command("git", "-C", "..", "ls-files", "-z", "results").Output()
+	if err != nil {
+		t.Skipf("not a git checkout (%v): the committed files cannot be listed", err)
+	}
+	const maxTotal, maxFile = 10 << 20, 1 << 20
+	total, n := int64(0), 0
+	for _, p := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
+		st, err := os.Stat(filepath.Join("..", p))
+		if err != nil {
+			continue // deleted in the work tree, not yet committed
+		}
+		n++
+		total += st.Size()
+		if st.Size() > maxFile {
+			t.Errorf("%s is %d bytes, over 1 MB: slim it (results/README.md says how)", p, st.Size())
+		}
+		base := filepath.Base(p)
+		if ext := filepath.Ext(p); ext == ".png" || ext == ".html" || base == "report.md" || base == "compare.md" {
+			t.Errorf("%s is a report that rdmaprobe report regenerates: do not commit it", p)
+		}
+	}
+	if n == 0 {
+		t.Fatal("git lists no files under results/")
+	}
+	if total > maxTotal {
+		t.Errorf("results/ commits %d bytes, over 10 MB", total)
 	}
 }
