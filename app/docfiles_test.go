@@ -128,3 +128,34 @@ func TestNoPointersOutside(t *testing.T) {
 		t.Errorf("read the comments of %d Go files, want the repository's", files)
 	}
 }
+
+// A first-time user finds, on the first screen (24 lines) of its
+// section, how to probe a server of their own and what the exit statuses
+// of a gate are.
+func TestREADMEFirstScreens(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	screen := func(heading string) string {
+		for i, l := range lines {
+			if l == heading {
+				end := min(i+24, len(lines))
+				return strings.Join(lines[i:end], "\n")
+			}
+		}
+		t.Fatalf("README has no section %q", heading)
+		return ""
+	}
+	for _, c := range []struct{ heading, want string }{
+		{"## Probe your own server and client", "--server-cmd '"},
+		{"## Probe your own server and client", "--client-cmd '"},
+		{"## A capacity gate in CI", "--require 500"},
+		{"## A capacity gate in CI", "<!-- exit:end -->"},
+	} {
+		if !strings.Contains(screen(c.heading), c.want) {
+			t.Errorf("the first 24 lines of %q lack %q", c.heading, c.want)
+		}
+	}
+}
