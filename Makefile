@@ -76,7 +76,7 @@ bench: build
 	$(GO) test -run '^$$' -bench . ./bench/
 	./$(BIN) bench --backend sim
 
-# The floor under the 1-client latency target (README, "The floor under
+# The floor under the 1-client latency target (results/README.md, "The floor under
 # the target"): in one guest, FLOOR_ROUNDS rounds in turns of ib_send_lat,
 # a C echo with nothing of rdmaprobe around it (bare, then checking every
 # byte as rdmaprobe does: softroce/testdata/echofloor) and rdmaprobe's
@@ -86,7 +86,7 @@ FLOOR_ROUNDS ?= 7
 floor: setup build
 	RDMAPROBE_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -bench EchoFloor -benchtime $(FLOOR_ROUNDS)x ./softroce/
 
-# Every figure of the README's table, each run saved under results/ with
+# The runs behind the README's headline figures, each saved under results/ with
 # its command (about 20 minutes on 2 cores): the ratios (bench on vm and
 # sim), connect throughput at 300 and 1000 clients over 5 trials in the
 # default layout, then with srq, --detach and session resumption against
