@@ -19,6 +19,7 @@ const (
 	catOutput   = "Output and sampling"
 	catTLS      = "TLS and certificates"
 	catBench    = "Measurement"
+	catSoak     = "Waves and sampling"
 )
 
 // flagCategory is the help group of each flag of the commands with
@@ -54,23 +55,38 @@ var flagCategory = map[string]string{
 	"results": catOutput, "profile": catOutput, "calibrate": catOutput, "sample-interval": catOutput,
 
 	"serve/listen": catServer, "serve/msg-size": catServer, "serve/depth": catServer, "serve/busy-poll": catServer,
-	"serve/remote": catServer, "serve/ready-file": catOutput,
+	"serve/remote": catServer, "serve/ready-file": catOutput, "serve/debug-addr": catOutput,
 	"serve/cert": catTLS, "serve/key": catTLS, "serve/cert-out": catTLS, "serve/client-ca": catTLS,
 	"serve/client-cert-out": catTLS, "serve/client-key-out": catTLS, "serve/handshake-timeout": catTLS,
 	"serve/exchange-timeout": catTLS, "serve/tls-kex": catTLS, "serve/tls-tickets": catTLS,
 
 	"bench/n": catBench, "bench/passes": catBench, "bench/concurrency": catBench, "bench/warmup": catBench,
 	"bench/msg-size": catBench, "bench/op-timeout": catBench, "bench/tls-kex": catBench, "bench/out": catOutput,
+
+	"bench soak/duration": catSoak, "bench soak/interval": catSoak, "bench soak/wave": catSoak, "bench soak/traffic": catSoak,
+	"bench soak/max-clients": catServer, "bench soak/mode": catServer, "bench soak/msg-size": catServer,
+	"bench soak/inflight": catClients, "bench soak/out": catOutput,
 }
 
-// categorized are the commands whose --help groups the flags.
-var categorized = []string{"search", "ramp", "serve", "bench", "hostinfo"}
+// categorized are the commands whose --help groups the flags, a
+// subcommand after its command and a space.
+var categorized = []string{"search", "ramp", "serve", "bench", "bench soak", "hostinfo"}
+
+// commandAt finds a command or, for "cmd sub", a subcommand.
+func commandAt(app *cli.App, path string) *cli.Command {
+	name, sub, _ := strings.Cut(path, " ")
+	c := app.Command(name)
+	if c == nil || sub == "" {
+		return c
+	}
+	return c.Command(sub)
+}
 
 // categorize puts the flags of the commands with many into their help
 // groups.
 func categorize(app *cli.App) {
 	for _, name := range categorized {
-		c := app.Command(name)
+		c := commandAt(app, name)
 		if c == nil {
 			continue
 		}

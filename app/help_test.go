@@ -16,7 +16,7 @@ import (
 func TestFlagCategories(t *testing.T) {
 	app := New(Streams{In: bytes.NewReader(nil), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}})
 	for _, name := range categorized {
-		c := app.Command(name)
+		c := commandAt(app, name)
 		if c == nil {
 			t.Errorf("no command %s", name)
 			continue
@@ -37,11 +37,8 @@ func TestFlagCategories(t *testing.T) {
 // says nothing.
 func TestHelpGroupsAndDefaults(t *testing.T) {
 	groups := regexp.MustCompile(`(?m)^   ([A-Z][^\n]*)\n\n   --`)
-	for _, c := range New(Streams{}).Commands {
-		if c.Hidden {
-			continue
-		}
-		out, errOut, code := run(t, c.Name, "--help")
+	for _, c := range visibleCommands(New(Streams{}).Commands, "") {
+		out, errOut, code := run(t, append(strings.Fields(c.Name), "--help")...)
 		if code != 0 {
 			t.Fatalf("%s --help: exit %d: %s", c.Name, code, errOut)
 		}
@@ -63,10 +60,7 @@ func TestHelpGroupsAndDefaults(t *testing.T) {
 // the actions replaced.
 func TestUsageExamplesParse(t *testing.T) {
 	n := 0
-	for _, c := range New(Streams{}).Commands {
-		if c.Hidden {
-			continue
-		}
+	for _, c := range visibleCommands(New(Streams{}).Commands, "") {
 		if c.UsageText == "" {
 			t.Errorf("%s has no usage example", c.Name)
 		}
@@ -85,4 +79,19 @@ func TestUsageExamplesParse(t *testing.T) {
 	if n < 8 {
 		t.Errorf("found %d usage examples, want at least one per command", n)
 	}
+}
+
+// visibleCommands are the visible commands and their subcommands, each
+// named by its path ("bench soak").
+func visibleCommands(cmds []*cli.Command, prefix string) []*cli.Command {
+	var out []*cli.Command
+	for _, c := range cmds {
+		if c.Hidden {
+			continue
+		}
+		named := *c
+		named.Name = strings.TrimSpace(prefix + " " + c.Name)
+		out = append(append(out, &named), visibleCommands(c.Subcommands, named.Name)...)
+	}
+	return out
 }

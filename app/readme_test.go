@@ -363,9 +363,14 @@ func parseOnly(t *testing.T, argv []string) {
 	var errOut bytes.Buffer
 	app := New(Streams{In: bytes.NewReader(nil), Out: &bytes.Buffer{}, Err: &errOut})
 	ran := false
-	for _, c := range app.Commands {
-		c.Action = func(*cli.Context) error { ran = true; return nil }
+	var stub func([]*cli.Command)
+	stub = func(cmds []*cli.Command) {
+		for _, c := range cmds {
+			c.Action = func(*cli.Context) error { ran = true; return nil }
+			stub(c.Subcommands)
+		}
 	}
+	stub(app.Commands)
 	args := append([]string{"rdmaprobe"}, argv...)
 	if err := app.Run(flagsFirst(app, args)); err != nil || !ran {
 		t.Errorf("%q does not parse: %v %s", argv, err, errOut.String())
