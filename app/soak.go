@@ -58,8 +58,8 @@ func runSoak(ctx context.Context, c *cli.Context, s Streams) error {
 	cfg := soak.Config{Duration: c.Duration("duration"), Interval: c.Duration("interval"), Wave: c.Int("wave"),
 		Traffic: c.Duration("traffic"), MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
 		MsgSize: c.Int("msg-size"), InFlight: c.Int("inflight")}
-	if cfg.Wave < 1 || cfg.MaxClients < cfg.Wave || cfg.Duration <= 0 || cfg.Interval <= 0 {
-		return fail(ExitUsage, "bench soak: --wave must be at least 1 and at most --max-clients, --duration and --interval positive")
+	if err := cfg.Check(); err != nil {
+		return fail(ExitUsage, "bench soak: %v", err)
 	}
 	backend := c.String("backend")
 	if backend != "sim" && backend != "verbs" && backend != "vm" {

@@ -74,6 +74,7 @@ func TestSoakUsage(t *testing.T) {
 		{"bench", "soak", "--wave", "0"},
 		{"bench", "soak", "--wave", "300", "--max-clients", "100"},
 		{"bench", "soak", "--backend", "rxe"},
+		{"bench", "soak", "--mode", "bogus"},
 		{"bench", "soak", "--duration", "soon"},
 	} {
 		out, errOut, code := run(t, append(tc, "--out", t.TempDir())...)

@@ -19,7 +19,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/fabric"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/server"
 )
 
 // Config is one soak.
@@ -81,14 +81,25 @@ type Result struct {
 	Server      *result.ServerStats `json:"server,omitempty"`
 }
 
+// Check refuses a soak that could not run, before anything starts.
+func (c Config) Check() error {
+	if c.Wave < 1 || c.MaxClients < c.Wave {
+		return fmt.Errorf("--wave %d: want at least 1 and at most --max-clients (%d)", c.Wave, c.MaxClients)
+	}
+	if c.Duration <= 0 || c.Interval <= 0 {
+		return errors.New("--duration and --interval must be positive")
+	}
+	if err := server.ValidMode(c.Mode); err != nil {
+		return fmt.Errorf("--mode: %w", err)
+	}
+	return nil
+}
+
 // Run starts the server, runs waves until cfg.Duration has passed (or
 // ctx ends), and stops the server. sample is called after each interval.
 func Run(ctx context.Context, p fabric.Provider, cfg Config, sample func(Sample)) (*Result, error) {
-	if cfg.Wave < 1 || cfg.MaxClients < cfg.Wave {
-		return nil, fmt.Errorf("a wave of %d clients needs --max-clients of at least that (%d)", cfg.Wave, cfg.MaxClients)
-	}
-	if cfg.Interval <= 0 || cfg.Duration <= 0 {
-		return nil, errors.New("--duration and --interval must be positive")
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "rdmaprobe-soak-")
 	if err != nil {
@@ -216,8 +227,9 @@ type serverProc struct {
 	addr  string // the TLS listener
 	debug string // the /debug/memory URL
 	done  chan error
-	out   *lockedBuffer // its stderr
-	prev  time.Time
+	// stderr is the file of its standard error.
+	stderr string
+	prev   time.Time
 	// stats is the server's last /debug/memory answer.
 	stats *result.ServerStats
 	// ended: the process was reaped, with exit.
@@ -235,7 +247,13 @@ func startServer(ctx context.Context, cfg Config, dir string) (*serverProc, erro
 	if err != nil {
 		return nil, err
 	}
-	errOut := &lockedBuffer{}
+	// The server's stderr goes to a file in dir, read only to say why it
+	// failed.
+	errOut, err := os.Create(filepath.Join(dir, "serve.stderr"))
+	if err != nil {
+		return nil, err
+	}
+	defer errOut.Close()
 	cmd.Stderr = errOut
 	if cfg.Prepare != nil {
 		cfg.Prepare(cmd)
@@ -243,7 +261,7 @@ func startServer(ctx context.Context, cfg Config, dir string) (*serverProc, erro
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start serve: %w", err)
 	}
-	s := &serverProc{cmd: cmd, done: make(chan error, 1), out: errOut, prev: time.Now()}
+	s := &serverProc{cmd: cmd, done: make(chan error, 1), stderr: errOut.Name(), prev: time.Now()}
 	lines := make(chan string)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -264,7 +282,7 @@ func startServer(ctx context.Context, cfg Config, dir string) (*serverProc, erro
 			if !ok {
 				err := <-s.done
 				s.ended = true
-				return nil, fmt.Errorf("serve exited before it was ready (%v): %s", err, strings.TrimSpace(errOut.String()))
+				return nil, fmt.Errorf("serve exited before it was ready (%v): %s", err, s.errText())
 			}
 			if a, ok := strings.CutPrefix(line, "ready: listening on "); ok {
 				s.addr, _, _ = strings.Cut(a, ",")
@@ -293,7 +311,7 @@ func (s *serverProc) exited() error {
 	select {
 	case err := <-s.done:
 		s.exit, s.ended = err, true
-		return fmt.Errorf("serve exited during the soak (%v): %s", err, strings.TrimSpace(s.out.String()))
+		return fmt.Errorf("serve exited during the soak (%v): %s", err, s.errText())
 	default:
 		return nil
 	}
@@ -346,7 +364,7 @@ func (s *serverProc) stop() (*result.ServerStats, error) {
 	case err := <-s.done:
 		s.exit, s.ended = err, true
 		if err != nil {
-			return s.stats, fmt.Errorf("serve: %v: %s", err, strings.TrimSpace(s.out.String()))
+			return s.stats, fmt.Errorf("serve: %v: %s", err, s.errText())
 		}
 	case <-time.After(30 * time.Second):
 		s.kill()
@@ -355,21 +373,8 @@ func (s *serverProc) stop() (*result.ServerStats, error) {
 	return s.stats, nil
 }
 
-// lockedBuffer is the server's stderr, written by exec's copier while
-// the soak may read it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+// errText is what the server wrote to its standard error.
+func (s *serverProc) errText() string {
+	b, _ := os.ReadFile(s.stderr)
+	return strings.TrimSpace(string(b))
 }
