@@ -28,7 +28,8 @@ const DefaultDuration = 2 * time.Second
 // trafficFlags are the traffic phase's flags of search and ramp.
 func trafficFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.DurationFlag{Name: "duration", Value: DefaultDuration, Usage: "traffic phase of each point once all its clients are connected: every client exchanges verified messages with the server for this long (0 = off)"},
+		&cli.DurationFlag{Name: "duration", Value: DefaultDuration, Usage: "traffic phase of each point once all its clients are connected: every client exchanges verified messages with the server for at least this long (0 = off)"},
+		&cli.DurationFlag{Name: "max-duration", Value: client.DefaultMaxDuration, Usage: "the traffic phase's window extends past --duration until every client has completed a message inside it, for at most this long; a client still without one is unmeasured and fails the point's SLOs (--duration or less: a fixed window)"},
 		&cli.StringFlag{Name: "op", Value: result.OpSend, Usage: "traffic operation: send (SEND/RECV echo of a self-checking payload), write (RDMA WRITE into the server's buffer, read back after the phase) or read (RDMA READ of what the server put there)"},
 		&cli.IntFlag{Name: "depth", Value: 1, Usage: "messages each client keeps outstanding (closed loop), or at most has (open loop)"},
 		&cli.Float64Flag{Name: "msg-rate", Usage: "messages/s each client is due (open loop, latency timed from when each was due); 0 = closed loop at --depth"},
@@ -43,7 +44,7 @@ func trafficFlags() []cli.Flag {
 // trafficConfig is the traffic phase the flags ask for (Duration 0 =
 // none).
 func trafficConfig(c *cli.Context) client.TrafficConfig {
-	return client.TrafficConfig{Duration: c.Duration("duration"), Op: c.String("op"), Depth: c.Int("depth"),
+	return client.TrafficConfig{Duration: c.Duration("duration"), MaxDuration: c.Duration("max-duration"), Op: c.String("op"), Depth: c.Int("depth"),
 		Rate: c.Float64("msg-rate"), Timeout: c.Duration("msg-timeout"), BusyPoll: c.Duration("busy-poll")}
 }
 
@@ -126,8 +127,16 @@ func trafficLine(pt result.Point) string {
 	if t.RatePerClient > 0 {
 		mode = fmt.Sprintf("%g msg/s per client", t.RatePerClient)
 	}
-	s := fmt.Sprintf("        traffic: %s %d B, %s, %.1f s: %.0f msg/s, %.2f MB/s, latency p50 %s p99 %s max %s, per client %.0f..%.0f msg/s",
-		t.Op, t.MsgBytes, mode, t.DurationSec, t.MsgRate, t.MBps,
+	window := fmt.Sprintf("%.1f s", t.DurationSec)
+	if t.MinDurationSec > 0 && t.DurationSec > t.MinDurationSec+0.05 {
+		window += fmt.Sprintf(" (extended from %g s)", t.MinDurationSec)
+	}
+	window += fmt.Sprintf(", unmeasured %d", t.Unmeasured)
+	if n := t.UnmeasuredNames(); n != "" {
+		window += " (" + n + ")"
+	}
+	s := fmt.Sprintf("        traffic: %s %d B, %s, %s: %.0f msg/s, %.2f MB/s, latency p50 %s p99 %s max %s, per client %.0f..%.0f msg/s",
+		t.Op, t.MsgBytes, mode, window, t.MsgRate, t.MBps,
 		usText(t.Latency.P50), usText(t.Latency.P99), usText(t.Latency.Max), t.PerClient.Min, t.PerClient.Max)
 	if r := pt.LatencyReference; r != nil && r.Error == "" && r.Figures["t_typical"] > 0 && t.Latency.P50 > 0 {
 		s += fmt.Sprintf("; p50 %.2f × %s's t_typical %s, read just before", t.Latency.P50/r.Figures["t_typical"], r.Tool, usText(r.Figures["t_typical"]))
@@ -195,7 +204,7 @@ func checkRanges(c *cli.Context) error {
 	if r := c.Float64("rate"); has("rate") && !(r >= 0 && !math.IsInf(r, 1)) {
 		return fail(ExitUsage, "--rate %g: want 0 (all at once) or more launches per second", r)
 	}
-	for _, name := range []string{"calibrate", "sample-interval"} {
+	for _, name := range []string{"calibrate", "sample-interval", "duration", "max-duration"} {
 		if has(name) && c.Duration(name) < 0 {
 			return fail(ExitUsage, "--%s %v: want 0 (off) or more", name, c.Duration(name))
 		}

@@ -1,7 +1,9 @@
 package app
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -122,5 +124,90 @@ func TestTrafficLineReference(t *testing.T) {
 	pt.LatencyReference.Error = "timed out"
 	if got := trafficLine(pt); strings.Contains(got, "read just before") {
 		t.Errorf("failed reading: %s", got)
+	}
+}
+
+// A slow server that leaves most clients without an echo in the
+// phase's minimum window: with the window capped at that minimum the
+// point is not sustainable whatever its other figures, its verdict says
+// how many clients went unmeasured and the report names them; with the
+// window allowed to extend, the same point is measured and judged. Two
+// load generators, so the window ends for both at once (the runner's
+// "traffic-end").
+func TestUnmeasuredClientsAreNotSustainable(t *testing.T) {
+	const n = 12
+	args := func(root, max string) []string {
+		return []string{"search", "--backend", "sim", "--lo", itoa(n), "--hi", itoa(n), "--procs", "2",
+			"--criterion", "traffic", "--duration", "1s", "--max-duration", max,
+			"--sim-service-delay", "100ms", "--sim-service-delay-from", "5",
+			"--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--results", root}
+	}
+
+	root := t.TempDir()
+	out, errOut, code := run(t, args(root, "1s")...)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	r := loadOnlyRun(t, root)
+	if r.SchemaVersion != result.SchemaVersion || r.Config.Traffic == nil || r.Config.Traffic.MaxDurationSec != 1 {
+		t.Errorf("schema %d, traffic config %+v", r.SchemaVersion, r.Config.Traffic)
+	}
+	if len(r.Points) != 1 || r.Points[0].Traffic == nil {
+		t.Fatalf("points %+v", r.Points)
+	}
+	pt, tr := r.Points[0], r.Points[0].Traffic
+	if pt.Connected != n || tr.Clients != n {
+		t.Fatalf("%d connected, %d in the phase; the planted delay must slow the echoes, not the connects", pt.Connected, tr.Clients)
+	}
+	if tr.Unmeasured <= n/2 || len(tr.UnmeasuredIDs) == 0 || tr.DurationSec > 1.05 || tr.MinDurationSec != 1 {
+		t.Fatalf("unmeasured %d %v in a %.2f s window (minimum %g s): the planted delay leaves most clients without an echo in 1 s",
+			tr.Unmeasured, tr.UnmeasuredIDs, tr.DurationSec, tr.MinDurationSec)
+	}
+	verdict := fmt.Sprintf("not measured: %d of %d clients completed no message", tr.Unmeasured, n)
+	if pt.Passed || tr.SLOPassed || !tr.Judged || tr.ErrorCount() != 0 {
+		t.Errorf("passed %v, SLO passed %v, judged %v, errors %v: unmeasured clients must fail the point, not errors=0", pt.Passed, tr.SLOPassed, tr.Judged, tr.Errors)
+	}
+	if v := tr.SLO[len(tr.SLO)-1]; v.Passed || v.Text != verdict {
+		t.Errorf("last verdict %+v, want %q", v, verdict)
+	}
+	if r.Search == nil || r.Search.Capacity != 0 {
+		t.Errorf("search %+v: the point must not be sustainable", r.Search)
+	}
+	if !strings.Contains(out, fmt.Sprintf("unmeasured %d (client", tr.Unmeasured)) || !strings.Contains(out, "SLO missed: "+verdict) || strings.Contains(out, "SLO met") {
+		t.Errorf("the traffic line does not say it:\n%s", out)
+	}
+	mds, _ := filepath.Glob(filepath.Join(root, "*", "report.md"))
+	if len(mds) != 1 {
+		t.Fatalf("reports %v", mds)
+	}
+	md, err := os.ReadFile(mds[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := tr.UnmeasuredNames(); !strings.Contains(string(md), verdict+" inside the 1.0 s window ("+names+")") || !strings.HasPrefix(names, "client") {
+		t.Errorf("the report does not name the unmeasured clients (%s):\n%s", names, md)
+	}
+
+	root = t.TempDir()
+	out, errOut, code = run(t, args(root, "20s")...)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	r = loadOnlyRun(t, root)
+	pt, tr = r.Points[0], r.Points[0].Traffic
+	if tr == nil || tr.Clients != n || tr.Unmeasured != 0 || tr.DurationSec <= 1.05 || tr.DurationSec >= 20 {
+		t.Fatalf("traffic %+v: the window must extend past 1 s until every client is measured", tr)
+	}
+	for _, v := range tr.SLO {
+		if strings.Contains(v.Text, "not measured") {
+			t.Errorf("verdict %+v on a measured point", v)
+		}
+	}
+	// Judged by its SLOs (errors=0), which every client met.
+	if !pt.Passed || !tr.SLOPassed || r.Search == nil || r.Search.Capacity != n {
+		t.Errorf("passed %v, SLO %+v, search %+v", pt.Passed, tr.SLO, r.Search)
+	}
+	if !strings.Contains(out, "(extended from 1 s), unmeasured 0: ") || !strings.Contains(out, "; SLO met") {
+		t.Errorf("the traffic line does not show the window used:\n%s", out)
 	}
 }

@@ -93,6 +93,7 @@ func (d *Dialer) Close() error {
 // Conn is a connected client. It holds its QP and TLS connection until
 // Close, so the server sees it as a concurrent client.
 type Conn struct {
+	id     int // the client's ID (ClientRecord.ID)
 	tls    net.Conn
 	groups *groups
 	group  *cqGroup // the shared CQ its QP completes on
@@ -233,7 +234,7 @@ func (d *Dialer) Connect(ctx context.Context, id, proc int) (*Conn, result.Clien
 }
 
 func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
-	c := &Conn{bufs: d.bufs, msg: d.cfg.MsgSize, groups: d.groups, wcs: make(chan fabric.WC, 2*d.wr+2)}
+	c := &Conn{id: a.rec.ID, bufs: d.bufs, msg: d.cfg.MsgSize, groups: d.groups, wcs: make(chan fabric.WC, 2*d.wr+2)}
 	nd := net.Dialer{LocalAddr: loopbackSource(d.cfg.Addr, a.rec.ID)}
 	raw, err := nd.DialContext(ctx, "tcp", d.cfg.Addr)
 	if err != nil {

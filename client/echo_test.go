@@ -79,7 +79,7 @@ func TestEchoOrder(t *testing.T) {
 		c := &Conn{qp: a.qp, buf: bp, msg: size, group: &cqGroup{cq: a.cq}}
 		e := &engine{cfg: TrafficConfig{Op: result.OpSend, Depth: 1, Timeout: time.Minute}, size: size}
 		e.start = time.Now()
-		e.end = e.start.Add(time.Hour)
+		e.endOff.Store(int64(time.Hour))
 		f = &flow{e: e, c: c, lat: hist.Latency(), slots: make([]slot, 1)}
 		e.flows = []*flow{f}
 		e.active.Store(1)
@@ -306,7 +306,7 @@ func TestEchoOrder(t *testing.T) {
 	t.Run("ping-done", func(t *testing.T) {
 		var f *flow
 		f = pinging(t, func(l *fabric.PingLoop) (fabric.PingStop, error) {
-			f.e.end = time.Now()
+			f.e.endOff.Store(int64(time.Since(f.e.start)))
 			l.Seq, l.Counted, l.Lat = 0, 1, []time.Duration{time.Microsecond}
 			return fabric.PingDone, nil
 		})

@@ -17,7 +17,11 @@ import (
 )
 
 // The traffic phase: once every client of a point is connected, each
-// exchanges verified messages with the server for a fixed time.
+// exchanges verified messages with the server for a window of at least
+// Duration, extended (up to MaxDuration) until every client completed
+// MinMessages inside it: a client that completed fewer is unmeasured,
+// and a window's rates would otherwise describe only the clients the
+// server got round to.
 //
 // Closed loop (Rate 0): each client keeps Depth messages outstanding and
 // posts the next as soon as one completes. Open loop (Rate > 0): each
@@ -52,17 +56,49 @@ import (
 
 // TrafficConfig is one traffic phase.
 type TrafficConfig struct {
-	Op       string        `json:"op,omitempty"`    // result.OpSend (default), OpWrite, OpRead
-	Duration time.Duration `json:"duration"`        // the window messages are sent in; 0 = no phase
-	Depth    int           `json:"depth,omitempty"` // messages outstanding per client (≤ Config.Depth)
-	Rate     float64       `json:"rate,omitempty"`  // messages/s per client; 0 = closed loop
+	Op       string        `json:"op,omitempty"` // result.OpSend (default), OpWrite, OpRead
+	Duration time.Duration `json:"duration"`     // the window's minimum; 0 = no phase
+	// MaxDuration caps the window: past Duration it stays open until
+	// every client that has not failed completed MinMessages in it, up to
+	// MaxDuration (Duration or less: a fixed window). Every client keeps
+	// its load for the whole window, so the rates keep their meaning.
+	MaxDuration time.Duration `json:"max_duration,omitempty"`
+	Depth       int           `json:"depth,omitempty"` // messages outstanding per client (≤ Config.Depth)
+	Rate        float64       `json:"rate,omitempty"`  // messages/s per client; 0 = closed loop
 	// Timeout is how long a message may stay outstanding before its
 	// client is failed as "timeout" (the peer stopped answering).
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// BusyPoll is Config.BusyPoll for the server and the generators of a
 	// run with a traffic phase (--busy-poll).
 	BusyPoll time.Duration `json:"busy_poll,omitempty"`
+	// Shared, when set, ends the window together with other generators'
+	// (the runner's): the window ends when every generator's clients are
+	// measured, not only these.
+	Shared *SharedWindow `json:"-"`
 }
+
+// SharedWindow is a window that ends across generators at once.
+type SharedWindow struct {
+	// Measured is called once (on its own goroutine) when every client of
+	// this generator that has not failed completed MinMessages in the
+	// window.
+	Measured func()
+	// End is closed when every generator's clients are measured: the
+	// window ends then, or at Duration if that is later.
+	End <-chan struct{}
+}
+
+// MinMessages is how many messages a client must complete inside the
+// window to be measured. One: a client with one round trip in the window
+// has a rate the window describes, and needing more would stretch the
+// window of a loaded server by as many of its slowest round trips.
+const MinMessages = 1
+
+// DefaultMaxDuration is TrafficConfig.MaxDuration unless set: the
+// default message timeout, since by then every client's first message
+// has completed or failed it as timeout (closed loop), so a longer
+// window would measure no more clients.
+const DefaultMaxDuration = DefaultMsgTimeout
 
 // DefaultMsgTimeout is TrafficConfig.Timeout when unset: long enough
 // that a server slow under thousands of clients (seconds per round trip
@@ -84,11 +120,19 @@ func unwrid(id uint64) (kind, j int) { return int(id >> 32), int(uint32(id)) }
 
 // engine is one generator's phase.
 type engine struct {
-	cfg      TrafficConfig
-	size     int
-	start    time.Time
-	end      time.Time // of the window
+	cfg   TrafficConfig
+	size  int
+	start time.Time
+	// endOff is when the window ends, from start: tentatively MaxDuration
+	// until every client is measured (settle), which only shortens it.
+	endOff   atomic.Int64
+	minEnd   time.Time // start + Duration
 	interval time.Duration
+	// pending counts the clients not measured yet that have not failed;
+	// measured is called once when it reaches 0 after the start.
+	pending  atomic.Int64
+	started  atomic.Bool
+	measured sync.Once
 	stopped  atomic.Bool // interrupted: post nothing more
 	active   atomic.Int64
 	flows    []*flow
@@ -126,6 +170,7 @@ type flow struct {
 	busy      int
 	seq       uint64
 	count     int64 // messages completed in the window
+	settled   bool  // measured, or failed: no longer holds the window open
 	finished  bool
 	failClass string
 	failText  string
@@ -157,9 +202,10 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultMsgTimeout
 	}
+	cfg.MaxDuration = max(cfg.MaxDuration, cfg.Duration)
 	rep := result.Traffic{Op: cfg.Op, MsgBytes: d.cfg.MsgSize, Depth: cfg.Depth, RatePerClient: cfg.Rate,
 		Clients: len(conns), LatencyHist: hist.Latency(), ClientHist: hist.Counts(),
-		GeneratorCores: runtime.GOMAXPROCS(0)}
+		GeneratorCores: runtime.GOMAXPROCS(0), MinDurationSec: cfg.Duration.Seconds()}
 	if err := d.checkTraffic(conns, cfg); err != nil {
 		rep.Error = err.Error()
 		return rep
@@ -191,6 +237,7 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 	e.ping = len(e.flows) == 1 && cfg.Op == result.OpSend && cfg.Depth == 1 && cfg.Rate == 0 && d.cfg.BusyPoll > 0
 	cpu0, spun0 := cpuTime(), spun(lats)
 	e.active.Store(int64(len(e.flows)))
+	e.pending.Store(int64(len(e.flows)))
 	// Receives for the echoes, twice Depth (see echoLocked): the connect
 	// left one posted, in buffer 0.
 	if cfg.Op == result.OpSend {
@@ -203,7 +250,12 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 		}
 	}
 	e.start = time.Now()
-	e.end = e.start.Add(cfg.Duration)
+	e.minEnd = e.start.Add(cfg.Duration)
+	e.endOff.Store(int64(cfg.MaxDuration))
+	e.started.Store(true)
+	if e.pending.Load() == 0 {
+		e.allMeasured() // every client failed before the start
+	}
 	for i, f := range e.flows {
 		f.c.flow.Store(f)
 		f.mu.Lock()
@@ -229,7 +281,8 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 	}
 	cpu := cpuTime() - cpu0
 
-	window := min(elapsed, cfg.Duration)
+	end := e.windowEnd()
+	window := min(elapsed, end.Sub(e.start))
 	rep.DurationSec = window.Seconds()
 	rep.GeneratorCPU = cpu.Seconds() / elapsed.Seconds()
 	if spun0 >= 0 {
@@ -245,6 +298,9 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 		f.mu.Lock()
 		rep.ClientHist.Record(f.count)
 		rep.Messages += f.count
+		if f.count < MinMessages {
+			rep.AddUnmeasured(f.c.id)
+		}
 		rep.Answered += f.answered
 		if f.failClass != "" {
 			if rep.Errors == nil {
@@ -260,8 +316,8 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 		}
 		if s := rep.Schedule; s != nil {
 			unsent := int64(0)
-			if f.failClass == "" && f.nextDue.Before(e.end) {
-				unsent = int64((e.end.Sub(f.nextDue) + e.interval - 1) / e.interval)
+			if f.failClass == "" && f.nextDue.Before(end) {
+				unsent = int64((end.Sub(f.nextDue) + e.interval - 1) / e.interval)
 			}
 			s.Due += f.dueInWindow + unsent
 			s.Late += f.late
@@ -335,8 +391,16 @@ func (e *engine) tick(ctx context.Context) {
 	}
 	t := time.NewTimer(0)
 	defer t.Stop()
+	var end <-chan struct{}
+	if e.cfg.Shared != nil {
+		end = e.cfg.Shared.End
+	}
 	for e.active.Load() > 0 {
 		select {
+		case <-end:
+			end = nil
+			e.settle(time.Now())
+			continue
 		case <-ctx.Done():
 			e.stopped.Store(true)
 			for _, f := range e.flows {
@@ -367,7 +431,62 @@ func (e *engine) tick(ctx context.Context) {
 }
 
 // done reports whether the window is over (or the phase interrupted).
-func (e *engine) done(now time.Time) bool { return e.stopped.Load() || !now.Before(e.end) }
+func (e *engine) done(now time.Time) bool { return e.stopped.Load() || !now.Before(e.windowEnd()) }
+
+// windowEnd is when the window ends, as far as is known now.
+func (e *engine) windowEnd() time.Time { return e.start.Add(time.Duration(e.endOff.Load())) }
+
+// settle ends the window at now, or at its minimum if that is later;
+// a window only ever shortens.
+func (e *engine) settle(now time.Time) {
+	if now.Before(e.minEnd) {
+		now = e.minEnd
+	}
+	off := int64(now.Sub(e.start))
+	for {
+		cur := e.endOff.Load()
+		if off >= cur || e.endOff.CompareAndSwap(cur, off) {
+			return
+		}
+	}
+}
+
+// allMeasured is called when no client holds the window open any
+// more: the window ends at its minimum or now, or, shared, when the
+// other generators' clients are measured too.
+func (e *engine) allMeasured() {
+	if !e.started.Load() {
+		return // Traffic checks again at the start
+	}
+	if s := e.cfg.Shared; s != nil {
+		e.measured.Do(func() { go s.Measured() })
+		return
+	}
+	e.settle(time.Now())
+}
+
+// settleLocked stops the client holding the window open: it is
+// measured, or it failed.
+func (f *flow) settleLocked() {
+	if f.settled {
+		return
+	}
+	f.settled = true
+	if f.e.pending.Add(-1) == 0 {
+		f.e.allMeasured()
+	}
+}
+
+// countLocked counts a message completed at now if that is inside the
+// window.
+func (f *flow) countLocked(now time.Time) {
+	if now.Before(f.e.windowEnd()) {
+		f.count++
+		if f.count >= MinMessages {
+			f.settleLocked()
+		}
+	}
+}
 
 // fillLocked posts messages into every free slot (closed loop), or ends
 // the client's phase once the window is over and nothing is outstanding.
@@ -408,7 +527,7 @@ func (f *flow) postDueLocked(now time.Time, byPacer bool) {
 		}
 		f.postLocked(due, now)
 	}
-	if e.done(now) || !f.nextDue.Before(e.end) {
+	if e.done(now) || !f.nextDue.Before(e.windowEnd()) {
 		f.drainedLocked()
 	}
 }
@@ -592,9 +711,7 @@ func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time) (class string, err
 		return result.TrafficVerify, fmt.Errorf("echo: %w", err)
 	}
 	f.lat.RecordDuration(now.Sub(due))
-	if now.Before(f.e.end) {
-		f.count++
-	}
+	f.countLocked(now)
 	if err := f.c.qp.PostRecv(wrid(kindRecv, r), f.c.buf.mr, f.c.buf.recvOff(r), size); err != nil {
 		return result.TrafficPost, fmt.Errorf("repost receive: %w", err)
 	}
@@ -616,7 +733,7 @@ func (f *flow) startPingLocked() {
 	f.pinger = p
 	f.pl = &fabric.PingLoop{QP: c.qp, CQ: c.group.cq, MR: c.buf.mr, SendOff: c.buf.sendOff(0),
 		RecvOff: [2]int{c.buf.recvOff(0), c.buf.recvOff(1)}, Size: f.e.size,
-		SendWRID: wrid(kindSend, 0), RecvWRID: [2]uint64{wrid(kindRecv, 0), wrid(kindRecv, 1)}, End: f.e.end}
+		SendWRID: wrid(kindSend, 0), RecvWRID: [2]uint64{wrid(kindRecv, 0), wrid(kindRecv, 1)}, End: f.e.windowEnd()}
 	c.group.pinging.Store(f)
 }
 
@@ -641,6 +758,7 @@ func (f *flow) ping(ctx context.Context, wc []fabric.WC, busy time.Duration) (n 
 		return 0, ctx.Err() != nil, nil
 	}
 	l, s := f.pl, &f.slots[0]
+	l.End = f.e.windowEnd() // shortened once the client is measured
 	l.Seq, l.Posted, l.Sent, l.Echoed, l.Next, l.Last = 0, s.posted, s.sent, s.echoed, s.next, f.seq
 	if s.busy {
 		l.Seq = s.seq
@@ -660,6 +778,9 @@ func (f *flow) ping(ctx context.Context, wc []fabric.WC, busy time.Duration) (n 
 		f.lat.RecordDuration(d)
 	}
 	f.count += l.Counted
+	if f.count >= MinMessages {
+		f.settleLocked()
+	}
 	f.answered += l.Posts
 	*s = slot{busy: l.Seq != 0, seq: l.Seq, due: l.Posted, posted: l.Posted, sent: l.Sent, echoed: l.Echoed, next: l.Next}
 	f.busy, f.seq = 0, l.Last
@@ -699,9 +820,7 @@ func (f *flow) doneLocked(j int, now time.Time) {
 // completeLocked counts slot j's message if it completed in the window
 // and frees the slot.
 func (f *flow) completeLocked(j int, now time.Time) {
-	if now.Before(f.e.end) {
-		f.count++
-	}
+	f.countLocked(now)
 	f.releaseLocked(j, now)
 }
 
@@ -722,7 +841,7 @@ func (f *flow) drainedLocked() {
 	if f.finished || f.busy > 0 || f.failClass != "" {
 		return
 	}
-	if f.e.interval > 0 && f.nextDue.Before(f.e.end) && !f.e.done(time.Now()) {
+	if f.e.interval > 0 && f.nextDue.Before(f.e.windowEnd()) && !f.e.done(time.Now()) {
 		return // more messages are due in the window
 	}
 	if f.e.cfg.Op == result.OpWrite && !f.e.stopped.Load() {
@@ -784,6 +903,7 @@ func (f *flow) failLocked(class string, err error) {
 	}
 	f.failClass, f.failText = class, err.Error()
 	f.lost = max(int64(f.busy), int64(f.verifyPending), 1)
+	f.settleLocked() // a failed client cannot be measured: it holds no window open
 	f.finishLocked()
 }
 

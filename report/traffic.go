@@ -21,6 +21,13 @@ type TrafficRow struct {
 	Clients    int
 	Success    string
 	ConnectP50 string // ms
+	// Window is the phase's window in seconds; Unmeasured the clients
+	// that completed no message inside it ("–" in runs that did not
+	// count them), and UnmeasuredNote says which and why, "" with none.
+	Window, Unmeasured, UnmeasuredNote string
+	// Extended says how far the window went past its minimum, "" when
+	// it did not.
+	Extended string
 	// Latency percentiles of a message, formatted with their unit.
 	P50, P90, P99, P999, Max string
 	MsgRate, MBps            string
@@ -51,7 +58,24 @@ func trafficRows(run *result.Run) []TrafficRow {
 			P999: latency(t.Latency.P999), Max: latency(t.Latency.Max),
 			MsgRate: fmt.Sprintf("%.0f", t.MsgRate), MBps: f2(t.MBps),
 			PerClient: fmt.Sprintf("%.0f / %.0f / %.0f", t.PerClient.Min, t.PerClient.Median, t.PerClient.Max),
-			ServerMem: "–", ServerCPU: "–", GenCPU: "–", Errors: "–", SLO: "–", Harness: t.HarnessLimit}
+			ServerMem: "–", ServerCPU: "–", GenCPU: "–", Errors: "–", SLO: "–", Harness: t.HarnessLimit,
+			Window: fmt.Sprintf("%.1f", t.DurationSec), Unmeasured: "–"}
+		if t.MinDurationSec > 0 {
+			r.Unmeasured = fmt.Sprint(t.Unmeasured)
+			if t.DurationSec > t.MinDurationSec+0.05 {
+				r.Extended = fmt.Sprintf("the window extended from its minimum of %g s to %.1f s", t.MinDurationSec, t.DurationSec)
+				if t.Unmeasured == 0 {
+					r.Extended += ", until every client had completed a message in it"
+				}
+			}
+		}
+		if u := t.UnmeasuredText(); u != "" {
+			r.UnmeasuredNote = fmt.Sprintf("%s inside the %.1f s window", u, t.DurationSec)
+			if n := t.UnmeasuredNames(); n != "" {
+				r.UnmeasuredNote += " (" + n + ")"
+			}
+			r.UnmeasuredNote += ": the window's rates and latencies describe only the others, so the point cannot pass its SLOs"
+		}
 		if p.Peak != nil && p.Peak.ServerRSS > 0 {
 			r.ServerMem = bytesIEC(float64(p.Peak.ServerRSS))
 		}
@@ -111,8 +135,12 @@ func trafficNote(run *result.Run) string {
 	if t.RatePerClient > 0 {
 		loop = fmt.Sprintf("open loop at %g messages/s per client (at most %d outstanding; latency from when each was due)", t.RatePerClient, t.Depth)
 	}
-	s := fmt.Sprintf("Once every client of a point connected, each exchanged verified %s messages of %d B with the server for %gs (%s; a message outstanding %gs fails its client).",
-		t.Op, run.Config.PayloadBytes, t.DurationSec, loop, t.MsgTimeoutSec)
+	window := fmt.Sprintf("for %gs", t.DurationSec)
+	if t.MaxDurationSec > t.DurationSec {
+		window = fmt.Sprintf("for at least %gs, the window extended until every client had completed a message inside it, up to %gs (a client without one is unmeasured)", t.DurationSec, t.MaxDurationSec)
+	}
+	s := fmt.Sprintf("Once every client of a point connected, each exchanged verified %s messages of %d B with the server %s (%s; a message outstanding %gs fails its client).",
+		t.Op, run.Config.PayloadBytes, window, loop, t.MsgTimeoutSec)
 	if t.BusyPollUS > 0 {
 		s += fmt.Sprintf(" Server and clients busy-polled their completion queues for up to %gus after each completion (--busy-poll) before sleeping on the completion channel:"+
 			" a polling process uses its CPU whether it has work or not, so the CPU columns include the polling, and say how much of it went to polling empty CQs where the process counted it (rdmaprobe's own server and generators).", t.BusyPollUS)

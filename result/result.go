@@ -12,7 +12,7 @@ import (
 )
 
 // SchemaVersion is the version written by this build.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // Outcome classes of one client attempt.
 const (

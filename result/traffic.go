@@ -3,6 +3,7 @@ package result
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/hist"
@@ -53,6 +54,18 @@ type Traffic struct {
 	// DurationSec is the window messages were sent and counted in (the
 	// longest generator's; shorter than asked when interrupted).
 	DurationSec float64 `json:"duration_sec"`
+	// MinDurationSec is the window's minimum (--duration): the window
+	// extends past it until every client is measured, up to a cap
+	// (--max-duration). Absent in runs before schema version 3.
+	MinDurationSec float64 `json:"min_duration_sec,omitempty"`
+	// Unmeasured clients completed fewer than client.MinMessages (one)
+	// messages inside the window (a completion after it does not count):
+	// the window's rates do not describe them, and the point cannot pass
+	// its SLOs. Absent (not counted) in runs before schema version 3.
+	Unmeasured int `json:"unmeasured,omitempty"`
+	// UnmeasuredIDs are the lowest of the unmeasured clients' IDs, at
+	// most MaxUnmeasuredIDs.
+	UnmeasuredIDs []int `json:"unmeasured_ids,omitempty"`
 	// SampleT is when the phase started on the clock of the point's
 	// collector samples (Sample.T), so the samples taken during it can be
 	// told apart.
@@ -163,6 +176,11 @@ func (t *Traffic) Merge(o Traffic) {
 		t.Op, t.MsgBytes, t.Depth, t.RatePerClient = o.Op, o.MsgBytes, o.Depth, o.RatePerClient
 	}
 	t.DurationSec = max(t.DurationSec, o.DurationSec)
+	t.MinDurationSec = max(t.MinDurationSec, o.MinDurationSec)
+	t.Unmeasured += o.Unmeasured
+	for _, id := range o.UnmeasuredIDs {
+		t.addUnmeasuredID(id)
+	}
 	t.Clients += o.Clients
 	t.ClientsFailed += o.ClientsFailed
 	t.Messages += o.Messages
@@ -199,6 +217,60 @@ func (t *Traffic) Merge(o Traffic) {
 	if t.Error == "" {
 		t.Error = o.Error
 	}
+}
+
+// MaxUnmeasuredIDs bounds Traffic.UnmeasuredIDs: enough to find the
+// clients in the records, and the file does not grow with the clients.
+const MaxUnmeasuredIDs = 10
+
+// AddUnmeasured counts client id as unmeasured.
+func (t *Traffic) AddUnmeasured(id int) {
+	t.Unmeasured++
+	t.addUnmeasuredID(id)
+}
+
+// addUnmeasuredID keeps the lowest MaxUnmeasuredIDs IDs, in order.
+func (t *Traffic) addUnmeasuredID(id int) {
+	i := sort.SearchInts(t.UnmeasuredIDs, id)
+	if i < len(t.UnmeasuredIDs) && t.UnmeasuredIDs[i] == id || i >= MaxUnmeasuredIDs {
+		return
+	}
+	t.UnmeasuredIDs = append(t.UnmeasuredIDs, 0)
+	copy(t.UnmeasuredIDs[i+1:], t.UnmeasuredIDs[i:])
+	t.UnmeasuredIDs[i] = id
+	if len(t.UnmeasuredIDs) > MaxUnmeasuredIDs {
+		t.UnmeasuredIDs = t.UnmeasuredIDs[:MaxUnmeasuredIDs]
+	}
+}
+
+// UnmeasuredText is the verdict on a phase with unmeasured clients, ""
+// without: "not measured: 3 of 8 clients completed no message".
+func (t *Traffic) UnmeasuredText() string {
+	if t == nil || t.Unmeasured == 0 {
+		return ""
+	}
+	return fmt.Sprintf("not measured: %d of %d clients completed no message", t.Unmeasured, t.Clients)
+}
+
+// UnmeasuredNames names the unmeasured clients by ID, "" without:
+// "clients 3, 5, 9" or "clients 3, 5, … (first 10 of 4,000)".
+func (t *Traffic) UnmeasuredNames() string {
+	if t == nil || t.Unmeasured == 0 || len(t.UnmeasuredIDs) == 0 {
+		return ""
+	}
+	ids := make([]string, len(t.UnmeasuredIDs))
+	for i, id := range t.UnmeasuredIDs {
+		ids[i] = fmt.Sprint(id)
+	}
+	s := "client"
+	if t.Unmeasured > 1 {
+		s += "s"
+	}
+	s += " " + strings.Join(ids, ", ")
+	if t.Unmeasured > len(ids) {
+		s += fmt.Sprintf(", … (the first %d of %d)", len(ids), t.Unmeasured)
+	}
+	return s
 }
 
 func mergeHist(into, from *hist.Hist, empty func() *hist.Hist) *hist.Hist {
@@ -285,6 +357,10 @@ type TrafficSetup struct {
 	Depth         int     `json:"depth"`
 	RatePerClient float64 `json:"rate_per_client,omitempty"`
 	MsgTimeoutSec float64 `json:"msg_timeout_sec"`
+	// MaxDurationSec caps the window's extension past DurationSec (its
+	// minimum) until every client is measured (Traffic.Unmeasured); 0 in
+	// runs before schema version 3, whose window was DurationSec.
+	MaxDurationSec float64 `json:"max_duration_sec,omitempty"`
 	// BusyPollUS is --busy-poll in microseconds (0: CQs slept on).
 	BusyPollUS float64 `json:"busy_poll_us,omitempty"`
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -68,6 +69,10 @@ type GeneratorSpec struct {
 
 // StartTraffic is the line that starts a generator's traffic phase.
 const StartTraffic = "traffic"
+
+// EndTrafficWindow is the line that ends the traffic phase's window
+// once every generator said "measured" (client.SharedWindow).
+const EndTrafficWindow = "traffic-end"
 
 // ReadSpec reads one JSON line from in into v: how a child gets its
 // ServerSpec or GeneratorSpec from the runner.
@@ -145,6 +150,8 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 	released := make(chan struct{})
 	// startTraffic gets the runner's StartTraffic line.
 	startTraffic := make(chan struct{}, 1)
+	// endWindow is closed on the runner's EndTrafficWindow line.
+	endWindow, endOnce := make(chan struct{}), sync.Once{}
 	if events {
 		// Started, device open: the runner sends the server's address
 		// when the server and every generator are ready, so the clients
@@ -162,11 +169,14 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 		defer cancel()
 		go func() {
 			watchRelease(in, heartbeatLost, func(line string) {
-				if strings.TrimSpace(line) == StartTraffic {
+				switch strings.TrimSpace(line) {
+				case StartTraffic:
 					select {
 					case startTraffic <- struct{}{}:
 					default:
 					}
+				case EndTrafficWindow:
+					endOnce.Do(func() { close(endWindow) })
 				}
 			})
 			close(released)
@@ -194,7 +204,10 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 		if spec.Traffic.Duration > 0 {
 			select {
 			case <-startTraffic:
-				tr := d.Traffic(ctx, conns, spec.Traffic)
+				cfg := spec.Traffic
+				cfg.Shared = &client.SharedWindow{End: endWindow,
+					Measured: func() { emit.Emit(Event{Event: "measured"}) }}
+				tr := d.Traffic(ctx, conns, cfg)
 				emit.Emit(Event{Event: "traffic", Traffic: &tr})
 			case <-released:
 			case <-ctx.Done():

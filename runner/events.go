@@ -20,7 +20,9 @@ import (
 // (GeneratorSpec.Traffic), the runner writes "traffic" on its stdin once
 // every generator is done: the generator runs the phase, says "traffic"
 // with its clients' result.Traffic, and holds them again until its stdin
-// closes. A server says "stats"
+// closes. Its phase's window lasts until every generator's clients are
+// measured: a generator says "measured" when its own are, and the
+// runner writes "traffic-end" once all have (client.SharedWindow). A server says "stats"
 // when it stops (SIGTERM); asked "usage" on its stdin after its spec, it
 // says "usage" with its CPU so far (result.ServerUsage). Either may say
 // "error" at any time.
@@ -33,7 +35,7 @@ import (
 // when it ends (RemoteCommand), which tells a generator that died from a
 // launcher that lost its connection.
 type Event struct {
-	Event string `json:"event"` // "started", "ready", "stats", "usage", "progress", "done", "traffic", "error", "exit"
+	Event string `json:"event"` // "started", "ready", "stats", "usage", "progress", "done", "measured", "traffic", "error", "exit"
 
 	// started, ready
 	PID int `json:"pid,omitempty"`

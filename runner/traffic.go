@@ -45,9 +45,25 @@ func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, sam
 	quit := make(chan struct{})
 	defer close(quit)
 	reports := fanIn(gens, quit,
-		func(ev Event) bool { return ev.Event == "traffic" || ev.Event == "error" },
+		func(ev Event) bool { return ev.Event == "traffic" || ev.Event == "measured" || ev.Event == "error" },
 		func(ev Event) bool { return ev.Event == "traffic" })
-	deadline := time.NewTimer(cfg.Duration + cfg.Timeout + trafficGrace)
+	// The window ends for all once every generator's clients are
+	// measured (or its phase over): one that reported or died holds
+	// no one's window open.
+	settled := make([]bool, len(gens))
+	unsettled := len(gens)
+	settle := func(i int) {
+		if settled[i] {
+			return
+		}
+		settled[i] = true
+		if unsettled--; unsettled == 0 {
+			for _, g := range gens {
+				g.send(EndTrafficWindow)
+			}
+		}
+	}
+	deadline := time.NewTimer(max(cfg.Duration, cfg.MaxDuration) + cfg.Timeout + trafficGrace)
 	defer deadline.Stop()
 	setErr := func(why string) {
 		if tr.Error == "" {
@@ -64,14 +80,19 @@ func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, sam
 				<-g.exited
 				setErr(g.exitText() + " during the traffic phase")
 				remaining--
+				settle(t.i)
+			case t.ev.Event == "measured":
+				settle(t.i)
 			case t.ev.Event == "error":
 				setErr(g.name + ": " + t.ev.Error)
 			case t.ev.Traffic != nil:
 				tr.Merge(*t.ev.Traffic)
 				remaining--
+				settle(t.i)
 			default:
 				setErr(g.name + " sent an empty traffic report")
 				remaining--
+				settle(t.i)
 			}
 		case <-done:
 			done = nil

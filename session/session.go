@@ -249,7 +249,8 @@ func newRun(o Options) *result.Run {
 			timeout = client.DefaultMsgTimeout
 		}
 		run.Config.Traffic = &result.TrafficSetup{DurationSec: t.Duration.Seconds(), Op: op, Depth: max(t.Depth, 1),
-			RatePerClient: t.Rate, MsgTimeoutSec: timeout.Seconds(), BusyPollUS: float64(t.BusyPoll.Microseconds())}
+			RatePerClient: t.Rate, MsgTimeoutSec: timeout.Seconds(), BusyPollUS: float64(t.BusyPoll.Microseconds()),
+			MaxDurationSec: max(t.MaxDuration, t.Duration).Seconds()}
 		run.Config.SLO = o.SLOText
 	}
 	if o.Criterion != "" && o.Criterion != result.CriterionConnect {
@@ -281,8 +282,9 @@ func (o Options) Check() error {
 // judgeTraffic checks pt's traffic phase against the run's SLOs. base,
 // for objectives written against it, is the traffic phase at the run's
 // smallest client count measured so far (pt's own when it is the
-// smallest; the first trial there). A phase that did not complete
-// misses its SLOs. Under criterion traffic the verdict decides the
+// smallest; the first trial there). A phase that did not complete, or
+// left clients unmeasured (result.Traffic.Unmeasured), misses its SLOs:
+// its figures do not describe every client. Under criterion traffic the verdict decides the
 // point (result.Traffic.Judged).
 func judgeTraffic(pt *result.Point, prior []result.Point, slos []slo.SLO, criterion string) {
 	t := pt.Traffic
@@ -299,6 +301,10 @@ func judgeTraffic(pt *result.Point, prior []result.Point, slos []slo.SLO, criter
 		base, baseN = &f, p.Clients
 	}
 	t.SLO, t.SLOPassed = slo.CheckAll(slos, t.Figures(pt.Attempted-pt.Connected), base)
+	if u := t.UnmeasuredText(); u != "" {
+		t.SLO = append(t.SLO, slo.Verdict{SLO: "every client measured", Text: u})
+		t.SLOPassed = false
+	}
 	if t.Error != "" {
 		t.SLOPassed = false
 	}
