@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/slo"
 )
 
 // TestTrafficReferenceBeforeAfter: perftest measured before and after
@@ -185,5 +186,40 @@ func TestCompareTrafficReference(t *testing.T) {
 	}
 	if !strings.Contains(string(html), "<h2>The data path against perftest</h2>") || !strings.Contains(string(html), "<li><b>vm #2</b>: perftest") {
 		t.Errorf("HTML lacks the section:\n%s", html)
+	}
+}
+
+// The connect storm's round trips are labelled as such and come after
+// the data path, and the answer quotes the data path's latency only; a
+// point with unmeasured clients says so in its row and names them.
+func TestConnectStormRoundTripsAfterDataPath(t *testing.T) {
+	run := &result.Run{Mode: "ramp", Config: result.Config{Threshold: 1, SLO: "errors=0",
+		Traffic: &result.TrafficSetup{DurationSec: 1, MaxDurationSec: 30, Op: "send", Depth: 1}},
+		Points: []result.Point{{Clients: 300, Attempted: 300, Connected: 300, SuccessRate: 1,
+			RTT:     result.Percentiles{N: 900, P50: 122797, P95: 150000, P99: 160000, Max: 170000},
+			Traffic: &result.Traffic{Op: "send", Clients: 300, Messages: 5000, MsgRate: 2500, DurationSec: 2.4, MinDurationSec: 1,
+				Unmeasured: 12, UnmeasuredIDs: []int{3, 7}, Latency: result.LatencyUS{P50: 17500, P99: 40000},
+				SLO: []slo.Verdict{{SLO: "errors=0", Passed: true, Text: "errors 0 = 0"},
+					{SLO: "every client measured", Text: "not measured: 12 of 300 clients completed no message"}}}}}}
+	m := NewModel(run)
+	md, err := Markdown(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(md)
+	data, storm := strings.Index(s, "## Data path with N held"), strings.Index(s, "## Round trips during the connect storm (µs)")
+	if data < 0 || storm < data || strings.Contains(s, "Message round trip") {
+		t.Errorf("data path at %d, connect storm at %d:\n%s", data, storm, s)
+	}
+	answer := s[:strings.Index(s, "## Environment")]
+	if !strings.Contains(answer, "latency p50 17.5ms") || strings.Contains(answer, "122797") || strings.Contains(answer, "122.8") {
+		t.Errorf("the answer must quote the data path's latency only:\n%s", answer)
+	}
+	for _, want := range []string{"| 2.4      | 12         |", "❌ not measured: 12 of 300 clients completed no message",
+		"300 clients: the window extended from its minimum of 1 s to 2.4 s.",
+		"❌ 300 clients: not measured: 12 of 300 clients completed no message inside the 2.4 s window (clients 3, 7, … (the first 2 of 12))"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("missing %q in\n%s", want, s)
+		}
 	}
 }
