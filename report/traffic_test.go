@@ -196,7 +196,7 @@ func TestConnectStormRoundTripsAfterDataPath(t *testing.T) {
 	run := &result.Run{Mode: "ramp", Config: result.Config{Threshold: 1, SLO: "errors=0",
 		Traffic: &result.TrafficSetup{DurationSec: 1, MaxDurationSec: 30, Op: "send", Depth: 1}},
 		Points: []result.Point{{Clients: 300, Attempted: 300, Connected: 300, SuccessRate: 1,
-			RTT:     result.Percentiles{N: 900, P50: 122797, P95: 150000, P99: 160000, Max: 170000},
+			RTT: result.Percentiles{N: 900, P50: 122797, P95: 150000, P99: 160000, Max: 170000},
 			Traffic: &result.Traffic{Op: "send", Clients: 300, Messages: 5000, MsgRate: 2500, DurationSec: 2.4, MinDurationSec: 1,
 				Unmeasured: 12, UnmeasuredIDs: []int{3, 7}, Latency: result.LatencyUS{P50: 17500, P99: 40000},
 				SLO: []slo.Verdict{{SLO: "errors=0", Passed: true, Text: "errors 0 = 0"},
