@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/slo"
 )
 
 // chromium runs Debian's headless Chromium on file with extra args and
@@ -279,5 +282,90 @@ func TestPlotsFitInChromium(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// tableProbe writes, for each table of a report, its width and its
+// container's (the element it sits in), whether that container scrolls
+// sideways, and the width of the page's content, into the DOM.
+const tableProbe = `<script>
+(function () {
+  const out = {page: document.documentElement.clientWidth, tables: []};
+  document.querySelectorAll('table').forEach(t => {
+    const c = t.parentElement;
+    out.tables.push({id: t.id || (t.closest('section') || {}).id || '', width: t.getBoundingClientRect().width,
+      container: c.getBoundingClientRect().width, right: c.getBoundingClientRect().right,
+      scrolls: getComputedStyle(c).overflowX === 'auto' || getComputedStyle(c).overflowX === 'scroll'});
+  });
+  const pre = document.createElement('pre');
+  pre.id = 'table-probe';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>`
+
+// At a 1280 px window no table is wider than its container: the data
+// path's figures (two tables, long SLO and CPU cells) fit the page's
+// content, and every table sits in a container that scrolls
+// sideways, so a narrower window scrolls it rather than cut its last
+// columns, and no container reaches past the page.
+func TestTablesFitInChromium(t *testing.T) {
+	run := load(t, "sim-search")
+	run.Config.Traffic = &result.TrafficSetup{DurationSec: 2, MaxDurationSec: 30, Op: "send", Depth: 1, MsgTimeoutSec: 30, BusyPollUS: 2000}
+	run.Config.SLO = "p99<=2ms,errors=0"
+	for i := range run.Points {
+		p := &run.Points[i]
+		p.Traffic = &result.Traffic{Op: "send", MsgBytes: 4096, Depth: 1, Clients: p.Connected, Messages: 123456, MsgRate: 61728.5, MBps: 252.84,
+			DurationSec: 12.3, MinDurationSec: 2, Unmeasured: 1234, Latency: result.LatencyUS{P50: 17500, P90: 30000, P99: 123456, P999: 234567, Max: 3456789},
+			PerClient: result.Spread{Min: 0, Median: 12345, Max: 23456}, ServerCPU: 1.97, ServerSpin: 0.36, GeneratorCPU: 0.98, GeneratorSpin: 0.12, GeneratorCores: 1,
+			Errors: map[string]int64{"RETRY_EXC_ERR": 12, "timeout": 3},
+			SLO: []slo.Verdict{{SLO: "p99<=2ms", Text: "p99 123ms > 2ms"}, {SLO: "errors=0", Text: "errors 15 > 0"},
+				{SLO: "every client measured", Text: "not measured: 1234 of 12345 clients completed no message"}}}
+	}
+	dir := t.TempDir()
+	if _, err := WriteAll(run, dir, []string{"html"}); err != nil {
+		t.Fatal(err)
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	probed := filepath.Join(dir, "probed.html")
+	if err := os.WriteFile(probed, []byte(strings.Replace(string(html), "</body>", tableProbe+"</body>", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom, _ := chromium(t, probed, "--dump-dom", "--window-size=1280,3000")
+	m := regexp.MustCompile(`(?s)<pre id="table-probe">(.*?)</pre>`).FindStringSubmatch(dom)
+	if m == nil {
+		t.Fatal("the table probe did not run")
+	}
+	var l struct {
+		Page   float64
+		Tables []struct {
+			ID                      string
+			Width, Container, Right float64
+			Scrolls                 bool
+		}
+	}
+	if err := json.Unmarshal([]byte(unescapeHTML(m[1])), &l); err != nil {
+		t.Fatal(err)
+	}
+	traffic, cost := false, false
+	for _, tb := range l.Tables {
+		t.Logf("table %q: %.0f px in a container of %.0f px (scrolls %v)", tb.ID, tb.Width, tb.Container, tb.Scrolls)
+		traffic = traffic || tb.ID == "traffic-table"
+		cost = cost || tb.ID == "traffic-cost-table"
+		if tb.Width > tb.Container+0.5 {
+			t.Errorf("table %q is %.0f px wide in a container of %.0f px", tb.ID, tb.Width, tb.Container)
+		}
+		if !tb.Scrolls {
+			t.Errorf("table %q is not in a container that scrolls sideways", tb.ID)
+		}
+		if tb.Right > l.Page+0.5 {
+			t.Errorf("table %q's container ends at %.0f px, past the page's %.0f", tb.ID, tb.Right, l.Page)
+		}
+	}
+	if !traffic || !cost || len(l.Tables) < 5 {
+		t.Errorf("%d tables, the data path's among them: %v %v", len(l.Tables), traffic, cost)
 	}
 }
