@@ -135,12 +135,13 @@ func trafficNote(run *result.Run) string {
 	if t.RatePerClient > 0 {
 		loop = fmt.Sprintf("open loop at %g messages/s per client (at most %d outstanding; latency from when each was due)", t.RatePerClient, t.Depth)
 	}
-	window := fmt.Sprintf("for %gs", t.DurationSec)
+	window, extended := fmt.Sprintf("for %gs", t.DurationSec), ""
 	if t.MaxDurationSec > t.DurationSec {
-		window = fmt.Sprintf("for at least %gs, the window extended until every client had completed a message inside it, up to %gs (a client without one is unmeasured)", t.DurationSec, t.MaxDurationSec)
+		window = fmt.Sprintf("for at least %gs", t.DurationSec)
+		extended = fmt.Sprintf(" The window extended past that until every client had completed a message inside it, up to %gs; a client without one is unmeasured.", t.MaxDurationSec)
 	}
-	s := fmt.Sprintf("Once every client of a point connected, each exchanged verified %s messages of %d B with the server %s (%s; a message outstanding %gs fails its client).",
-		t.Op, run.Config.PayloadBytes, window, loop, t.MsgTimeoutSec)
+	s := fmt.Sprintf("Once every client of a point connected, each exchanged verified %s messages of %d B with the server %s (%s; a message outstanding %gs fails its client).%s",
+		t.Op, run.Config.PayloadBytes, window, loop, t.MsgTimeoutSec, extended)
 	if t.BusyPollUS > 0 {
 		s += fmt.Sprintf(" Server and clients busy-polled their completion queues for up to %gus after each completion (--busy-poll) before sleeping on the completion channel:"+
 			" a polling process uses its CPU whether it has work or not, so the CPU columns include the polling, and say how much of it went to polling empty CQs where the process counted it (rdmaprobe's own server and generators).", t.BusyPollUS)
