@@ -11,7 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/guestagent"
 )
 
 // Version is set at build time with -ldflags "-X ...app.Version=...".
@@ -69,8 +69,8 @@ func New(s Streams) *cli.App {
 
 // Main runs the App with args and returns the process exit code.
 func Main(args []string, s Streams) int {
-	if runner.InGuest() {
-		runner.GuestAgent() // never returns: it powers the guest off
+	if guestagent.InGuest() {
+		guestagent.Run() // never returns: it powers the guest off
 	}
 	return MainContext(context.Background(), args, s)
 }

@@ -11,15 +11,17 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
+	"github.com/rdmaprobe/rdmaprobe/runner/vm"
 )
 
 // backend is the resolved --backend: how the run is labelled, the
 // fabric its servers and generators open, and how its points are run.
 type backend struct {
 	result.Backend
-	fabric runner.Fabric
+	fabric protocol.Fabric
 	// guest, if set, runs the points inside a Soft-RoCE guest.
-	guest *runner.GuestOptions
+	guest *vm.GuestOptions
 	// targetDirs go into the guest for server and client commands.
 	targetDirs []string
 	// buildCache holds --server-build's outputs ("" = the default).
@@ -31,10 +33,10 @@ type backend struct {
 }
 
 // targetDevice is the RDMA device a run with commands counts resources
-// on: in the guest, the netdev device (runner.NewGuest).
+// on: in the guest, the netdev device (vm.NewGuest).
 func (b *backend) targetDevice(spec runner.Spec) string {
 	if b.guest != nil {
-		return runner.GuestNetdevDevice
+		return vm.GuestNetdevDevice
 	}
 	return spec.Fabric.Device
 }
@@ -45,7 +47,7 @@ func (b *backend) targetAddr(spec runner.Spec) string {
 	case spec.Server != nil && spec.Server.Addr != "":
 		return spec.Server.Addr
 	case b.guest != nil:
-		return runner.GuestNetdevAddr
+		return vm.GuestNetdevAddr
 	}
 	return "127.0.0.1"
 }
@@ -89,7 +91,7 @@ func (b *backend) open(ctx context.Context, spec runner.Spec, dir string, local 
 	opts.ConsoleLog = filepath.Join(dir, "guest-console.log")
 	opts.TargetDirs, opts.BuildCache = b.targetDirs, cache
 	opts.ProfileDir, opts.Progress = local.ProfileDir, local.Progress
-	return runner.NewGuest(ctx, spec, opts)
+	return vm.NewGuest(ctx, spec, opts)
 }
 
 // chooseBackend resolves --backend; auto picks verbs, then vm, then sim,
@@ -117,7 +119,7 @@ func chooseBackend(c *cli.Context) (*backend, error) {
 		if ok, why := runner.HasRDMADevice(); ok {
 			return verbsBackend(c, "auto: "+why), nil
 		}
-		if ok, why := runner.GuestAvailable(); ok {
+		if ok, why := vm.GuestAvailable(); ok {
 			return vmBackend(c, "auto: no RDMA device on this host; "+why)
 		} else {
 			return simBackend(c, "auto: no RDMA device on this host and "+why+
@@ -146,7 +148,7 @@ func verbsBackend(c *cli.Context, reason string) *backend {
 // vmBackend runs the verbs fabric on rxe0 inside the guest (or, with
 // --sim-in-vm, the simulated one).
 func vmBackend(c *cli.Context, reason string) (*backend, error) {
-	if ok, why := runner.GuestAvailable(); !ok {
+	if ok, why := vm.GuestAvailable(); !ok {
 		return nil, fmt.Errorf("--backend vm: %s", why)
 	}
 	opts := guestOptions(c)
@@ -157,7 +159,7 @@ func vmBackend(c *cli.Context, reason string) (*backend, error) {
 		Backend: result.Backend{Name: "vm", Reason: reason,
 			Description: "vm: rxe0 (Soft-RoCE in a QEMU guest)"},
 		// The guest's device, port 1, its first RoCE v2 IPv4-mapped GID.
-		fabric:     runner.Fabric{Backend: "verbs", Port: 1, GIDIndex: -1},
+		fabric:     protocol.Fabric{Backend: "verbs", Port: 1, GIDIndex: -1},
 		guest:      &opts,
 		targetDirs: c.StringSlice("target-dir"),
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/report"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/vm"
 )
 
 // DefaultBenchPasses: three passes in turns. In the Soft-RoCE guest one
@@ -63,7 +64,7 @@ func benchCommand(s Streams) *cli.Command {
 }
 
 func runBench(ctx context.Context, c *cli.Context, s Streams) error {
-	req := runner.BenchRequest{N: c.Int("n"), Concurrency: c.Int("concurrency"), Warmup: c.Int("warmup"), Passes: c.Int("passes"),
+	req := vm.BenchRequest{N: c.Int("n"), Concurrency: c.Int("concurrency"), Warmup: c.Int("warmup"), Passes: c.Int("passes"),
 		MsgSize: c.Int("msg-size"), Timeout: c.Duration("op-timeout"), Kex: c.String("tls-kex")}
 	if err := checkTLSKex(c); err != nil {
 		return fail(ExitUsage, "--tls-kex: %v", err)
@@ -154,7 +155,7 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 // benchHere runs the suite in this process, on purpose: a child process
 // would add its start-up to nothing being measured, but also hide
 // nothing.
-func benchHere(ctx context.Context, be *backend, req runner.BenchRequest, progress func(bench.Measurement)) (*bench.Run, error) {
+func benchHere(ctx context.Context, be *backend, req vm.BenchRequest, progress func(bench.Measurement)) (*bench.Run, error) {
 	p, err := be.fabric.Provider()
 	if err != nil {
 		return nil, err
@@ -163,10 +164,10 @@ func benchHere(ctx context.Context, be *backend, req runner.BenchRequest, progre
 }
 
 // benchInGuest boots the Soft-RoCE guest and runs the suite there.
-func benchInGuest(ctx context.Context, opts runner.GuestOptions, dir string, req runner.BenchRequest,
+func benchInGuest(ctx context.Context, opts vm.GuestOptions, dir string, req vm.BenchRequest,
 	run *bench.Run, progress func(bench.Measurement)) (*bench.Run, error) {
 	opts.ConsoleLog = filepath.Join(dir, "guest-console.log")
-	g, err := runner.BootGuest(ctx, opts)
+	g, err := vm.BootGuest(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmaprobe/rdmaprobe/client"
-	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/child"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 func clientsCommand(s Streams) *cli.Command {
@@ -26,7 +27,7 @@ func clientsCommand(s Streams) *cli.Command {
 			&cli.Float64Flag{Name: "rate", Usage: "client launches per second (0 = all at once)"},
 			&cli.BoolFlag{Name: "tls-resume", Usage: "resume TLS sessions between this process's clients (PSK with ECDHE: forward-secret, the client certificate travels in the ticket); the first client connects alone with a full handshake, the others resume its session"},
 			tlsKexFlag(),
-			&cli.IntFlag{Name: "inflight", Value: runner.DefaultInFlight, Usage: "connection attempts in progress at once (0 = unbounded burst)"},
+			&cli.IntFlag{Name: "inflight", Value: protocol.DefaultInFlight, Usage: "connection attempts in progress at once (0 = unbounded burst)"},
 			&cli.DurationFlag{Name: "timeout", Value: 30 * time.Second, Usage: "per-client deadline"},
 			&cli.IntFlag{Name: "rounds", Value: 3, Usage: "verified round trips per client"},
 			&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "payload bytes per message"},
@@ -51,14 +52,14 @@ func clientsCommand(s Streams) *cli.Command {
 			if err != nil {
 				return err
 			}
-			return runner.Generate(ctx, spec, in, s.Out, events)
+			return child.Generate(ctx, spec, in, s.Out, events)
 		},
 	}
 }
 
 // generatorSpec is the --spec the runner sent, or what the flags say.
-func generatorSpec(c *cli.Context, in *bufio.Reader) (runner.GeneratorSpec, bool, error) {
-	var spec runner.GeneratorSpec
+func generatorSpec(c *cli.Context, in *bufio.Reader) (protocol.GeneratorSpec, bool, error) {
+	var spec protocol.GeneratorSpec
 	if c.IsSet("spec") {
 		return spec, true, readSpec(c, in, &spec)
 	}
@@ -78,7 +79,7 @@ func generatorSpec(c *cli.Context, in *bufio.Reader) (runner.GeneratorSpec, bool
 		}
 		return b
 	}
-	spec = runner.GeneratorSpec{N: c.Int("n"), IDBase: c.Int("id-base"), Proc: c.Int("proc"), Addr: c.String("addr"),
+	spec = protocol.GeneratorSpec{N: c.Int("n"), IDBase: c.Int("id-base"), Proc: c.Int("proc"), Addr: c.String("addr"),
 		Rate: c.Float64("rate"), Fabric: fabricSpec(c, c.String("backend")),
 		CA: read("ca"), Cert: read("cert"), Key: read("key"), TLSResume: c.Bool("tls-resume"), TLSKex: c.String("tls-kex"),
 		InFlight: c.Int("inflight"), Timeout: c.Duration("timeout"), Rounds: c.Int("rounds"), MsgSize: c.Int("msg-size"),

@@ -50,7 +50,7 @@ func TestExitStatuses(t *testing.T) {
 		done <- MainContext(ctx, append([]string{"rdmaprobe", "ramp", "--clients", "500", "--rate", "50"}, cheap...),
 			Streams{In: bytes.NewReader(nil), Out: &bytes.Buffer{}, Err: &errOut})
 	}()
-	serving(t, child(t, "serve"), 5)
+	serving(t, childPID(t, "serve"), 5)
 	cancel()
 	if got := <-done; got != ExitInterrupted || !strings.Contains(errOut.String(), "interrupted") {
 		t.Errorf("interrupted ramp: exit %d, stderr %q; want %d", got, errOut.String(), ExitInterrupted)

@@ -3,11 +3,11 @@ package app
 import (
 	"github.com/urfave/cli/v2"
 
-	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 // fabricFlags select and configure the fabric. The runner passes what
-// they resolve to (runner.Fabric) to the server and load generators.
+// they resolve to (protocol.Fabric) to the server and load generators.
 func fabricFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "backend", Value: "auto", Usage: "where QPs come from: auto, verbs (RDMA device on this host), vm (Soft-RoCE in a QEMU guest), sim (pure-Go simulated fabric)"},
@@ -25,8 +25,8 @@ func fabricFlags() []cli.Flag {
 
 // fabricSpec is the fabric the flags select, on backend ("verbs", "sim",
 // or "auto" for serve and clients run by hand).
-func fabricSpec(c *cli.Context, backend string) runner.Fabric {
-	return runner.Fabric{Backend: backend, Device: c.String("device"), Port: c.Int("port"),
+func fabricSpec(c *cli.Context, backend string) protocol.Fabric {
+	return protocol.Fabric{Backend: backend, Device: c.String("device"), Port: c.Int("port"),
 		GIDIndex: c.Int("gid-index"), SimMaxQP: c.Int("sim-max-qp"), SimMaxCQ: c.Int("sim-max-cq"),
 		SimMaxMR: c.Int("sim-max-mr"), SimMaxPD: c.Int("sim-max-pd"),
 		SimServiceDelay: c.Duration("sim-service-delay"), SimServiceDelayFrom: c.Int("sim-service-delay-from")}

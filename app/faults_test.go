@@ -16,9 +16,9 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
-// child finds a child process of this test whose command line has the
+// childPID finds a child process of this test whose command line has the
 // subcommand sub ("serve", "clients"), waiting for it to appear.
-func child(t *testing.T, sub string) int {
+func childPID(t *testing.T, sub string) int {
 	t.Helper()
 	var pid int
 	eventually.True(t, 60*time.Second, "a "+sub+" child appears", func() bool {
@@ -108,7 +108,7 @@ func TestFaultServerKilledMidPoint(t *testing.T) {
 				args = append(args, "--stop-on-error")
 			}
 			done := runAsync(t, args...)
-			srv := child(t, "serve")
+			srv := childPID(t, "serve")
 			serving(t, srv, 5) // the point is under way
 			if err := syscall.Kill(srv, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
@@ -141,8 +141,8 @@ func TestFaultGeneratorHangs(t *testing.T) {
 	root := t.TempDir()
 	done := runAsync(t, "ramp", "--backend", "sim", "--clients", "300", "--rate", "100", "--rounds", "1",
 		"--msg-size", "64", "--timeout", "2s", "--results", root)
-	gen := child(t, "clients")
-	serving(t, child(t, "serve"), 5) // released: the clients are connecting
+	gen := childPID(t, "clients")
+	serving(t, childPID(t, "serve"), 5) // released: the clients are connecting
 	if err := syscall.Kill(gen, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestFaultGuestDies(t *testing.T) {
 		"--vm-mem", "2048", "--results", root)
 	// Wait until the first point is saved, then kill QEMU.
 	eventually.True(t, 3*time.Minute, "the first point is saved", func() bool { return savedPoints(root) == 1 })
-	qemu := child(t, "-nic")
+	qemu := childPID(t, "-nic")
 	if err := syscall.Kill(qemu, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestFaultInterruptedPointIsKept(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling the results directory
 	}
-	serving(t, child(t, "serve"), 50)
+	serving(t, childPID(t, "serve"), 50)
 	cancel()
 	r := <-done
 	if r.code != ExitInterrupted || !strings.Contains(r.errOut, "and the one cut short (3000 clients:") {

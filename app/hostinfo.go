@@ -6,7 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/child"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 // hostinfoCommand prints what a run records of a load-generator host:
@@ -22,12 +23,12 @@ func hostinfoCommand(s Streams) *cli.Command {
 		Action: func(c *cli.Context) error {
 			f := fabricSpec(c, c.String("backend"))
 			if c.IsSet("spec") {
-				f = runner.Fabric{}
+				f = protocol.Fabric{}
 				if err := readSpec(c, bufio.NewReader(s.In), &f); err != nil {
 					return fail(ExitUsage, "%v", err)
 				}
 			}
-			env, err := runner.HostInfo(c.Context, f)
+			env, err := child.HostInfo(c.Context, f)
 			if err != nil {
 				return err
 			}

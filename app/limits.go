@@ -1,6 +1,8 @@
 package app
 
-import "github.com/urfave/cli/v2"
+import (
+	"github.com/urfave/cli/v2"
+)
 
 // limitFlags lower the server's own limits to reproduce an environment.
 func limitFlags() []cli.Flag {
@@ -17,7 +19,7 @@ func profileFlag() cli.Flag {
 }
 
 // specFlag has serve or clients read their whole configuration as one
-// JSON line (runner.ServerSpec, runner.GeneratorSpec) instead of flags:
+// JSON line (protocol.ServerSpec, protocol.GeneratorSpec) instead of flags:
 // how the runner starts them.
 func specFlag() cli.Flag {
 	return &cli.StringFlag{Name: "spec", Hidden: true, Usage: "the whole configuration as JSON; - reads it as the first line of stdin, and implies the runner's event protocol"}

@@ -20,6 +20,9 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/report"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/launch"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
+	"github.com/rdmaprobe/rdmaprobe/runner/vm"
 	"github.com/rdmaprobe/rdmaprobe/session"
 )
 
@@ -36,7 +39,7 @@ func probeFlags() []cli.Flag {
 		&cli.IntFlag{Name: "procs", Value: 1, Usage: "load-generator processes the clients are spread over"},
 		&cli.Float64Flag{Name: "rate", Usage: "client launches per second over all generators (0 = all at once)"},
 		&cli.BoolFlag{Name: "tls-resume", Usage: "let each load generator's clients resume TLS sessions (a server facing returning clients; default: every client does a full mutual-TLS handshake)"},
-		&cli.IntFlag{Name: "inflight", Value: runner.DefaultInFlight, Usage: "connection attempts in progress at once per load generator (0 = unbounded burst); connected clients stay open either way"},
+		&cli.IntFlag{Name: "inflight", Value: protocol.DefaultInFlight, Usage: "connection attempts in progress at once per load generator (0 = unbounded burst); connected clients stay open either way"},
 		&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "per-client deadline"},
 		&cli.IntFlag{Name: "rounds", Value: 3, Usage: "verified round trips per client"},
 		&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "payload bytes per message"},
@@ -153,7 +156,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 		return fail(ExitUsage, "generators on other hosts (--hosts, --launcher) run with --backend verbs or sim, not in the vm backend's guest")
 	}
 	if be.guest != nil && (spec.Server != nil || spec.Client != nil) {
-		be.Description = "vm: " + runner.GuestNetdevDevice + " on a dummy netdev, " + runner.GuestNetdevAddr + " (Soft-RoCE in a QEMU guest)"
+		be.Description = "vm: " + vm.GuestNetdevDevice + " on a dummy netdev, " + vm.GuestNetdevAddr + " (Soft-RoCE in a QEMU guest)"
 	}
 	slos, criterion, req, err := trafficOptions(c)
 	if err != nil {
@@ -191,7 +194,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 	}
 	if be.remote != nil && be.remote.hosts != nil && !c.IsSet("procs") {
 		// One generator per slot, as mpirun starts one rank per slot.
-		o.Spec.Procs = runner.Slots(be.remote.hosts)
+		o.Spec.Procs = launch.Slots(be.remote.hosts)
 	}
 	if mode == "search" {
 		o.Lo, o.Hi = c.Int("lo"), c.Int("hi")

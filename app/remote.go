@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/launch"
 )
 
 // remoteFlags place the load generators on other hosts.
@@ -29,7 +30,7 @@ func remoteFlags() []cli.Flag {
 // host.
 type remote struct {
 	launcher  string
-	hosts     []runner.Host
+	hosts     []launch.Host
 	ssh, srun []string
 	// serverHost runs the server over SSH on that host.
 	serverHost string
@@ -50,9 +51,9 @@ func remotePlacement(c *cli.Context) (*remote, error) {
 	case c.IsSet("hosts") && c.IsSet("hostfile"):
 		return nil, fmt.Errorf("--hosts and --hostfile: give one")
 	case c.IsSet("hosts"):
-		r.hosts, err = runner.ParseHosts(c.String("hosts"))
+		r.hosts, err = launch.ParseHosts(c.String("hosts"))
 	case c.IsSet("hostfile"):
-		r.hosts, err = runner.ReadHostfile(c.String("hostfile"))
+		r.hosts, err = launch.ReadHostfile(c.String("hostfile"))
 	}
 	if err != nil {
 		return nil, err
@@ -71,7 +72,7 @@ func remotePlacement(c *cli.Context) (*remote, error) {
 		}
 	case "slurm":
 		if r.hosts == nil {
-			if r.hosts, err = runner.AllocationHosts(); err != nil {
+			if r.hosts, err = launch.AllocationHosts(); err != nil {
 				return nil, fmt.Errorf("--launcher slurm: %w", err)
 			}
 		}
@@ -125,7 +126,7 @@ func serverAddr(a string) (string, error) {
 func (r *remote) open(ctx context.Context, spec *runner.Spec, exe string, out io.Writer) (runner.Launcher, runner.RemoteLauncher, error) {
 	var server runner.RemoteLauncher
 	if r.serverHost != "" {
-		s, err := runner.NewSSH(ctx, runner.SSHConfig{Hosts: []runner.Host{{Name: r.serverHost, Slots: 1}},
+		s, err := launch.NewSSH(ctx, launch.SSHConfig{Hosts: []launch.Host{{Name: r.serverHost, Slots: 1}},
 			Command: r.ssh, Exe: exe, Fabric: spec.Fabric, Procs: 1, Out: out})
 		if err != nil {
 			return nil, nil, fmt.Errorf("--server-host: %w", err)
@@ -146,14 +147,14 @@ func (r *remote) generators(ctx context.Context, spec *runner.Spec, exe string, 
 			return nil, fmt.Errorf("--launcher slurm: give --server-addr, an address of this host the nodes reach")
 		}
 		ip, _, _ := net.SplitHostPort(spec.Listen)
-		l, err := runner.NewSlurm(ctx, runner.SlurmConfig{Hosts: r.hosts, Command: r.srun, Exe: exe,
+		l, err := launch.NewSlurm(ctx, launch.SlurmConfig{Hosts: r.hosts, Command: r.srun, Exe: exe,
 			Fabric: spec.Fabric, Procs: spec.Procs, ServerIP: ip, Out: out})
 		if err != nil {
 			return nil, err
 		}
 		return l, nil
 	}
-	l, err := runner.NewSSH(ctx, runner.SSHConfig{Hosts: r.hosts, Command: r.ssh, Exe: exe,
+	l, err := launch.NewSSH(ctx, launch.SSHConfig{Hosts: r.hosts, Command: r.ssh, Exe: exe,
 		Fabric: spec.Fabric, Procs: spec.Procs, Out: out})
 	if err != nil {
 		return nil, err

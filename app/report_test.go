@@ -9,6 +9,7 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/vm"
 )
 
 // `rdmaprobe report` on a run saved by search reproduces, byte for byte,
@@ -191,7 +192,7 @@ func TestRunThatCannotStartLeavesNothing(t *testing.T) {
 	if code != ExitRunError || strings.Count(errOut, "\n") != 1 {
 		t.Errorf("exit %d, stderr %q; want %d and one line", code, errOut, ExitRunError)
 	}
-	if ok, _ := runner.GuestAvailable(); ok && !strings.Contains(errOut, "no verbs fabric") {
+	if ok, _ := vm.GuestAvailable(); ok && !strings.Contains(errOut, "no verbs fabric") {
 		t.Errorf("stderr %q does not say the binary has no verbs fabric", errOut)
 	}
 	if ents, _ := os.ReadDir(root); len(ents) != 0 {

@@ -14,6 +14,8 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/certs"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/child"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 func serveCommand(s Streams) *cli.Command {
@@ -49,7 +51,7 @@ func serveCommand(s Streams) *cli.Command {
 		Action: func(c *cli.Context) error {
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			var spec runner.ServerSpec
+			var spec protocol.ServerSpec
 			if c.IsSet("spec") {
 				in := bufio.NewReader(s.In)
 				if err := readSpec(c, in, &spec); err != nil {
@@ -58,13 +60,13 @@ func serveCommand(s Streams) *cli.Command {
 				if c.String("spec") != "-" {
 					in = nil // stdin is not the runner's
 				}
-				return runner.Serve(ctx, spec, in, s.Out, true)
+				return child.Serve(ctx, spec, in, s.Out, true)
 			}
 			spec, err := serverSpec(c)
 			if err != nil {
 				return err
 			}
-			return runner.Serve(ctx, spec, nil, s.Out, false)
+			return child.Serve(ctx, spec, nil, s.Out, false)
 		},
 	}
 }
@@ -75,22 +77,22 @@ func detachFlag() cli.Flag {
 }
 
 // serverSpec is what serve's flags ask for.
-func serverSpec(c *cli.Context) (runner.ServerSpec, error) {
+func serverSpec(c *cli.Context) (protocol.ServerSpec, error) {
 	if !c.IsSet("max-clients") {
-		return runner.ServerSpec{}, fail(ExitUsage, "serve: --max-clients is required (rdmaprobe serve --help lists the flags)")
+		return protocol.ServerSpec{}, fail(ExitUsage, "serve: --max-clients is required (rdmaprobe serve --help lists the flags)")
 	}
 	if err := checkRanges(c); err != nil {
-		return runner.ServerSpec{}, err
+		return protocol.ServerSpec{}, err
 	}
 	pair, err := serverPair(c)
 	if err != nil {
-		return runner.ServerSpec{}, err
+		return protocol.ServerSpec{}, err
 	}
 	clientCA, err := clientCAs(c)
 	if err != nil {
-		return runner.ServerSpec{}, err
+		return protocol.ServerSpec{}, err
 	}
-	return runner.ServerSpec{Listen: c.String("listen"), MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
+	return protocol.ServerSpec{Listen: c.String("listen"), MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
 		Fabric: fabricSpec(c, c.String("backend")), Cert: pair.CertPEM, Key: pair.KeyPEM, ClientCA: clientCA,
 		MsgSize: c.Int("msg-size"), Backlog: c.Int("backlog"), HandshakeTimeout: c.Duration("handshake-timeout"),
 		ExchangeTimeout: c.Duration("exchange-timeout"), TLSKex: c.String("tls-kex"), Detach: c.Bool("detach"),
@@ -104,7 +106,7 @@ func readSpec(c *cli.Context, in *bufio.Reader, v any) error {
 	if src := c.String("spec"); src != "-" {
 		in = bufio.NewReader(strings.NewReader(src + "\n"))
 	}
-	if err := runner.ReadSpec(in, v); err != nil {
+	if err := protocol.ReadSpec(in, v); err != nil {
 		return fmt.Errorf("%s: --spec: %w", c.Command.Name, err)
 	}
 	return nil

@@ -14,6 +14,8 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
+	"github.com/rdmaprobe/rdmaprobe/runner/vm"
 	"github.com/rdmaprobe/rdmaprobe/soak"
 )
 
@@ -39,7 +41,7 @@ func soakCommand(s Streams) *cli.Command {
 			&cli.IntFlag{Name: "max-clients", Value: 2000, Usage: "the server's --max-clients"},
 			&cli.StringFlag{Name: "mode", Value: runner.DefaultMode, Usage: "the server's --mode"},
 			&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "payload bytes per message"},
-			&cli.IntFlag{Name: "inflight", Value: runner.DefaultInFlight, Usage: "connection attempts in progress at once"},
+			&cli.IntFlag{Name: "inflight", Value: protocol.DefaultInFlight, Usage: "connection attempts in progress at once"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"results"}, Value: "results", Usage: "directory that receives <UTC time>-soak-<backend>/" + soakFileName},
 		}, vmFlags()...),
 		Action: func(c *cli.Context) error {
@@ -85,14 +87,14 @@ func runSoak(ctx context.Context, c *cli.Context, s Streams) error {
 	if backend == "vm" {
 		opts := guestOptions(c)
 		opts.ConsoleLog = filepath.Join(dir, "guest-console.log")
-		g, gerr := runner.BootGuest(ctx, opts)
+		g, gerr := vm.BootGuest(ctx, opts)
 		if gerr != nil {
 			return gerr
 		}
 		defer g.Close()
 		res, err = g.Soak(ctx, cfg, sample)
 	} else {
-		res, err = runner.Soak(ctx, runner.Fabric{Backend: backend, GIDIndex: -1}, cfg, sample)
+		res, err = runner.Soak(ctx, protocol.Fabric{Backend: backend, GIDIndex: -1}, cfg, sample)
 	}
 	if res != nil {
 		b, jerr := json.MarshalIndent(struct {

@@ -14,6 +14,8 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/command"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
+	"github.com/rdmaprobe/rdmaprobe/runner/vm"
 )
 
 // targetFlags probe a server, or clients, that rdmaprobe did not write.
@@ -66,7 +68,7 @@ func targetSpec(c *cli.Context, spec *runner.Spec) error {
 		if err != nil {
 			return fmt.Errorf("--client-stdin: %w", err)
 		}
-		cl := &runner.ClientCommand{Argv: argv, Stdin: stdin, OK: c.String("client-ok")}
+		cl := &protocol.ClientCommand{Argv: argv, Stdin: stdin, OK: c.String("client-ok")}
 		switch c.String("client-count") {
 		case "":
 			cl.Held = cl.OK != ""
@@ -148,7 +150,7 @@ func targetRecord(spec runner.Spec, dirs []string, device, addr string) *result.
 		t.Client, t.ClientStdin, t.ClientOK, t.Counting = c.Argv, c.Stdin, c.OK, c.Counting()
 		argvs = append(argvs, c.Argv)
 	}
-	progs, _ := runner.CommandPrograms(argvs...)
+	progs, _ := vm.CommandPrograms(argvs...)
 	for _, p := range progs {
 		if sum, err := runner.FileSHA256(p); err == nil {
 			t.Binaries[p] = sum

@@ -234,7 +234,7 @@ func TestTargetServeAsCommand(t *testing.T) {
 	root := t.TempDir()
 	done := runAsync(t, "ramp", "--backend", "sim", "--clients", "6", "--rate", "1", "--calibrate", "0", "--rounds", "1", "--msg-size", "64",
 		"--timeout", "20s", "--results", root, "--server-cmd", server, "--client-cmd", client, "--client-ok", `^1/1 clients connected`)
-	srv := child(t, "serve")
+	srv := childPID(t, "serve")
 	serving(t, srv, 3)
 	if err := syscall.Kill(srv, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/vm"
 )
 
 // vmFlags size the Soft-RoCE guest; the defaults are a small cloud
@@ -14,15 +14,15 @@ func vmFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "vm-cpus", Value: 2, Usage: "vm: guest vCPUs"},
 		&cli.IntFlag{Name: "vm-mem", Value: 8192, Usage: "vm: guest memory in MiB"},
-		&cli.StringFlag{Name: "vm-cpu-model", Value: runner.DefaultCPUModel, Usage: "vm: QEMU -cpu model of the guest (see softroce.DefaultCPUModel for why not max)"},
+		&cli.StringFlag{Name: "vm-cpu-model", Value: vm.DefaultCPUModel, Usage: "vm: QEMU -cpu model of the guest (see softroce.DefaultCPUModel for why not max)"},
 		&cli.IntFlag{Name: "vm-max-map-count", Usage: "vm: set the guest's vm.max_map_count (default: the kernel's 65530)"},
 		&cli.StringFlag{Name: "vm-kernel-args", Usage: "vm: extra guest kernel command line, space-separated (e.g. mitigations=off); recorded in the backend description"},
 	}
 }
 
 // guestOptions are the guest the vm flags ask for.
-func guestOptions(c *cli.Context) runner.GuestOptions {
-	return runner.GuestOptions{CPUs: c.Int("vm-cpus"), MemMiB: c.Int("vm-mem"), CPUModel: c.String("vm-cpu-model"),
+func guestOptions(c *cli.Context) vm.GuestOptions {
+	return vm.GuestOptions{CPUs: c.Int("vm-cpus"), MemMiB: c.Int("vm-mem"), CPUModel: c.String("vm-cpu-model"),
 		KernelArgs: strings.Fields(c.String("vm-kernel-args")), MaxMapCount: c.Int("vm-max-map-count"), Out: c.App.Writer,
 		Peer: c.Bool("vm-peer")}
 }

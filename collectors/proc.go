@@ -251,3 +251,16 @@ func Process(pid int) (ProcessUsage, error) {
 	u.Maps, err = countMaps(pid)
 	return u, err
 }
+
+// ProcessCPU is a process's user and system CPU time so far.
+func ProcessCPU(pid int) (time.Duration, error) {
+	p, err := process.NewProcess(int32(pid))
+	if err != nil {
+		return 0, err
+	}
+	t, err := p.Times()
+	if err != nil {
+		return 0, err
+	}
+	return time.Duration((t.User + t.System) * float64(time.Second)), nil
+}

@@ -142,7 +142,10 @@ func (o *output) Match() (string, time.Duration, bool) {
 
 // LastLines returns the last n non-empty lines of s, for one-line
 // messages.
-func LastLines(s string, n int) string {
+func LastLines(s string, n int) string { return LastLinesJoined(s, n, " | ") }
+
+// LastLinesJoined is LastLines with sep between the lines.
+func LastLinesJoined(s string, n int, sep string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	var keep []string
 	for i := len(lines) - 1; i >= 0 && len(keep) < n; i-- {
@@ -150,5 +153,5 @@ func LastLines(s string, n int) string {
 			keep = append([]string{l}, keep...)
 		}
 	}
-	return strings.Join(keep, " | ")
+	return strings.Join(keep, sep)
 }

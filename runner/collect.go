@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 // collection gathers one point's outcomes from its load generators: it
@@ -18,7 +19,7 @@ type collection struct {
 	ctx      context.Context // run's
 	spec     Spec
 	n        int
-	gens     []*child
+	gens     []*process
 	st       []genState
 	progress func(Progress)
 	// remote, if set, places the generators on other hosts: it
@@ -51,12 +52,12 @@ var interruptGrace = 45 * time.Second
 
 type genState struct {
 	ready, done bool
-	progress    Event
+	progress    protocol.Event
 	recs        []result.ClientRecord
 	// readyEv is the generator's "ready" (its device and host), doneAt
 	// when its "done" came, usage what it said of itself then, fault
 	// how it failed.
-	readyEv *Event
+	readyEv *protocol.Event
 	doneAt  time.Time
 	usage   *result.GeneratorUsage
 	fault   *result.HostFault
@@ -65,11 +66,11 @@ type genState struct {
 // tagged is one generator's event, or the end of its events.
 type tagged struct {
 	i      int
-	ev     Event
+	ev     protocol.Event
 	closed bool
 }
 
-func newCollection(spec Spec, n int, gens []*child, progress func(Progress)) *collection {
+func newCollection(spec Spec, n int, gens []*process, progress func(Progress)) *collection {
 	c := &collection{spec: spec, n: n, gens: gens, st: make([]genState, len(gens)),
 		progress: progress, remaining: len(gens)}
 	if spec.Rate > 0 {
@@ -92,7 +93,7 @@ func (c *collection) run(ctx context.Context, srv Server, addr string) {
 	defer c.deadline.Stop()
 	quit := make(chan struct{})
 	defer close(quit)
-	merged := fanIn(c.gens, quit, nil, func(ev Event) bool { return ev.Event == "done" })
+	merged := fanIn(c.gens, quit, nil, func(ev protocol.Event) bool { return ev.Event == "done" })
 	srvEvents := srv.Events()
 	for c.remaining > 0 {
 		select {
@@ -121,10 +122,10 @@ func (c *collection) run(ctx context.Context, srv Server, addr string) {
 // fanIn merges the events of gens into one channel until quit: of each
 // generator, the events keep accepts (nil: all), up to the first that
 // last accepts, or the end of its events (closed).
-func fanIn(gens []*child, quit <-chan struct{}, keep, last func(Event) bool) <-chan tagged {
+func fanIn(gens []*process, quit <-chan struct{}, keep, last func(protocol.Event) bool) <-chan tagged {
 	merged := make(chan tagged)
 	for i, g := range gens {
-		go func(i int, g *child) {
+		go func(i int, g *process) {
 			for {
 				ev, ok := <-g.events
 				if ok && keep != nil && !keep(ev) {
@@ -183,7 +184,7 @@ func (c *collection) onGenerator(t tagged, addr string) {
 		c.report()
 	case "done":
 		c.st[i].recs = ev.Records
-		c.st[i].progress = Event{Done: len(ev.Records), OK: ev.OK}
+		c.st[i].progress = protocol.Event{Done: len(ev.Records), OK: ev.OK}
 		c.st[i].done = true
 		c.st[i].doneAt = time.Now()
 		c.st[i].usage = ev.Usage
@@ -293,7 +294,7 @@ func (c *collection) release(addr string) {
 	for i, g := range c.gens {
 		if c.st[i].ready && !c.st[i].done {
 			g.send(addr)
-			g.heartbeat(heartbeatEvery)
+			g.heartbeat(protocol.HeartbeatEvery)
 		}
 	}
 	c.deadline.Reset(c.launch + c.quiet)

@@ -8,8 +8,8 @@ import (
 
 // Launcher places load generators: it makes the command that runs one
 // generator's process, `rdmaprobe clients --spec -`, wherever that
-// generator runs. The process reads its GeneratorSpec and then its
-// release from stdin and writes events on stdout (Event), so over any
+// generator runs. The process reads its protocol.GeneratorSpec and then its
+// release from stdin and writes events on stdout (protocol.Event), so over any
 // pipe, a remote shell's or a job launcher's included, it is the same
 // child. launch_local.go starts it on this machine; another placement is
 // another Launcher in a file of its own.
@@ -24,7 +24,7 @@ type Launcher interface {
 }
 
 // RemoteLauncher is a Launcher that places generators on other hosts
-// (launch_ssh.go, launch_slurm.go). The runner then also asks it each
+// (package launch: SSH, Slurm). The runner then also asks it each
 // generator's host address, kills a generator there over the launcher
 // when it must, classifies how one failed, and records the hosts.
 type RemoteLauncher interface {

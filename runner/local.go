@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/certs"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 // LocalOptions are what a Local runner needs besides the Spec: things of
@@ -130,13 +132,13 @@ func (l *Local) Describe(run *result.Run) {
 	if r := l.remote(); r != nil {
 		run.Hosts = r.Hosts()
 		run.Config.Launcher = r.Name()
-		run.Config.ServerAddr = listenAddr(l.spec.Listen)
+		run.Config.ServerAddr = l.spec.ListenAddr()
 	}
 	if s := l.opts.ServerHost; s != nil {
 		if hs := s.Hosts(); len(hs) > 0 {
 			run.ServerHost = &hs[0]
 		}
-		run.Config.ServerAddr = listenAddr(l.spec.Listen)
+		run.Config.ServerAddr = l.spec.ListenAddr()
 	}
 	if d := l.device; d != nil && run.Backend.Name == "verbs" {
 		run.Backend.Description = fmt.Sprintf("verbs: %s port %d (%s) on Linux %s",
@@ -148,7 +150,7 @@ func (l *Local) Describe(run *result.Run) {
 func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error) {
 	spec := l.spec
 	pt := result.Point{Clients: n, Trial: trial, StartedAt: time.Now().UTC()}
-	max := spec.maxClients(n)
+	max := spec.MaxClientsAt(n)
 	if l.calib != nil {
 		pt.Calibration = &result.Calibration{WindowSec: l.calib.window.Seconds()}
 		pt.Calibration.BeforeHS = l.calib.measure(ctx, pt.Calibration)
@@ -228,10 +230,10 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	// timers.
 	restoreSlack := func() {}
 	if _, ok := srv.(*builtinServer); ok {
-		restoreSlack = slackenThreads(srv.PID(), ConnectTimerSlack)
+		restoreSlack = protocol.SlackenThreads(srv.PID(), protocol.ConnectTimerSlack)
 	}
 	c.run(ctx, srv, addr)
-	if !keepsSlack(spec.Traffic) {
+	if !protocol.KeepsSlack(spec.Traffic) {
 		restoreSlack()
 	}
 	if !c.released.IsZero() {
@@ -287,18 +289,18 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 
 // startGenerators starts the load generators through the Launcher; each
 // waits for the server's address on its stdin (collect sends it).
-func (l *Local) startGenerators(n, trial int, build string) ([]*child, error) {
+func (l *Local) startGenerators(n, trial int, build string) ([]*process, error) {
 	spec := l.spec
 	procs := min(spec.Procs, n)
 	var env []string
 	if _, g := splitCPUs(spec.GoMaxProcs, runtime.NumCPU(), spec.Procs); g > 0 {
 		env = []string{"GOMAXPROCS=" + strconv.Itoa(g)}
 	}
-	var gens []*child
+	var gens []*process
 	base := 0
 	for i := 0; i < procs; i++ {
 		k := share(n, procs, i)
-		gs := GeneratorSpec{N: k, IDBase: base, Proc: i, Fabric: spec.Fabric.generators(),
+		gs := protocol.GeneratorSpec{N: k, IDBase: base, Proc: i, Fabric: spec.Fabric.Generators(),
 			CA: l.opts.Certs.Server.CertPEM, Cert: l.opts.Certs.Client.CertPEM, Key: l.opts.Certs.Client.KeyPEM,
 			TLSResume: spec.TLSResume, TLSKex: spec.TLSKex, InFlight: spec.InFlight,
 			Timeout: spec.Timeout, Rounds: spec.Rounds, MsgSize: spec.MsgSize,
@@ -322,7 +324,7 @@ func (l *Local) startGenerators(n, trial int, build string) ([]*child, error) {
 			// (the launcher's, or the one towards the server).
 			genv = nil
 			gs.Fabric.Addr = r.Addr(i)
-			if h, _, err := net.SplitHostPort(listenAddr(spec.Listen)); err == nil {
+			if h, _, err := net.SplitHostPort(spec.ListenAddr()); err == nil {
 				gs.Fabric.Toward = h
 			}
 		}
@@ -339,7 +341,7 @@ func (l *Local) startGenerators(n, trial int, build string) ([]*child, error) {
 	return gens, nil
 }
 
-func (l *Local) launch(i int, gs GeneratorSpec, env []string) (*child, error) {
+func (l *Local) launch(i int, gs protocol.GeneratorSpec, env []string) (*process, error) {
 	name := fmt.Sprintf("load generator %d", i)
 	if h := l.launcher.Host(i); h != "" {
 		name += " on " + h
@@ -348,7 +350,7 @@ func (l *Local) launch(i int, gs GeneratorSpec, env []string) (*child, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	g, err := startChild(name, cmd, gs)
+	g, err := startProcess(name, cmd, gs)
 	if err != nil {
 		return nil, err
 	}
@@ -362,4 +364,13 @@ func (l *Local) launch(i int, gs GeneratorSpec, env []string) (*child, error) {
 func (l *Local) remote() RemoteLauncher {
 	r, _ := l.launcher.(RemoteLauncher)
 	return r
+}
+
+// ShortRelease turns "6.1.0-56-amd64" into "6.1".
+func ShortRelease(r string) string {
+	parts := strings.SplitN(r, ".", 3)
+	if len(parts) < 2 {
+		return r
+	}
+	return parts[0] + "." + strings.TrimFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' })
 }

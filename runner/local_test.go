@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 // fake writes a shell script standing in for rdmaprobe: it dispatches on
@@ -274,7 +275,7 @@ func TestChildrenGetTheirSpec(t *testing.T) {
 	cl := `echo "$spec" > ` + dir + "/clients-$proc\n" + goodClients
 	p := pairs(t)
 	r, err := NewLocal(Spec{Procs: 2, Threshold: 1, Timeout: 5 * time.Second, StartTimeout: 5 * time.Second,
-		MaxClients: 9, Mode: "srq", Rate: 100, CalibrationWindow: -1, Fabric: Fabric{Backend: "sim", SimMaxQP: 7}},
+		MaxClients: 9, Mode: "srq", Rate: 100, CalibrationWindow: -1, Fabric: protocol.Fabric{Backend: "sim", SimMaxQP: 7}},
 		LocalOptions{Exe: fake(t, srv, cl), Certs: p})
 	if err != nil {
 		t.Fatal(err)
@@ -282,14 +283,14 @@ func TestChildrenGetTheirSpec(t *testing.T) {
 	if _, err := r.RunPoint(context.Background(), 5, 0); err != nil {
 		t.Fatal(err)
 	}
-	var ss ServerSpec
+	var ss protocol.ServerSpec
 	readJSON(t, filepath.Join(dir, "server"), &ss)
 	if ss.MaxClients != 9 || ss.Mode != "srq" || ss.Fabric.SimMaxQP != 7 || string(ss.Cert) != string(p.Server.CertPEM) ||
 		string(ss.ClientCA) != string(p.Client.CertPEM) || ss.HandshakeTimeout != 5*time.Second {
 		t.Errorf("server spec %+v", ss)
 	}
-	for i, want := range []GeneratorSpec{{N: 3, IDBase: 0, Proc: 0}, {N: 2, IDBase: 3, Proc: 1}} {
-		var gs GeneratorSpec
+	for i, want := range []protocol.GeneratorSpec{{N: 3, IDBase: 0, Proc: 0}, {N: 2, IDBase: 3, Proc: 1}} {
+		var gs protocol.GeneratorSpec
 		readJSON(t, filepath.Join(dir, "clients-"+strconv.Itoa(i)), &gs)
 		if gs.N != want.N || gs.IDBase != want.IDBase || gs.Proc != want.Proc || gs.Rate != 50 ||
 			string(gs.CA) != string(p.Server.CertPEM) || string(gs.Key) != string(p.Client.KeyPEM) || gs.Fabric.SimMaxQP != 0 {

@@ -1,6 +1,7 @@
-// Package runner runs one probe point: it starts the server under test
-// and the load generators, releases the clients together, collects and
-// validates their outcomes, stops everything and reaps every process.
+// Package runner runs one probe point from the parent's side: it starts
+// the server under test and the load generators, releases the clients
+// together, collects and validates their outcomes, stops everything and
+// reaps every process.
 //
 // # The seam
 //
@@ -10,27 +11,30 @@
 //   - the workload: Spec, one JSON-serialisable value (client count
 //     aside) that says what a point does wherever it runs. The children
 //     get their part of it as one JSON line on their stdin
-//     (ServerSpec, GeneratorSpec), so a new option is one struct field,
-//     not an edit of argv in several places;
+//     (protocol.ServerSpec, protocol.GeneratorSpec), so a new option is
+//     one struct field, not an edit of argv in several places;
 //   - the target, the server under test: Target starts it for a point,
-//     says when it is ready and stops it. target_builtin.go runs
-//     rdmaprobe's own `serve`;
+//     says when it is ready and stops it; a Server is what the point
+//     loop sees of it. target_builtin.go runs rdmaprobe's own `serve`,
+//     target_command.go a server command of the operator's;
 //   - the placement of the load generators: Launcher makes the command
-//     of one generator process. launch_local.go runs it on this machine.
+//     of one generator process. launch_local.go runs it on this machine;
+//     package launch places them on other hosts, over SSH or under
+//     Slurm's srun.
 //
-// Local runs points with one Target and one Launcher; Guest runs each
-// point inside a Soft-RoCE QEMU guest, where a Local runner does the
-// work (guest.go on the host, guest_agent.go as the guest's PID 1).
-// Both are a Runner, which is all the session above needs.
+// Local runs points with one Target and one Launcher; it is a Runner,
+// which is all the session above needs. Package vm is the other Runner:
+// it runs each point inside a Soft-RoCE QEMU guest, where a Local does
+// the work.
 //
-// A new kind of target (a server command of the operator's) is one new
-// file holding a Target; a new placement of the generators (over SSH,
-// under Slurm's srun) is one new file holding a Launcher, since the
-// generators' protocol (spec and release on stdin, JSON events on
-// stdout, see Event) works over any pipe. Both are set in LocalOptions.
+// # Who runs what
 //
-// The child halves of the protocol, what `serve` and `clients` run when
-// the runner starts them, are in child_server.go and child_generator.go.
+// This package is the parent's side only. The code that runs inside the
+// processes it starts (`serve`, `clients`, `hostinfo`) is package child;
+// the protocol between the two (specs on stdin, JSON events on stdout,
+// see protocol.Event) is package protocol, which both import and which
+// works over any pipe, a remote shell's included. The guest's PID 1,
+// which answers package vm from inside the guest, is package guestagent.
 package runner
 
 import (
@@ -43,6 +47,7 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 	"github.com/rdmaprobe/rdmaprobe/server"
 )
 
@@ -77,10 +82,10 @@ type Finisher interface {
 
 // Spec is what every point of a run does, wherever it runs. It holds no
 // host paths, callbacks or key material: it travels as JSON to a guest
-// and, split into ServerSpec and GeneratorSpec, to every child.
+// and, split into protocol.ServerSpec and protocol.GeneratorSpec, to every child.
 type Spec struct {
 	// Fabric is the fabric the server and generators open.
-	Fabric Fabric `json:"fabric"`
+	Fabric protocol.Fabric `json:"fabric"`
 	// MaxClients is the server's cap; 0 means each point's N.
 	MaxClients int     `json:"max_clients,omitempty"`
 	Mode       string  `json:"mode"`
@@ -128,8 +133,8 @@ type Spec struct {
 	// operator's instead of rdmaprobe's serve (target_command.go).
 	Server *ServerCommand `json:"server_cmd,omitempty"`
 	// Client, when set, runs a command per client instead of the
-	// built-in client (child_commands.go).
-	Client *ClientCommand `json:"client_cmd,omitempty"`
+	// built-in client (runner/child).
+	Client *protocol.ClientCommand `json:"client_cmd,omitempty"`
 	// Listen is the address the server listens on, IP[:port]; "" is
 	// 127.0.0.1 on any free port. Generators on other hosts need an
 	// address of the server's host they reach (--server-addr); a
@@ -223,8 +228,8 @@ func (s Spec) withDefaults() Spec {
 	return s
 }
 
-// maxClients is the server's cap at a point of n clients.
-func (s Spec) maxClients(n int) int {
+// MaxClientsAt is the server's cap at a point of n clients.
+func (s Spec) MaxClientsAt(n int) int {
 	if s.MaxClients > 0 {
 		return s.MaxClients
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 // Target is the server under test: how it is started for a point,
@@ -26,7 +27,7 @@ type Server interface {
 	PID() int
 	// Events carries what the server reports during the point ("error"
 	// events); it is closed when the server exits.
-	Events() <-chan Event
+	Events() <-chan protocol.Event
 	// ExitText says how the server ended, with its last output; valid
 	// once Events is closed.
 	ExitText() string

@@ -14,11 +14,12 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/certs"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 	"github.com/rdmaprobe/rdmaprobe/server"
 )
 
 // builtinTarget runs rdmaprobe's own server: `rdmaprobe serve --spec -`
-// on this machine, configured by a ServerSpec on its stdin, speaking the
+// on this machine, configured by a protocol.ServerSpec on its stdin, speaking the
 // event protocol on its stdout.
 type builtinTarget struct {
 	exe        string
@@ -31,7 +32,7 @@ type builtinTarget struct {
 
 func (t *builtinTarget) Start(ctx context.Context, n, trial int) (Server, error) {
 	s := t.spec
-	ss := ServerSpec{Listen: listenAddr(s.Listen), MaxClients: s.maxClients(n), Mode: s.Mode, Fabric: s.Fabric,
+	ss := protocol.ServerSpec{Listen: s.ListenAddr(), MaxClients: s.MaxClientsAt(n), Mode: s.Mode, Fabric: s.Fabric,
 		Cert: t.certs.Server.CertPEM, Key: t.certs.Server.KeyPEM, ClientCA: t.certs.Client.CertPEM,
 		MsgSize: s.MsgSize, Backlog: s.Backlog,
 		// The server waits for a client as long as the client itself may
@@ -60,32 +61,32 @@ func (t *builtinTarget) Start(ctx context.Context, n, trial int) (Server, error)
 		if err != nil {
 			return nil, err
 		}
-		c, err := startChild("server on "+t.remote.Host(0), cmd, ss)
+		c, err := startProcess("server on "+t.remote.Host(0), cmd, ss)
 		if err != nil {
 			return nil, err
 		}
 		c.remoteKill = func(pid int) { t.remote.Kill(0, pid) }
-		return &builtinServer{child: c, remote: t.remote}, nil
+		return &builtinServer{process: c, remote: t.remote}, nil
 	}
 	cmd := exec.Command(t.exe, "serve", "--spec", "-")
 	if procs, _ := splitCPUs(s.GoMaxProcs, runtime.NumCPU(), s.Procs); procs > 0 {
 		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(procs))
 	}
-	c, err := startChild("server", cmd, ss)
+	c, err := startProcess("server", cmd, ss)
 	if err != nil {
 		return nil, err
 	}
-	return &builtinServer{child: c}, nil
+	return &builtinServer{process: c}, nil
 }
 
 // builtinServer is a running `serve`, here or on another host (remote).
 type builtinServer struct {
-	*child
+	*process
 	remote RemoteLauncher
 }
 
 func (s *builtinServer) Ready(ctx context.Context, timeout time.Duration) (string, *result.DeviceInfo, error) {
-	ev, err := s.await(ctx, timeout, func(ev Event) bool { return ev.Event == "ready" || ev.Event == "error" })
+	ev, err := s.await(ctx, timeout, func(ev protocol.Event) bool { return ev.Event == "ready" || ev.Event == "error" })
 	switch {
 	case errors.Is(err, errEventsEnded):
 		<-s.exited
@@ -110,22 +111,22 @@ var (
 // dropping the others; errEventsEnded if its events end first,
 // errNoEvent after timeout, ctx's error if it ends. Only while no one
 // else reads its events.
-func (s *builtinServer) await(ctx context.Context, timeout time.Duration, want func(Event) bool) (Event, error) {
+func (s *builtinServer) await(ctx context.Context, timeout time.Duration, want func(protocol.Event) bool) (protocol.Event, error) {
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for {
 		select {
 		case ev, ok := <-s.events:
 			if !ok {
-				return Event{}, errEventsEnded
+				return protocol.Event{}, errEventsEnded
 			}
 			if want(ev) {
 				return ev, nil
 			}
 		case <-t.C:
-			return Event{}, errNoEvent
+			return protocol.Event{}, errNoEvent
 		case <-ctx.Done():
-			return Event{}, ctx.Err()
+			return protocol.Event{}, ctx.Err()
 		}
 	}
 }
@@ -138,8 +139,8 @@ func (s *builtinServer) PID() int {
 	}
 	return s.pid()
 }
-func (s *builtinServer) Events() <-chan Event { return s.events }
-func (s *builtinServer) Kill()                { s.kill() }
+func (s *builtinServer) Events() <-chan protocol.Event { return s.events }
+func (s *builtinServer) Kill()                         { s.kill() }
 
 func (s *builtinServer) ExitText() string {
 	<-s.exited // its events end just before it is reaped
@@ -150,7 +151,7 @@ func (s *builtinServer) ExitText() string {
 // exits.
 func (s *builtinServer) Stop(grace time.Duration) (result.ServerStats, string) {
 	var st result.ServerStats
-	var evs []Event
+	var evs []protocol.Event
 	if pid := int(s.reported.Load()); s.remote != nil && pid > 0 {
 		// SIGTERM where it runs: the launcher does not carry signals.
 		s.remote.Signal(0, pid, "TERM")
@@ -169,21 +170,22 @@ func (s *builtinServer) Stop(grace time.Duration) (result.ServerStats, string) {
 	return st, ""
 }
 
-// Usage asks the server for its CPU so far (ServerRequestUsage) and
+// Usage asks the server for its CPU so far (protocol.ServerRequestUsage) and
 // waits up to timeout for the answer: between the point's connect phase
 // and its stop, when no one else reads its events (the others that come
 // meanwhile are dropped, as the stop's drain would).
 func (s *builtinServer) Usage(timeout time.Duration) (result.ServerUsage, error) {
-	s.send(ServerRequestUsage)
-	ev, err := s.await(context.Background(), timeout, func(ev Event) bool { return ev.Event == "usage" && ev.ServerUsage != nil })
+	s.send(protocol.ServerRequestUsage)
+	ev, err := s.await(context.Background(), timeout, func(ev protocol.Event) bool { return ev.Event == "usage" && ev.ServerUsage != nil })
 	if err != nil {
 		return result.ServerUsage{}, fmt.Errorf("server's usage: %w", err)
 	}
 	return *ev.ServerUsage, nil
 }
 
-// listenAddr is Spec.Listen with its defaults: 127.0.0.1, any port.
-func listenAddr(l string) string {
+// ListenAddr is Listen with its defaults: 127.0.0.1, any port.
+func (s Spec) ListenAddr() string {
+	l := s.Listen
 	if l == "" {
 		return "127.0.0.1:0"
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/command"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 // ServerCommand is a server under test that rdmaprobe did not write
@@ -184,7 +185,7 @@ func (c *ServerCommand) addr() string {
 }
 
 func (t *commandTarget) Start(ctx context.Context, n, trial int) (Server, error) {
-	max := t.spec.maxClients(n)
+	max := t.spec.MaxClientsAt(n)
 	rec := &result.TargetPoint{}
 	vars := map[string]string{"n": strconv.Itoa(n), "max": strconv.Itoa(max),
 		"device": t.spec.Fabric.Device, "addr": t.cmd.addr()}
@@ -226,7 +227,7 @@ func (t *commandTarget) Start(ctx context.Context, n, trial int) (Server, error)
 		return nil, &PointError{fmt.Errorf("server: %w", err)}
 	}
 	rec.PID = p.PID
-	s := &commandServer{t: t, p: p, port: port, rec: rec, events: make(chan Event)}
+	s := &commandServer{t: t, p: p, port: port, rec: rec, events: make(chan protocol.Event)}
 	// Events end when the server does: the collection reads that as the
 	// server dying during the point.
 	go func() {
@@ -305,7 +306,7 @@ type commandServer struct {
 	p      *command.Proc
 	port   int
 	rec    *result.TargetPoint
-	events chan Event
+	events chan protocol.Event
 	stop   *command.StopReport
 }
 
@@ -347,8 +348,8 @@ func listeningTCPOrCM() func(int) bool {
 	}
 }
 
-func (s *commandServer) PID() int             { return s.p.PID }
-func (s *commandServer) Events() <-chan Event { return s.events }
+func (s *commandServer) PID() int                      { return s.p.PID }
+func (s *commandServer) Events() <-chan protocol.Event { return s.events }
 
 // Tree is the server and every process it started.
 func (s *commandServer) Tree() []int { return s.p.Tree() }

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/shirou/gopsutil/v3/process"
-
+	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 // trafficGrace is how long the runner waits for the generators'
@@ -23,7 +23,7 @@ const trafficGrace = 30 * time.Second
 // released and what they report is kept, with the phase's Error set.
 func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, samplesAt time.Time) *result.Traffic {
 	cfg := l.spec.traffic()
-	var gens []*child
+	var gens []*process
 	for i, g := range c.gens {
 		if c.st[i].done && c.st[i].progress.OK > 0 {
 			gens = append(gens, g)
@@ -40,13 +40,15 @@ func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, sam
 	}
 	for _, g := range gens {
 		// A generator that died meanwhile shows as closed events.
-		g.send(StartTraffic)
+		g.send(protocol.StartTraffic)
 	}
 	quit := make(chan struct{})
 	defer close(quit)
 	reports := fanIn(gens, quit,
-		func(ev Event) bool { return ev.Event == "traffic" || ev.Event == "measured" || ev.Event == "error" },
-		func(ev Event) bool { return ev.Event == "traffic" })
+		func(ev protocol.Event) bool {
+			return ev.Event == "traffic" || ev.Event == "measured" || ev.Event == "error"
+		},
+		func(ev protocol.Event) bool { return ev.Event == "traffic" })
 	// The window ends for all once every generator's clients are
 	// measured (or its phase over): one that reported or died holds
 	// no one's window open.
@@ -59,7 +61,7 @@ func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, sam
 		settled[i] = true
 		if unsettled--; unsettled == 0 {
 			for _, g := range gens {
-				g.send(EndTrafficWindow)
+				g.send(protocol.EndTrafficWindow)
 			}
 		}
 	}
@@ -114,7 +116,7 @@ func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, sam
 }
 
 // usageServer is a Server that reports its own CPU when asked: the
-// built-in one, on any host (ServerRequestUsage).
+// built-in one, on any host (protocol.ServerRequestUsage).
 type usageServer interface {
 	Usage(timeout time.Duration) (result.ServerUsage, error)
 }
@@ -141,7 +143,7 @@ func startServerCPU(srv Server) serverCPU {
 		}
 	}
 	if pid := srv.PID(); pid > 0 {
-		if t, err := processCPU(pid); err == nil {
+		if t, err := collectors.ProcessCPU(pid); err == nil {
 			return serverCPU{pid: pid, proc: t}
 		}
 	}
@@ -161,21 +163,8 @@ func (c serverCPU) end(tr *result.Traffic, wall time.Duration) {
 			tr.ServerSpin = (u.SpinSec - c.usage.SpinSec) / wall.Seconds()
 		}
 	case c.pid > 0:
-		if t, err := processCPU(c.pid); err == nil {
+		if t, err := collectors.ProcessCPU(c.pid); err == nil {
 			tr.ServerCPU = (t - c.proc).Seconds() / wall.Seconds()
 		}
 	}
-}
-
-// processCPU is a process's user and system CPU time so far.
-func processCPU(pid int) (time.Duration, error) {
-	p, err := process.NewProcess(int32(pid))
-	if err != nil {
-		return 0, err
-	}
-	t, err := p.Times()
-	if err != nil {
-		return 0, err
-	}
-	return time.Duration((t.User + t.System) * float64(time.Second)), nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/probe"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 // fakeRunner passes every point up to cap clients and fails the others,
@@ -54,7 +55,7 @@ func options(t *testing.T, f *fakeRunner, opened *int) Options {
 	return Options{
 		Mode: "ramp", Clients: []int{5, 10, 20}, ResultsDir: t.TempDir(),
 		Backend: result.Backend{Name: "sim", Simulated: true},
-		Spec:    runner.Spec{Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Fabric: runner.Fabric{Backend: "sim", SimMaxQP: 10}},
+		Spec:    runner.Spec{Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Fabric: protocol.Fabric{Backend: "sim", SimMaxQP: 10}},
 		Trials:  1,
 		Strategy: func(ctx context.Context, cfg probe.Config, m probe.Measure, obs func(probe.Event)) (result.Search, []result.Point, error) {
 			return probe.Ramp(ctx, []int{5, 10, 20}, cfg, m, obs)

@@ -1,4 +1,12 @@
-package runner
+// Package protocol is what the runner and its child processes agree on:
+// the specs a child reads as the first line of its stdin (ServerSpec,
+// GeneratorSpec, with the Fabric to open), the lines the runner writes
+// after it (the release, StartTraffic, ServerRequestUsage, heartbeats),
+// the Event lines a child writes on its stdout, and the timer slack both
+// sides keep while clients connect. Package runner is the parent's side,
+// package child the children's; both import this one and nothing of
+// each other.
+package protocol
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package runner
+package vm
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner/launch"
 	"github.com/rdmaprobe/rdmaprobe/softroce"
 )
 
@@ -37,11 +38,11 @@ const peerSSHConfig = "/etc/ssh/ssh_config"
 // the login shell) and uname (the launcher asks a host what it is).
 var peerBinaries = []string{"/usr/sbin/sshd", "ssh", "/bin/sh", "uname"}
 
-// peerPlacement is what the first guest's runner needs to start
-// generators in the peer.
-type peerPlacement struct {
-	Hosts []Host   `json:"hosts"`
-	SSH   []string `json:"ssh"`
+// PeerPlacement is what the first guest's runner needs to start
+// generators in the peer (GuestPointRequest.Peer).
+type PeerPlacement struct {
+	Hosts []launch.Host `json:"hosts"`
+	SSH   []string      `json:"ssh"`
 }
 
 // guestPeer is the booted peer and its sshd.
@@ -49,7 +50,7 @@ type guestPeer struct {
 	g         *softroce.Guest
 	stopSSHD  context.CancelFunc
 	sshdDone  chan struct{}
-	placement peerPlacement
+	placement PeerPlacement
 }
 
 // bootPair boots the first guest and its peer on one link, in parallel,
@@ -156,7 +157,7 @@ func startPeerSSH(ctx context.Context, a, b *softroce.Guest) (*guestPeer, error)
 	}
 	sctx, stop := context.WithCancel(context.Background())
 	p := &guestPeer{g: b, stopSSHD: stop, sshdDone: make(chan struct{}),
-		placement: peerPlacement{Hosts: []Host{{Name: peerHost, Slots: 1, Exe: "/init"}},
+		placement: PeerPlacement{Hosts: []launch.Host{{Name: peerHost, Slots: 1, Exe: "/init"}},
 			SSH: []string{"ssh", "-F", peerSSHConfig}}}
 	go func() {
 		// -D: sshd stays a child of the peer's init, which ends it when
@@ -200,7 +201,7 @@ func (g *Guest) hosts() []result.Host {
 		defer cancel()
 		var hs []result.Host
 		// Empty until the first point has prepared the launcher.
-		if raw, err := g.g.Call(ctx, opHosts, nil, nil); err == nil && json.Unmarshal(raw, &hs) == nil && len(hs) > 0 {
+		if raw, err := g.g.Call(ctx, OpHosts, nil, nil); err == nil && json.Unmarshal(raw, &hs) == nil && len(hs) > 0 {
 			g.peerHosts = hs
 		}
 	}

@@ -1,4 +1,10 @@
-package runner
+// Package child is the code that runs inside the processes the runner
+// starts: the built-in server (`serve`, Serve), a load generator
+// (`clients`, Generate, with client commands of the operator's in
+// commands.go) and `hostinfo` on a generator's host (HostInfo). Each
+// reads its spec and speaks events as package protocol says; each also
+// runs by hand, with flags instead of a spec and lines for a person.
+package child
 
 import (
 	"bufio"
@@ -10,69 +16,24 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/certs"
+	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 	"github.com/rdmaprobe/rdmaprobe/server"
 )
-
-// ServerSpec is the whole configuration of a `serve` process: what the
-// built-in target sends as the first line of its stdin, and what
-// `serve`'s flags build when an operator runs it by hand.
-type ServerSpec struct {
-	Listen     string `json:"listen"`
-	MaxClients int    `json:"max_clients"`
-	Mode       string `json:"mode"`
-	Fabric     Fabric `json:"fabric"`
-	// Cert and Key are the server's pair (PEM); ClientCA the client
-	// certificates it authorises (mutual TLS).
-	Cert     []byte `json:"cert"`
-	Key      []byte `json:"key"`
-	ClientCA []byte `json:"client_ca"`
-	MsgSize  int    `json:"msg_size,omitempty"`
-	Backlog  int    `json:"backlog,omitempty"`
-	// HandshakeTimeout bounds each client's TLS handshake,
-	// ExchangeTimeout the time from it to the client's hello.
-	HandshakeTimeout time.Duration `json:"handshake_timeout"`
-	ExchangeTimeout  time.Duration `json:"exchange_timeout"`
-	TLSKex           string        `json:"tls_kex,omitempty"`
-	Detach           bool          `json:"detach,omitempty"`
-	// Depth is the messages a client may have outstanding; Remote lends
-	// each client a slice of a buffer for RDMA WRITE and READ
-	// (server.Config).
-	Depth  int  `json:"depth,omitempty"`
-	Remote bool `json:"remote,omitempty"`
-	// BusyPoll: server.Config.BusyPoll (--busy-poll).
-	BusyPoll time.Duration `json:"busy_poll,omitempty"`
-	// SRQDepth is each SRQ's receive buffers in srq mode
-	// (server.Config.SRQDepth; 0 = its default, -1 = SRQDepthAll).
-	SRQDepth int `json:"srq_depth,omitempty"`
-	// TLSTickets issues session tickets so that returning clients can
-	// resume.
-	TLSTickets bool `json:"tls_tickets,omitempty"`
-	// NoFile and MemLock set the process's rlimits (0 = leave them).
-	NoFile  uint64 `json:"nofile,omitempty"`
-	MemLock uint64 `json:"memlock,omitempty"`
-	// CPUProfile, if set, receives a CPU profile of the process.
-	CPUProfile string `json:"cpu_profile,omitempty"`
-	// ReadyFile, if set, receives the listening address once ready.
-	ReadyFile string `json:"ready_file,omitempty"`
-	// DebugAddr, if set, serves /debug/memory and /debug/pprof/ there
-	// (serveDebug).
-	DebugAddr string `json:"debug_addr,omitempty"`
-}
 
 // Serve runs the server until ctx ends. With events it writes the
 // protocol's events on out ("ready" with the address and device,
 // "stats" at the end, "error"), and once ready answers the requests
-// that come as lines of in (nil: none; see ServerRequestUsage);
+// that come as lines of in (nil: none; see protocol.ServerRequestUsage);
 // otherwise it writes a line for a person at each.
-func Serve(ctx context.Context, spec ServerSpec, in *bufio.Reader, out io.Writer, events bool) error {
-	emit := NewEmitter(out)
+func Serve(ctx context.Context, spec protocol.ServerSpec, in *bufio.Reader, out io.Writer, events bool) error {
+	emit := protocol.NewEmitter(out)
 	failf := func(err error) error {
 		if events {
-			emit.Emit(Event{Event: "error", Error: err.Error()})
+			emit.Emit(protocol.Event{Event: "error", Error: err.Error()})
 		}
 		return err
 	}
@@ -130,7 +91,7 @@ func Serve(ctx context.Context, spec ServerSpec, in *bufio.Reader, out io.Writer
 		}
 	}
 	if events {
-		emit.Emit(Event{Event: "ready", Addr: addr, PID: os.Getpid(), Device: info})
+		emit.Emit(protocol.Event{Event: "ready", Addr: addr, PID: os.Getpid(), Device: info})
 		if in != nil {
 			go answerRequests(in, emit, srv)
 		}
@@ -152,7 +113,7 @@ func Serve(ctx context.Context, spec ServerSpec, in *bufio.Reader, out io.Writer
 	err = srv.Serve(ctx)
 	st := srv.Stats()
 	if events {
-		emit.Emit(Event{Event: "stats", Server: &st})
+		emit.Emit(protocol.Event{Event: "stats", Server: &st})
 	} else {
 		goodbyes := ""
 		if st.Detached {
@@ -164,22 +125,15 @@ func Serve(ctx context.Context, spec ServerSpec, in *bufio.Reader, out io.Writer
 	return err
 }
 
-// ServerRequestUsage is the line that asks a running `serve` for its CPU
-// so far: it answers with a "usage" event (result.ServerUsage). The
-// runner asks at the start and the end of a traffic phase, which gives
-// the server's CPU in the phase, and the part its busy-polling spent
-// waiting, on any host the server runs on.
-const ServerRequestUsage = "usage"
-
 // answerRequests answers the requests on in until it ends; a line it
 // does not know is ignored (an empty one may be a launcher's keepalive).
 // The end of in does not stop the server: SIGTERM does.
-func answerRequests(in *bufio.Reader, emit *Emitter, srv *server.Server) {
+func answerRequests(in *bufio.Reader, emit *protocol.Emitter, srv *server.Server) {
 	for {
 		line, err := in.ReadString('\n')
-		if strings.TrimSpace(line) == ServerRequestUsage {
-			cpu, _ := processCPU(os.Getpid())
-			emit.Emit(Event{Event: "usage", ServerUsage: &result.ServerUsage{
+		if strings.TrimSpace(line) == protocol.ServerRequestUsage {
+			cpu, _ := collectors.ProcessCPU(os.Getpid())
+			emit.Emit(protocol.Event{Event: "usage", ServerUsage: &result.ServerUsage{
 				CPUSec: cpu.Seconds(), SpinSec: srv.Spun().Seconds()}})
 		}
 		if err != nil {

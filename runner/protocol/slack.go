@@ -1,88 +1,19 @@
-package runner
+package protocol
 
 import (
-	"fmt"
 	"os"
-	"path/filepath"
-	"runtime/pprof"
 	"strconv"
-	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/rdmaprobe/rdmaprobe/client"
 )
 
-// RaiseNoFile lifts this process's open-file limit to the kernel's
-// fs.nr_open when it is allowed to (root), so that a point is bounded by
-// what it measures rather than by a login default such as 1024 or 20000.
-// The limit in force is recorded with every point; --nofile lowers it.
-func RaiseNoFile() {
-	data, err := os.ReadFile("/proc/sys/fs/nr_open")
-	if err != nil {
-		return
-	}
-	n, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
-	if err != nil {
-		return
-	}
-	var rl unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil && rl.Max < n {
-		unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: n, Max: n}) // best effort: unprivileged keeps its limit
-	} else if rl.Cur < rl.Max {
-		unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: rl.Max, Max: rl.Max})
-	}
-}
-
-// setLimits raises the open-file limit, then sets the server's own
-// limits to reproduce an environment (0 leaves one as it is).
-func setLimits(nofile, memlock uint64) error {
-	RaiseNoFile()
-	set := func(flag string, v uint64, res int) error {
-		if v == 0 {
-			return nil
-		}
-		if err := unix.Setrlimit(res, &unix.Rlimit{Cur: v, Max: v}); err != nil {
-			return fmt.Errorf("--%s %d: %w", flag, v, err)
-		}
-		return nil
-	}
-	if err := set("nofile", nofile, unix.RLIMIT_NOFILE); err != nil {
-		return err
-	}
-	return set("memlock", memlock, unix.RLIMIT_MEMLOCK)
-}
-
-// startProfile starts a CPU profile into path, if set; the returned func
-// stops it.
-func startProfile(path string) (func(), error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
-}
-
 // ConnectTimerSlack is the timer slack of the built-in server's and the
 // load generators' threads while clients connect and through a
-// closed-loop traffic phase (slackenThreads).
+// closed-loop traffic phase (SlackenThreads).
 const ConnectTimerSlack = 10 * time.Millisecond
 
-// slackenThreads sets the timer slack of every thread of process pid
+// SlackenThreads sets the timer slack of every thread of process pid
 // (0: this one) to slack and returns what puts back the kernel's
 // default. Threads started meanwhile inherit it from the thread that
 // starts them, so the reset covers them.
@@ -98,7 +29,7 @@ const ConnectTimerSlack = 10 * time.Millisecond
 // connect waits on a timer: phases and round trips are measured from
 // completions, deadlines are a minute.
 //
-// The slack stays through a closed-loop traffic phase (keepsSlack): its
+// The slack stays through a closed-loop traffic phase (KeepsSlack): its
 // messages go out as echoes come back, never on a timer, and the same
 // sysmon sleeps cost more there. In the phase each side's hot loop is in
 // a verbs call of tens of µs per message (rxe delivers a SEND inside the
@@ -118,7 +49,7 @@ const ConnectTimerSlack = 10 * time.Millisecond
 //
 // Another process's or thread's slack needs CAP_SYS_NICE (root, as in
 // the guest); without it, threads keep theirs and nothing else changes.
-func slackenThreads(pid int, slack time.Duration) (restore func()) {
+func SlackenThreads(pid int, slack time.Duration) (restore func()) {
 	proc := "self"
 	if pid != 0 {
 		proc = strconv.Itoa(pid)
@@ -134,7 +65,7 @@ func slackenThreads(pid int, slack time.Duration) (restore func()) {
 	return func() { set(0) }
 }
 
-// keepsSlack reports whether the server's and the generators' timer
+// KeepsSlack reports whether the server's and the generators' timer
 // slack stays on through the traffic phase after the connect: a
-// closed-loop phase, which no timer paces (slackenThreads says why).
-func keepsSlack(t client.TrafficConfig) bool { return t.Duration > 0 && t.Rate <= 0 }
+// closed-loop phase, which no timer paces (SlackenThreads says why).
+func KeepsSlack(t client.TrafficConfig) bool { return t.Duration > 0 && t.Rate <= 0 }

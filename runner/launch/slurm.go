@@ -1,4 +1,4 @@
-package runner
+package launch
 
 import (
 	"bytes"
@@ -14,7 +14,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/command"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 // SlurmConfig configures the Slurm launcher.
@@ -28,11 +31,11 @@ type SlurmConfig struct {
 	// binary's path, as on a cluster's shared file system.
 	Exe string
 	// Fabric is what the generators open, for the hosts' descriptions.
-	Fabric Fabric
+	Fabric protocol.Fabric
 	// Procs is the number of generator processes placed on the nodes.
 	Procs int
 	// ServerIP is the server's address: a node's simulated port takes
-	// the node's address towards it (Fabric.Toward).
+	// the node's address towards it (protocol.Fabric.Toward).
 	ServerIP string
 	// Out, if set, is told what the preparation found.
 	Out io.Writer
@@ -108,8 +111,8 @@ func NewSlurm(ctx context.Context, cfg SlurmConfig) (*Slurm, error) {
 	return s, nil
 }
 
-func (s *Slurm) prepare(ctx context.Context, n *slurmNode, f Fabric, serverIP string) error {
-	f = f.generators()
+func (s *Slurm) prepare(ctx context.Context, n *slurmNode, f protocol.Fabric, serverIP string) error {
+	f = f.Generators()
 	f.Toward = serverIP
 	spec, _ := json.Marshal(f)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -119,7 +122,7 @@ func (s *Slurm) prepare(ctx context.Context, n *slurmNode, f Fabric, serverIP st
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("node %s: %s hostinfo: %s (%v)", n.Name, n.exe, orDefault(lastLines(stderr.String(), 2), "no output"), err)
+		return fmt.Errorf("node %s: %s hostinfo: %s (%v)", n.Name, n.exe, orDefault(command.LastLinesJoined(stderr.String(), 2, "; "), "no output"), err)
 	}
 	var env result.Environment
 	if err := json.Unmarshal(stdout.Bytes(), &env); err != nil {
@@ -182,7 +185,7 @@ func (s *Slurm) Signal(i, pid int, sig string) {
 // Fault classifies how generator i's step ended before the generator
 // reported: the wrapper's exit event is the task's own exit; without
 // one, srun could not launch the task, or lost it.
-func (s *Slurm) Fault(i int, e Ended) (string, string) {
+func (s *Slurm) Fault(i int, e runner.Ended) (string, string) {
 	switch {
 	case e.Exit != nil:
 		return result.FaultDied, exitDetail(*e.Exit, e.Stderr)

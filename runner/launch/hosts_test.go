@@ -1,4 +1,4 @@
-package runner
+package launch
 
 import (
 	"os"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
 )
 
 func TestParseHosts(t *testing.T) {
@@ -94,24 +95,24 @@ func TestFaultClasses(t *testing.T) {
 	status := func(n int) *int { return &n }
 	s, sl := &SSH{}, &Slurm{}
 	for _, tc := range []struct {
-		l     RemoteLauncher
-		e     Ended
+		l     runner.RemoteLauncher
+		e     runner.Ended
 		class string
 	}{
-		{s, Ended{Code: 255, Stderr: "ssh: connect to host h2 port 22: No route to host"}, result.FaultUnreachable},
-		{s, Ended{Started: true, Code: 255, Stderr: "Connection to h1 closed by remote host."}, result.FaultConnectionLost},
-		{s, Ended{Started: true, Code: 255, Exit: status(137)}, result.FaultDied},
-		{s, Ended{Started: true, Code: 1, Exit: status(1)}, result.FaultDied},
-		{s, Ended{Started: true, Code: 3}, result.FaultLauncher},
-		{sl, Ended{Code: 1, Stderr: "srun: error: Unable to create step"}, result.FaultUnreachable},
-		{sl, Ended{Started: true, Code: 137, Exit: status(137)}, result.FaultDied},
-		{sl, Ended{Started: true, Code: 1}, result.FaultConnectionLost},
+		{s, runner.Ended{Code: 255, Stderr: "ssh: connect to host h2 port 22: No route to host"}, result.FaultUnreachable},
+		{s, runner.Ended{Started: true, Code: 255, Stderr: "Connection to h1 closed by remote host."}, result.FaultConnectionLost},
+		{s, runner.Ended{Started: true, Code: 255, Exit: status(137)}, result.FaultDied},
+		{s, runner.Ended{Started: true, Code: 1, Exit: status(1)}, result.FaultDied},
+		{s, runner.Ended{Started: true, Code: 3}, result.FaultLauncher},
+		{sl, runner.Ended{Code: 1, Stderr: "srun: error: Unable to create step"}, result.FaultUnreachable},
+		{sl, runner.Ended{Started: true, Code: 137, Exit: status(137)}, result.FaultDied},
+		{sl, runner.Ended{Started: true, Code: 1}, result.FaultConnectionLost},
 	} {
 		if class, _ := tc.l.Fault(0, tc.e); class != tc.class {
 			t.Errorf("%T %+v: %s, want %s", tc.l, tc.e, class, tc.class)
 		}
 	}
-	if _, d := s.Fault(0, Ended{Started: true, Exit: status(137)}); d != "killed by signal 9" {
+	if _, d := s.Fault(0, runner.Ended{Started: true, Exit: status(137)}); d != "killed by signal 9" {
 		t.Errorf("detail %q", d)
 	}
 }

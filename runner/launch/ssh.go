@@ -1,4 +1,4 @@
-package runner
+package launch
 
 import (
 	"bytes"
@@ -13,7 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/command"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 // SSHConfig configures the SSH launcher.
@@ -28,7 +31,7 @@ type SSHConfig struct {
 	// host's OS and architecture are this binary's.
 	Exe string
 	// Fabric is what the generators open, for the hosts' descriptions.
-	Fabric Fabric
+	Fabric protocol.Fabric
 	// Procs is the number of generator processes placed on the hosts.
 	Procs int
 	// Out, if set, is told what the preparation does.
@@ -148,7 +151,7 @@ func (s *SSH) prepare(ctx context.Context, h *sshHost, cfg SSHConfig) error {
 		}
 		h.copied = true
 	}
-	f := cfg.Fabric.generators()
+	f := cfg.Fabric.Generators()
 	f.Addr = h.addr
 	spec, _ := json.Marshal(f)
 	out, err = s.run(ctx, h.Name, bytes.NewReader(append(spec, '\n')), shellJoin(h.exe, "hostinfo", "--spec", "-"))
@@ -167,7 +170,7 @@ func (s *SSH) prepare(ctx context.Context, h *sshHost, cfg SSHConfig) error {
 // the same content is there (which it then touches: used), returns its
 // path there, and prunes the host's other copies (remoteKeep).
 func (s *SSH) copyBinary(ctx context.Context, host, exe string) (string, error) {
-	sum, err := FileSHA256(exe)
+	sum, err := runner.FileSHA256(exe)
 	if err != nil {
 		return "", err
 	}
@@ -197,15 +200,15 @@ exit 0`, shellQuote(remoteCacheDir), shellQuote(base), int(remoteInUse.Minutes()
 
 // run runs a command line on host and returns its stdout; an error
 // carries ssh's or the command's last words.
-func (s *SSH) run(ctx context.Context, host string, stdin io.Reader, command string) (string, error) {
+func (s *SSH) run(ctx context.Context, host string, stdin io.Reader, line string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, s.cmd[0], s.args(host, command)...)
+	cmd := exec.CommandContext(ctx, s.cmd[0], s.args(host, line)...)
 	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		if msg := lastLines(stderr.String(), 2); msg != "" {
+		if msg := command.LastLinesJoined(stderr.String(), 2, "; "); msg != "" {
 			return "", fmt.Errorf("%s (%v)", msg, err)
 		}
 		return "", err
@@ -233,7 +236,7 @@ func (s *SSH) Command(i int, args, env []string) (*exec.Cmd, error) {
 	return exec.Command(s.cmd[0], s.args(h.Name, shellJoin(words...))...), nil
 }
 
-// exitWrapper runs "$@" and then says how it ended, as an Event.
+// exitWrapper runs "$@" and then says how it ended, as a protocol.Event.
 const exitWrapper = `"$@"; s=$?; printf '{"event":"exit","status":%d}\n' "$s"; exit "$s"`
 
 // Host is generator i's host.
@@ -273,7 +276,7 @@ func (s *SSH) Signal(i, pid int, sig string) {
 // Fault classifies how generator i's ssh ended before the generator
 // reported: ssh exits 255 for its own errors, and the wrapper's exit
 // event tells the generator's exit apart.
-func (s *SSH) Fault(i int, e Ended) (string, string) {
+func (s *SSH) Fault(i int, e runner.Ended) (string, string) {
 	switch {
 	case e.Exit != nil:
 		return result.FaultDied, exitDetail(*e.Exit, e.Stderr)

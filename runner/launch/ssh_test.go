@@ -1,4 +1,4 @@
-package runner
+package launch
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 	"github.com/rdmaprobe/rdmaprobe/testhosts"
 )
 
@@ -34,17 +36,17 @@ func newRemoteRig(t *testing.T) remoteRig {
 	return remoteRig{exe: testhosts.Binary(t), pairs: pairs}
 }
 
-// runner is a Local runner of sim points with its server on listen and
+// runner is a runner.Local runner of sim points with its server on listen and
 // its generators placed by l.
-func (r remoteRig) runner(t *testing.T, l Launcher, listen string, procs int, progress func(Progress), mod func(*Spec)) *Local {
+func (r remoteRig) runner(t *testing.T, l runner.Launcher, listen string, procs int, progress func(runner.Progress), mod func(*runner.Spec)) *runner.Local {
 	t.Helper()
-	spec := Spec{Fabric: Fabric{Backend: "sim", GIDIndex: -1}, Mode: DefaultMode, Procs: procs, Rounds: 2,
-		Threshold: 1, Timeout: 10 * time.Second, InFlight: DefaultInFlight, Listen: listen,
+	spec := runner.Spec{Fabric: protocol.Fabric{Backend: "sim", GIDIndex: -1}, Mode: runner.DefaultMode, Procs: procs, Rounds: 2,
+		Threshold: 1, Timeout: 10 * time.Second, InFlight: protocol.DefaultInFlight, Listen: listen,
 		CalibrationWindow: -1, SampleInterval: -1, StartTimeout: 30 * time.Second}
 	if mod != nil {
 		mod(&spec)
 	}
-	loc, err := NewLocal(spec, LocalOptions{Exe: r.exe, Certs: r.pairs, Launcher: l, Progress: progress})
+	loc, err := runner.NewLocal(spec, runner.LocalOptions{Exe: r.exe, Certs: r.pairs, Launcher: l, Progress: progress})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +86,7 @@ func TestSSHLauncher(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	l, err := NewSSH(ctx, SSHConfig{Hosts: []Host{{Name: "h1", Slots: 1}, {Name: "h2", Slots: 2}},
-		Command: hosts.SSHCommand(), Exe: rig.exe, Fabric: Fabric{Backend: "sim", GIDIndex: -1}, Procs: 3})
+		Command: hosts.SSHCommand(), Exe: rig.exe, Fabric: protocol.Fabric{Backend: "sim", GIDIndex: -1}, Procs: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,21 +145,21 @@ func TestSSHLauncherFaults(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	l, err := NewSSH(ctx, SSHConfig{Hosts: []Host{{Name: "h1", Slots: 1}, {Name: "h2", Slots: 1}},
-		Command: hosts.SSHCommand(), Exe: rig.exe, Fabric: Fabric{Backend: "sim", GIDIndex: -1}, Procs: 2})
+		Command: hosts.SSHCommand(), Exe: rig.exe, Fabric: protocol.Fabric{Backend: "sim", GIDIndex: -1}, Procs: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// onProgress runs f once, when the first client's outcome is in:
 	// mid-point, with the launches paced over seconds.
-	onProgress := func(f func()) func(Progress) {
+	onProgress := func(f func()) func(runner.Progress) {
 		var once sync.Once
-		return func(p Progress) {
+		return func(p runner.Progress) {
 			if p.Done > 0 {
 				once.Do(func() { go f() })
 			}
 		}
 	}
-	paced := func(s *Spec) { s.Rate = 20 }
+	paced := func(s *runner.Spec) { s.Rate = 20 }
 	// generator finds the generator process on host.
 	generator := func(host string) testhosts.Proc {
 		var found testhosts.Proc
@@ -244,7 +246,7 @@ func TestSSHLauncherFaults(t *testing.T) {
 			if p := generator("h2"); p.PID > 0 {
 				syscall.Kill(p.PID, syscall.SIGSTOP)
 			}
-		}), func(s *Spec) { s.Rate, s.Timeout = 20, 2*time.Second })
+		}), func(s *runner.Spec) { s.Rate, s.Timeout = 20, 2*time.Second })
 		pt, err := r.RunPoint(ctx, 60, 1)
 		if err != nil {
 			t.Fatal(err)
@@ -264,7 +266,7 @@ func TestSSHServerHost(t *testing.T) {
 	rig := newRemoteRig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	fab := Fabric{Backend: "sim", GIDIndex: -1}
+	fab := protocol.Fabric{Backend: "sim", GIDIndex: -1}
 	srv, err := NewSSH(ctx, SSHConfig{Hosts: []Host{{Name: "h1", Slots: 1}}, Command: hosts.SSHCommand(), Exe: rig.exe, Fabric: fab, Procs: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -273,10 +275,10 @@ func TestSSHServerHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := Spec{Fabric: fab, Mode: DefaultMode, Procs: 2, Rounds: 2, Threshold: 1, Timeout: 10 * time.Second,
-		InFlight: DefaultInFlight, Listen: hosts.Addrs[0], CalibrationWindow: -1, SampleInterval: -1, StartTimeout: 30 * time.Second,
+	spec := runner.Spec{Fabric: fab, Mode: runner.DefaultMode, Procs: 2, Rounds: 2, Threshold: 1, Timeout: 10 * time.Second,
+		InFlight: protocol.DefaultInFlight, Listen: hosts.Addrs[0], CalibrationWindow: -1, SampleInterval: -1, StartTimeout: 30 * time.Second,
 		Traffic: client.TrafficConfig{Duration: 300 * time.Millisecond, BusyPoll: time.Millisecond}}
-	r, err := NewLocal(spec, LocalOptions{Exe: rig.exe, Certs: rig.pairs, Launcher: gens, ServerHost: srv})
+	r, err := runner.NewLocal(spec, runner.LocalOptions{Exe: rig.exe, Certs: rig.pairs, Launcher: gens, ServerHost: srv})
 	if err != nil {
 		t.Fatal(err)
 	}

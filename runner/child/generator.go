@@ -1,10 +1,9 @@
-package runner
+package child
 
 import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -18,82 +17,9 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 	"golang.org/x/sys/unix"
 )
-
-// GeneratorSpec is the whole configuration of a load generator (`clients`):
-// what a Launcher's process reads as the first line of its stdin, and
-// what `clients`' flags build when it is run by hand.
-type GeneratorSpec struct {
-	// N clients with IDs IDBase.., in generator number Proc.
-	N      int `json:"n"`
-	IDBase int `json:"id_base"`
-	Proc   int `json:"proc"`
-	// Addr is the server's address when run by hand; the runner sends
-	// it on stdin at the release instead.
-	Addr   string  `json:"addr,omitempty"`
-	Rate   float64 `json:"rate,omitempty"`
-	Fabric Fabric  `json:"fabric"`
-	// CA is the server certificate to pin; Cert and Key the client pair
-	// presented to the server (PEM).
-	CA        []byte        `json:"ca"`
-	Cert      []byte        `json:"cert"`
-	Key       []byte        `json:"key"`
-	TLSResume bool          `json:"tls_resume,omitempty"`
-	TLSKex    string        `json:"tls_kex,omitempty"`
-	InFlight  int           `json:"inflight"`
-	Timeout   time.Duration `json:"timeout"`
-	Rounds    int           `json:"rounds"`
-	MsgSize   int           `json:"msg_size,omitempty"`
-	// CPUProfile, if set, receives a CPU profile of the process.
-	CPUProfile string `json:"cpu_profile,omitempty"`
-	// Hold keeps connected clients open this long before exiting (by
-	// hand only; the runner releases them by closing stdin).
-	Hold time.Duration `json:"hold,omitempty"`
-	// HoldStdin keeps connected clients open until stdin ends (by hand:
-	// how a client command of the built-in kind is held, --hold-stdin).
-	HoldStdin bool `json:"hold_stdin,omitempty"`
-	// Command, when set, runs a command per client instead of the
-	// built-in client (child_commands.go); Total is the point's client
-	// count and Dir its working directory, for its placeholders.
-	Command *ClientCommand `json:"command,omitempty"`
-	Total   int            `json:"total,omitempty"`
-	Dir     string         `json:"dir,omitempty"`
-	// Build is the server command's build directory for the point.
-	Build string `json:"build,omitempty"`
-	// Traffic is the phase the connected clients run (Duration 0 =
-	// none): with events, when the runner writes "traffic" on stdin
-	// (every client of the point connected); by hand, at once.
-	Traffic client.TrafficConfig `json:"traffic"`
-}
-
-// StartTraffic is the line that starts a generator's traffic phase.
-const StartTraffic = "traffic"
-
-// EndTrafficWindow is the line that ends the traffic phase's window
-// once every generator said "measured" (client.SharedWindow).
-const EndTrafficWindow = "traffic-end"
-
-// ReadSpec reads one JSON line from in into v: how a child gets its
-// ServerSpec or GeneratorSpec from the runner.
-func ReadSpec(in *bufio.Reader, v any) error {
-	line, err := in.ReadBytes('\n')
-	if err != nil && len(line) == 0 {
-		return fmt.Errorf("read the spec from stdin: %w", err)
-	}
-	if err := json.Unmarshal(line, v); err != nil {
-		return fmt.Errorf("read the spec from stdin: %w", err)
-	}
-	return nil
-}
-
-// DefaultInFlight is the default window of connection attempts in
-// progress per load generator. A capacity probe asks how many clients
-// the server holds at once, not how a 10,000-connection SYN burst fares:
-// unbounded, such a burst overflows the listen queue and starves every
-// handshake of CPU until all of them time out (measured: 10,000 clients
-// in the Soft-RoCE guest, 1.4% connected). --inflight 0 restores it.
-const DefaultInFlight = 256
 
 // Generate runs the generator's clients. With events (the runner's
 // child) it says "started", then "ready" once its device is open, waits
@@ -102,18 +28,18 @@ const DefaultInFlight = 256
 // closing at any time ends it (a generator whose launcher's connection
 // dropped exits by itself). Without, it connects to spec.Addr and prints
 // one line of counts.
-func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.Writer, events bool) error {
+func Generate(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Reader, out io.Writer, events bool) error {
 	RaiseNoFile()
 	if spec.Command != nil {
 		return generateCommands(ctx, spec, in, out, events)
 	}
-	emit := NewEmitter(out)
+	emit := protocol.NewEmitter(out)
 	if events {
-		emit.Emit(Event{Event: "started", PID: os.Getpid()})
+		emit.Emit(protocol.Event{Event: "started", PID: os.Getpid()})
 	}
 	failf := func(err error) error {
 		if events {
-			emit.Emit(Event{Event: "error", Error: err.Error()})
+			emit.Emit(protocol.Event{Event: "error", Error: err.Error()})
 		}
 		return err
 	}
@@ -148,7 +74,7 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 	// released is closed when in ends after the release: the runner let
 	// the clients go, or it (or the connection to it) is gone.
 	released := make(chan struct{})
-	// startTraffic gets the runner's StartTraffic line.
+	// startTraffic gets the runner's protocol.StartTraffic line.
 	startTraffic := make(chan struct{}, 1)
 	// endWindow is closed on the runner's EndTrafficWindow line.
 	endWindow, endOnce := make(chan struct{}), sync.Once{}
@@ -157,7 +83,7 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 		// when the server and every generator are ready, so the clients
 		// of all generators start together and no start-up is timed.
 		env := collectors.Environment()
-		emit.Emit(Event{Event: "ready", PID: os.Getpid(), Env: &env,
+		emit.Emit(protocol.Event{Event: "ready", PID: os.Getpid(), Env: &env,
 			Device: &result.DeviceInfo{Name: dev.Name(), Caps: dev.Caps(), Port: dev.Port()}})
 		line, err := in.ReadString('\n')
 		if err != nil {
@@ -168,14 +94,14 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
 		go func() {
-			watchRelease(in, heartbeatLost, func(line string) {
+			watchRelease(in, protocol.HeartbeatLost, func(line string) {
 				switch strings.TrimSpace(line) {
-				case StartTraffic:
+				case protocol.StartTraffic:
 					select {
 					case startTraffic <- struct{}{}:
 					default:
 					}
-				case EndTrafficWindow:
+				case protocol.EndTrafficWindow:
 					endOnce.Do(func() { close(endWindow) })
 				}
 			})
@@ -190,14 +116,14 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 	}
 	defer d.Close()
 
-	restore := slackenThreads(0, ConnectTimerSlack)
+	restore := protocol.SlackenThreads(0, protocol.ConnectTimerSlack)
 	recs, conns := runClients(ctx, d, spec, emit, events)
-	if !keepsSlack(spec.Traffic) {
+	if !protocol.KeepsSlack(spec.Traffic) {
 		restore()
 	}
 	if events {
 		usage := selfUsage(spec.Proc, dev.Name(), spec.Fabric.Backend)
-		emit.Emit(Event{Event: "done", OK: len(conns), Records: recs, Usage: &usage})
+		emit.Emit(protocol.Event{Event: "done", OK: len(conns), Records: recs, Usage: &usage})
 		// Run the traffic phase when the runner asks (every client of
 		// the point connected), then hold every connected client until
 		// the runner releases them.
@@ -206,9 +132,9 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 			case <-startTraffic:
 				cfg := spec.Traffic
 				cfg.Shared = &client.SharedWindow{End: endWindow,
-					Measured: func() { emit.Emit(Event{Event: "measured"}) }}
+					Measured: func() { emit.Emit(protocol.Event{Event: "measured"}) }}
 				tr := d.Traffic(ctx, conns, cfg)
-				emit.Emit(Event{Event: "traffic", Traffic: &tr})
+				emit.Emit(protocol.Event{Event: "traffic", Traffic: &tr})
 			case <-released:
 			case <-ctx.Done():
 			}
@@ -248,7 +174,7 @@ func Generate(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.
 
 // runClients runs the load and, with events, reports progress every
 // 250 ms while it changes.
-func runClients(ctx context.Context, d *client.Dialer, spec GeneratorSpec, emit *Emitter, events bool) ([]result.ClientRecord, []*client.Conn) {
+func runClients(ctx context.Context, d *client.Dialer, spec protocol.GeneratorSpec, emit *protocol.Emitter, events bool) ([]result.ClientRecord, []*client.Conn) {
 	var done, ok atomic.Int64
 	stopProgress := reportProgress(emit, events, &done, &ok)
 	recs, conns := client.Run(ctx, d, client.Load{N: spec.N, IDBase: spec.IDBase,
@@ -262,7 +188,7 @@ func runClients(ctx context.Context, d *client.Dialer, spec GeneratorSpec, emit 
 
 // reportProgress emits a "progress" event (with events) every 250 ms
 // while done changes, until the returned stop is called.
-func reportProgress(emit *Emitter, events bool, done, ok *atomic.Int64) (stop func()) {
+func reportProgress(emit *protocol.Emitter, events bool, done, ok *atomic.Int64) (stop func()) {
 	tick := time.NewTicker(250 * time.Millisecond)
 	stopTick := make(chan struct{})
 	ticked := make(chan struct{})
@@ -274,7 +200,7 @@ func reportProgress(emit *Emitter, events bool, done, ok *atomic.Int64) (stop fu
 			case <-tick.C:
 				if n := done.Load(); events && n != last {
 					last = n
-					emit.Emit(Event{Event: "progress", Done: int(n), OK: int(ok.Load())})
+					emit.Emit(protocol.Event{Event: "progress", Done: int(n), OK: int(ok.Load())})
 				}
 			case <-stopTick:
 				return
@@ -303,16 +229,6 @@ func printCounts(out io.Writer, recs []result.ClientRecord, connected int) {
 	}
 	fmt.Fprintln(out)
 }
-
-// The runner sends a released generator an empty line every
-// heartbeatEvery; one that hears nothing for heartbeatLost takes the
-// runner, or its launcher's connection, to be gone. A dropped SSH
-// connection whose server side never notices would otherwise leave the
-// generator holding its clients for good.
-const (
-	heartbeatEvery = 5 * time.Second
-	heartbeatLost  = 60 * time.Second
-)
 
 // watchRelease returns when in ends (the release) or stays silent for
 // lost; every line read meanwhile (heartbeats are empty) goes to onLine.

@@ -1,4 +1,9 @@
-package runner
+// Package vm is the vm backend from the host's side: it boots the
+// Soft-RoCE QEMU guest (and, with a peer, a second guest on a virtual
+// link), copies in what a point needs, and asks the guest's PID 1
+// (package guestagent) to run each point there with a runner.Local. Its
+// Guest is a runner.Runner. ops.go holds the requests the two exchange.
+package vm
 
 import (
 	"context"
@@ -17,6 +22,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/bench"
 	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
 	"github.com/rdmaprobe/rdmaprobe/softroce"
 )
 
@@ -45,19 +51,19 @@ type GuestOptions struct {
 	// figures.
 	Out io.Writer
 	// ProfileDir receives, on the host, the CPU profiles the guest's
-	// processes wrote (Spec.Profile).
+	// processes wrote (runner.Spec.Profile).
 	ProfileDir string
 	// Progress, if set, receives live counts during a point.
-	Progress func(Progress)
+	Progress func(runner.Progress)
 	// TargetDirs are host directories a server or client command needs
 	// in the guest (--target-dir), copied to the same paths.
 	TargetDirs []string
 	// BuildCache holds --server-build's outputs on the host; default
-	// DefaultBuildCache.
+	// runner.DefaultBuildCache.
 	BuildCache string
 	// Peer boots a second guest on a virtual link and runs the load
 	// generators there over SSH, Soft-RoCE on the link in both
-	// (guest_peer.go); each guest has CPUs and MemMiB.
+	// (peer.go); each guest has CPUs and MemMiB.
 	Peer bool
 }
 
@@ -78,20 +84,20 @@ func (o GuestOptions) cpu() string {
 	return s
 }
 
-// Guest is a booted Soft-RoCE guest: a Runner whose points run inside
+// Guest is a booted Soft-RoCE guest: a runner.Runner whose points run inside
 // it (NewGuest), or the place of the bench suite (BootGuest, Bench).
-// The guest's side is guest_agent.go.
+// The guest's side is package guestagent.
 type Guest struct {
 	g    *softroce.Guest
 	end  context.CancelFunc // ends the guest's life (bootGuest)
 	opts GuestOptions
-	spec Spec
+	spec runner.Spec
 	desc string
 	ref  *result.Reference
 	dev  *result.DeviceInfo
 	// build builds a server command on the host; pushed are the builds
 	// already copied into the guest, by key.
-	build  BuildFunc
+	build  runner.BuildFunc
 	pushed map[string]bool
 	// peer, with GuestOptions.Peer, is the guest the generators run in;
 	// peerHosts how the first guest's launcher described it.
@@ -103,9 +109,9 @@ type Guest struct {
 }
 
 // NewGuest boots the guest for spec's points and, on a real device,
-// runs the reference tool there. A sim Fabric runs the simulated fabric
+// runs the reference tool there. A sim protocol.Fabric runs the simulated fabric
 // inside the guest (for counts past this host's open-file limit).
-func NewGuest(ctx context.Context, spec Spec, opts GuestOptions) (*Guest, error) {
+func NewGuest(ctx context.Context, spec runner.Spec, opts GuestOptions) (*Guest, error) {
 	simulated := spec.Fabric.Backend == "sim"
 	var cmds *guestCommands
 	if spec.Server != nil || spec.Client != nil {
@@ -134,9 +140,9 @@ func NewGuest(ctx context.Context, spec Spec, opts GuestOptions) (*Guest, error)
 	if cmds != nil && spec.Server != nil && len(spec.Server.Build) > 0 {
 		cache := opts.BuildCache
 		if cache == "" {
-			cache = DefaultBuildCache()
+			cache = runner.DefaultBuildCache()
 		}
-		g.build, g.pushed = NewBuilder(spec.Server.Build, cache), map[string]bool{}
+		g.build, g.pushed = runner.NewBuilder(spec.Server.Build, cache), map[string]bool{}
 	}
 	if !simulated { // a simulated fabric has no RDMA device to check
 		g.ref = g.reference(ctx)
@@ -197,7 +203,7 @@ func bootGuestWith(ctx context.Context, opts GuestOptions, simulated bool, cmds 
 	if opts.CPUs < 1 || opts.MemMiB < 256 {
 		return nil, fmt.Errorf("--vm-cpus must be ≥ 1 and --vm-mem ≥ 256 MiB")
 	}
-	exe, err := VerbsBinary(ctx)
+	exe, err := runner.VerbsBinary(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -253,15 +259,15 @@ func bootGuestWith(ctx context.Context, opts GuestOptions, simulated bool, cmds 
 		dev = fmt.Sprintf("%s on %s (%s)", info.Netdev.Device, info.Netdev.Netdev, info.Netdev.Addr)
 	}
 	g.desc = fmt.Sprintf("vm: %s on Linux %s (Soft-RoCE, %s, %d vCPU, %s)",
-		dev, ShortRelease(info.KernelRelease), opts.cpu(), opts.CPUs, memString(opts.MemMiB))
+		dev, runner.ShortRelease(info.KernelRelease), opts.cpu(), opts.CPUs, memString(opts.MemMiB))
 	if peer != nil {
 		l := info.Link
 		g.desc = fmt.Sprintf("vm: %s on %s (%s) on Linux %s (Soft-RoCE, %s, %d vCPU, %s), load generators in a second guest across a virtual link",
-			l.Device, l.Netdev, l.Addr, ShortRelease(info.KernelRelease), opts.cpu(), opts.CPUs, memString(opts.MemMiB))
+			l.Device, l.Netdev, l.Addr, runner.ShortRelease(info.KernelRelease), opts.cpu(), opts.CPUs, memString(opts.MemMiB))
 	}
 	if simulated {
 		g.desc = fmt.Sprintf("sim: simulated fabric (pure Go, not an RDMA measurement) in a QEMU guest on Linux %s (%s, %d vCPU, %s)",
-			ShortRelease(info.KernelRelease), strings.TrimPrefix(opts.cpu(), "QEMU "), opts.CPUs, memString(opts.MemMiB))
+			runner.ShortRelease(info.KernelRelease), strings.TrimPrefix(opts.cpu(), "QEMU "), opts.CPUs, memString(opts.MemMiB))
 	}
 	retried := ""
 	if sg.Stalls > 0 {
@@ -285,7 +291,7 @@ func (g *Guest) Describe(run *result.Run) {
 	if hs := g.hosts(); hs != nil {
 		run.Hosts = hs
 		run.Config.Launcher = "ssh"
-		run.Config.ServerAddr = listenAddr(g.spec.Listen)
+		run.Config.ServerAddr = g.spec.ListenAddr()
 	}
 	run.Environment.DataPath = g.dataRef
 }
@@ -331,13 +337,13 @@ func (g *Guest) guests() []*softroce.Guest {
 	return []*softroce.Guest{g.g}
 }
 
-// RunPoint runs one point inside the guest (Runner.RunPoint), with QEMU
+// RunPoint runs one point inside the guest (runner.Runner.RunPoint), with QEMU
 // sampled from the host beside the guest's own view: first the server's
 // build for its count, if any (prepareBuild), then for a 1-client point
 // with a traffic phase perftest's latency tool (latencyReference), then
 // the point.
 func (g *Guest) RunPoint(ctx context.Context, n, trial int) (result.Point, error) {
-	req := guestPointRequest{N: n, Trial: trial, Spec: g.spec}
+	req := GuestPointRequest{N: n, Trial: trial, Spec: g.spec}
 	if g.peer != nil {
 		req.Peer = &g.peer.placement
 	}
@@ -358,11 +364,11 @@ func (g *Guest) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 // compiler), and what one produced goes into the guest once, at the
 // same path. A failed build is the point's to report (req.BuildError);
 // a failed copy into the guest fails the point here.
-func (g *Guest) prepareBuild(ctx context.Context, n int, req *guestPointRequest) error {
+func (g *Guest) prepareBuild(ctx context.Context, n int, req *GuestPointRequest) error {
 	if g.build == nil {
 		return nil
 	}
-	b, err := g.build(ctx, n, g.spec.maxClients(n))
+	b, err := g.build(ctx, n, g.spec.MaxClientsAt(n))
 	if err != nil {
 		req.BuildError = err.Error()
 		return nil
@@ -405,7 +411,7 @@ func (g *Guest) latencyReference(ctx context.Context) *result.Reference {
 
 // runPoint runs the point req asks for in the guest, QEMU sampled from
 // the host meanwhile.
-func (g *Guest) runPoint(ctx context.Context, req guestPointRequest) (result.Point, error) {
+func (g *Guest) runPoint(ctx context.Context, req GuestPointRequest) (result.Point, error) {
 	n, trial := req.N, req.Trial
 	var qemu *collectors.Session
 	if g.spec.SampleInterval >= 0 {
@@ -413,9 +419,9 @@ func (g *Guest) runPoint(ctx context.Context, req guestPointRequest) (result.Poi
 			Procs: func() []collectors.Proc { return []collectors.Proc{{Role: "qemu", PID: g.g.PID}} }})
 	}
 	started := time.Now()
-	var last Progress // how far the point got, by the guest's last report
-	raw, err := g.g.Call(ctx, opPoint, req, func(m json.RawMessage) {
-		var p Progress
+	var last runner.Progress // how far the point got, by the guest's last report
+	raw, err := g.g.Call(ctx, OpPoint, req, func(m json.RawMessage) {
+		var p runner.Progress
 		if json.Unmarshal(m, &p) == nil {
 			last = p
 			if g.opts.Progress != nil {
@@ -444,7 +450,7 @@ func (g *Guest) runPoint(ctx context.Context, req guestPointRequest) (result.Poi
 			Attempted: last.Done, Connected: last.OK, Outcomes: map[string]int{},
 			Samples: host, DurationSec: time.Since(started).Seconds(), Error: "guest: " + err.Error()}
 		if ctx.Err() != nil {
-			pt.Error = Interrupted
+			pt.Error = runner.Interrupted
 		}
 		if last.OK > 0 {
 			pt.Outcomes[result.OutcomeOK] = last.OK
@@ -467,8 +473,8 @@ func (g *Guest) runPoint(ctx context.Context, req guestPointRequest) (result.Poi
 		return pt, fmt.Errorf("guest: %w", err)
 	}
 	if g.dev == nil {
-		var d guestDevice
-		if r, err := g.g.Call(ctx, opDevice, nil, nil); err == nil && json.Unmarshal(r, &d) == nil {
+		var d GuestDevice
+		if r, err := g.g.Call(ctx, OpDevice, nil, nil); err == nil && json.Unmarshal(r, &d) == nil {
 			g.dev = d.Device
 		}
 	}
@@ -497,11 +503,11 @@ func mergeHostSamples(pt *result.Point, host []result.Sample) {
 // fetchProfiles copies the guest's profiles of the last point into
 // ProfileDir on the host.
 func (g *Guest) fetchProfiles(ctx context.Context) error {
-	raw, err := g.g.Call(ctx, opProfiles, nil, nil)
+	raw, err := g.g.Call(ctx, OpProfiles, nil, nil)
 	if err != nil {
 		return fmt.Errorf("fetch from the guest: %w", err)
 	}
-	var files guestProfiles
+	var files GuestProfiles
 	if err := json.Unmarshal(raw, &files); err != nil {
 		return fmt.Errorf("guest sent unreadable profiles: %w", err)
 	}
@@ -520,7 +526,7 @@ func (g *Guest) fetchProfiles(ctx context.Context) error {
 // Bench runs the bench suite inside the guest, so the vm backend's
 // figures are all taken under the same CPU emulation.
 func (g *Guest) Bench(ctx context.Context, req BenchRequest, progress func(bench.Measurement)) (*bench.Run, error) {
-	raw, err := g.g.Call(ctx, opBench, req, func(m json.RawMessage) {
+	raw, err := g.g.Call(ctx, OpBench, req, func(m json.RawMessage) {
 		var meas bench.Measurement
 		if json.Unmarshal(m, &meas) == nil {
 			progress(meas)
@@ -534,15 +540,6 @@ func (g *Guest) Bench(ctx context.Context, req BenchRequest, progress func(bench
 		return nil, fmt.Errorf("guest sent an unreadable bench run: %w", err)
 	}
 	return &got, nil
-}
-
-// ShortRelease turns "6.1.0-56-amd64" into "6.1".
-func ShortRelease(r string) string {
-	parts := strings.SplitN(r, ".", 3)
-	if len(parts) < 2 {
-		return r
-	}
-	return parts[0] + "." + strings.TrimFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' })
 }
 
 func memString(mib int) string {

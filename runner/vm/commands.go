@@ -1,4 +1,4 @@
-package runner
+package vm
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/rdmaprobe/rdmaprobe/runner"
 	"github.com/rdmaprobe/rdmaprobe/softroce"
 )
 
@@ -22,11 +23,11 @@ const (
 // with there (the netdev device, where rdma_cm resolves and GID index 0
 // works, and its address).
 type guestCommands struct {
-	spec     Spec
+	spec     runner.Spec
 	binaries []string
 }
 
-func commandsForGuest(spec Spec, opts GuestOptions) (*guestCommands, error) {
+func commandsForGuest(spec runner.Spec, opts GuestOptions) (*guestCommands, error) {
 	gc := &guestCommands{spec: spec}
 	gc.spec.Fabric.Device = softroce.NetdevRxe
 	if spec.Server != nil {

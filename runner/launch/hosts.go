@@ -1,15 +1,15 @@
-package runner
+// Package launch places load generators on other hosts: SSH runs them
+// on named hosts, Slurm under srun in an allocation. Each is a
+// runner.RemoteLauncher; the generators speak the same protocol over the
+// launcher's pipes as they do here (runner/protocol).
+package launch
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
-
-	"github.com/rdmaprobe/rdmaprobe/collectors"
-	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
 // Host is a machine load generators may run on, as --hosts or a hostfile
@@ -124,22 +124,4 @@ func placement(hosts []Host, procs int) []int {
 		out[i] = order[i%len(order)]
 	}
 	return out
-}
-
-// HostInfo describes this host for a run's record of its generator
-// hosts (`rdmaprobe hostinfo`): its environment and the device f opens,
-// with its caps and the GID the rules pick.
-func HostInfo(ctx context.Context, f Fabric) (result.Environment, error) {
-	env := collectors.Environment()
-	p, err := f.Provider()
-	if err != nil {
-		return env, err
-	}
-	dev, err := p.Open(ctx, f.DeviceConfig())
-	if err != nil {
-		return env, fmt.Errorf("open device: %w", err)
-	}
-	defer dev.Close()
-	env.Device = &result.DeviceInfo{Name: dev.Name(), Caps: dev.Caps(), Port: dev.Port()}
-	return env, nil
 }

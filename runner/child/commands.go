@@ -1,9 +1,8 @@
-package runner
+package child
 
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,86 +16,25 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/command"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
-
-// ClientCommand is a client rdmaprobe did not write (--client-cmd), run
-// once per client by the load generators in place of the built-in
-// client. What the harness sees of it is its exit, its output and the
-// time from spawn to its ok line: no phase of its connection is timed.
-//
-// Placeholders: {i} the client's number (0..N-1 over all generators),
-// {n} the point's client count, {addr} and {port} the server's, {dir}
-// the point's working directory, {device} the run's RDMA device, {build}
-// the server's build for the point (a client built with it).
-type ClientCommand struct {
-	Argv []string `json:"argv"`
-	// Stdin is written to each client's stdin (--client-stdin, printf
-	// escapes already applied).
-	Stdin string `json:"stdin,omitempty"`
-	// OK is a regexp one of its output lines must match for the client
-	// to count as connected (--client-ok); without it, exit status 0.
-	OK string `json:"ok,omitempty"`
-	// Held counts "N at once" by holding: each client's stdin stays open
-	// until every client of the point has printed its ok line (or
-	// failed), so the server really held them together; it needs OK.
-	// Otherwise (launched) N are started together and each does its
-	// work and exits, as a shell loop of client programs runs them.
-	Held bool `json:"held,omitempty"`
-}
-
-// ClientPlaceholders are what a client template may use.
-var ClientPlaceholders = []string{"i", "n", "addr", "port", "dir", "device", "build"}
-
-// Counting names how a ClientCommand counts "N at once".
-func (c *ClientCommand) Counting() string {
-	if c.Held {
-		return "held"
-	}
-	return "launched"
-}
-
-// Check refuses a client command that could never run; built says the
-// server command has a build ({build}).
-func (c *ClientCommand) Check(built bool) error {
-	if len(c.Argv) == 0 {
-		return errors.New("--client-cmd is empty")
-	}
-	vars := map[string]string{}
-	for _, k := range ClientPlaceholders {
-		if k != "build" || built {
-			vars[k] = "x"
-		}
-	}
-	if _, err := command.Expand(c.Argv, vars); err != nil {
-		return fmt.Errorf("--client-cmd: %w", err)
-	}
-	if c.OK != "" {
-		if _, err := regexp.Compile(c.OK); err != nil {
-			return fmt.Errorf("--client-ok: %w", err)
-		}
-	}
-	if c.Held && c.OK == "" {
-		return errors.New("held clients (--client-count held) need --client-ok: the line that says a client is connected")
-	}
-	return nil
-}
 
 // commandTailBytes is the output kept per failed client: enough for its
 // last lines, small enough for thousands of them in one run file.
 const commandTailBytes = 512
 
-// generateCommands is Generate for ClientCommand clients: it says
+// generateCommands is Generate for protocol.ClientCommand clients: it says
 // "ready" at once (it has no device to open), waits for the release
 // (the server's host:port), launches spec.N clients paced by Rate and
 // bounded by InFlight (a client is in flight until its ok line or its
 // end), reports "progress" and "done", and after the runner closes its
 // stdin releases held clients and reaps every process.
-func generateCommands(ctx context.Context, spec GeneratorSpec, in *bufio.Reader, out io.Writer, events bool) error {
-	emit := NewEmitter(out)
+func generateCommands(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Reader, out io.Writer, events bool) error {
+	emit := protocol.NewEmitter(out)
 	cc := spec.Command
 	failf := func(err error) error {
 		if events {
-			emit.Emit(Event{Event: "error", Error: err.Error()})
+			emit.Emit(protocol.Event{Event: "error", Error: err.Error()})
 		}
 		return err
 	}
@@ -109,7 +47,7 @@ func generateCommands(ctx context.Context, spec GeneratorSpec, in *bufio.Reader,
 	}
 	addr := spec.Addr
 	if events {
-		emit.Emit(Event{Event: "ready"})
+		emit.Emit(protocol.Event{Event: "ready"})
 		line, err := in.ReadString('\n')
 		if err != nil {
 			return nil // released before the start: the point was abandoned
@@ -169,7 +107,7 @@ func generateCommands(ctx context.Context, spec GeneratorSpec, in *bufio.Reader,
 	stopProgress()
 
 	if events {
-		emit.Emit(Event{Event: "done", OK: int(connected.Load()), Records: recs})
+		emit.Emit(protocol.Event{Event: "done", OK: int(connected.Load()), Records: recs})
 		released := make(chan struct{})
 		go func() {
 			io.Copy(io.Discard, in)
@@ -219,7 +157,7 @@ const releaseGrace = 2 * time.Second
 // runClientCommand runs one client until its outcome is known: its ok
 // line when held (the process then stays, returned for the release), or
 // its exit. The deadline ends it as a timeout.
-func runClientCommand(ctx context.Context, cc *ClientCommand, ok *regexp.Regexp, vars map[string]string, timeout time.Duration) (result.ClientRecord, *command.Proc) {
+func runClientCommand(ctx context.Context, cc *protocol.ClientCommand, ok *regexp.Regexp, vars map[string]string, timeout time.Duration) (result.ClientRecord, *command.Proc) {
 	argv, err := command.Expand(cc.Argv, vars)
 	if err != nil {
 		return commandRecord(command.StartOutcome(&command.StartError{Err: err})), nil

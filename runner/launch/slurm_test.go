@@ -1,4 +1,4 @@
-package runner
+package launch
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 	"github.com/rdmaprobe/rdmaprobe/testhosts"
 )
 
@@ -53,7 +55,7 @@ func TestSlurmLauncher(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	srun := append(c.Prefix(), "srun")
-	fab := Fabric{Backend: "sim", GIDIndex: -1}
+	fab := protocol.Fabric{Backend: "sim", GIDIndex: -1}
 	l, err := NewSlurm(ctx, SlurmConfig{Command: srun, Exe: rig.exe, Fabric: fab, Procs: 4, ServerIP: c.ServerAddr})
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +92,7 @@ func TestSlurmLauncher(t *testing.T) {
 
 	t.Run("task-killed", func(t *testing.T) {
 		var once sync.Once
-		r := rig.runner(t, l, c.ServerAddr, 2, func(p Progress) {
+		r := rig.runner(t, l, c.ServerAddr, 2, func(p runner.Progress) {
 			if p.Done == 0 {
 				return
 			}
@@ -109,7 +111,7 @@ func TestSlurmLauncher(t *testing.T) {
 					})
 				}()
 			})
-		}, func(s *Spec) { s.Rate = 20 })
+		}, func(s *runner.Spec) { s.Rate = 20 })
 		pt, err := r.RunPoint(ctx, 60, 1)
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package runner
+package protocol
 
 import (
 	"os"
@@ -47,7 +47,7 @@ func TestSlackenThreads(t *testing.T) {
 
 func testSlacken(t *testing.T, pid int, proc string) {
 	before := threadSlacks(t, proc)
-	restore := slackenThreads(pid, 7*time.Millisecond)
+	restore := SlackenThreads(pid, 7*time.Millisecond)
 	during := threadSlacks(t, proc)
 	restore()
 	after := threadSlacks(t, proc)
@@ -82,8 +82,8 @@ func TestKeepsSlack(t *testing.T) {
 		{client.TrafficConfig{Duration: time.Second, Rate: 100}, false},
 		{client.TrafficConfig{}, false},
 	} {
-		if got := keepsSlack(c.cfg); got != c.want {
-			t.Errorf("keepsSlack(%+v) = %v, want %v", c.cfg, got, c.want)
+		if got := KeepsSlack(c.cfg); got != c.want {
+			t.Errorf("KeepsSlack(%+v) = %v, want %v", c.cfg, got, c.want)
 		}
 	}
 }

@@ -13,16 +13,20 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/command"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
-// child is a process the runner started: its stdout events arrive on
+// process is a child process the runner started, seen from the runner
+// (what runs inside it is runner/child): its stdout events arrive on
 // events, its stderr tail is kept for error messages, and it is always
 // reaped by stop.
-type child struct {
+type process struct {
 	name   string
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	events chan Event
+	events chan protocol.Event
 	exited chan struct{} // closed after Wait returned
 	err    error         // Wait's error, valid after exited
 	tail   *tailBuffer
@@ -43,7 +47,7 @@ type child struct {
 
 // startChild starts cmd, writes spec to its stdin as one JSON line (the
 // child's whole configuration), and reads its events from stdout.
-func startChild(name string, cmd *exec.Cmd, spec any) (*child, error) {
+func startProcess(name string, cmd *exec.Cmd, spec any) (*process, error) {
 	line, err := json.Marshal(spec)
 	if err != nil {
 		return nil, fmt.Errorf("%s spec: %w", name, err)
@@ -62,7 +66,7 @@ func startChild(name string, cmd *exec.Cmd, spec any) (*child, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	c := &child{name: name, cmd: cmd, stdin: stdin, events: make(chan Event, 64),
+	c := &process{name: name, cmd: cmd, stdin: stdin, events: make(chan protocol.Event, 64),
 		exited: make(chan struct{}), tail: tail}
 	go func() {
 		// One event per line. Before the first, a remote login shell may
@@ -82,9 +86,9 @@ func startChild(name string, cmd *exec.Cmd, spec any) (*child, error) {
 				tail.Write(line)
 				continue
 			}
-			var ev Event
+			var ev protocol.Event
 			if jerr := json.Unmarshal(line, &ev); jerr != nil {
-				c.events <- Event{Event: "error", Error: fmt.Sprintf("%s wrote unreadable output: %v", name, jerr)}
+				c.events <- protocol.Event{Event: "error", Error: fmt.Sprintf("%s wrote unreadable output: %v", name, jerr)}
 				io.Copy(io.Discard, in)
 				break
 			}
@@ -117,19 +121,19 @@ func startChild(name string, cmd *exec.Cmd, spec any) (*child, error) {
 }
 
 // pid is the child's process ID.
-func (c *child) pid() int { return c.cmd.Process.Pid }
+func (c *process) pid() int { return c.cmd.Process.Pid }
 
 // stop asks the child to end (SIGTERM), kills it after grace, and returns
 // the events it wrote meanwhile once it is reaped.
-func (c *child) stop(grace time.Duration) []Event {
+func (c *process) stop(grace time.Duration) []protocol.Event {
 	c.cmd.Process.Signal(syscall.SIGTERM)
 	return c.drain(grace)
 }
 
 // drain collects the child's events until it exits, killing it if it has
 // not exited within grace, and waits until it is reaped.
-func (c *child) drain(grace time.Duration) []Event {
-	var evs []Event
+func (c *process) drain(grace time.Duration) []protocol.Event {
+	var evs []protocol.Event
 	t := time.NewTimer(grace)
 	defer t.Stop()
 	events := c.events
@@ -154,7 +158,7 @@ func (c *child) drain(grace time.Duration) []Event {
 // kill ends the child at once and reaps it. Its stdin is closed too:
 // a process it left behind holding its stdout would otherwise wait for
 // that stdin while the runner waits for that stdout.
-func (c *child) kill() {
+func (c *process) kill() {
 	c.forceKill()
 	c.closeStdin()
 	c.drain(time.Hour)
@@ -163,7 +167,7 @@ func (c *child) kill() {
 // forceKill kills the child's process: on another host over its
 // launcher first (killing the local launcher alone would leave a hung
 // process there), then the local one.
-func (c *child) forceKill() {
+func (c *process) forceKill() {
 	if pid := int(c.reported.Load()); c.remoteKill != nil && pid > 0 {
 		select {
 		case <-c.exited:
@@ -175,10 +179,10 @@ func (c *child) forceKill() {
 }
 
 // started reports whether the child said "started".
-func (c *child) started() bool { return c.reported.Load() > 0 }
+func (c *process) started() bool { return c.reported.Load() > 0 }
 
 // send writes one line to the child's stdin.
-func (c *child) send(line string) {
+func (c *process) send(line string) {
 	c.inMu.Lock()
 	defer c.inMu.Unlock()
 	if !c.inClosed {
@@ -191,7 +195,7 @@ func (c *child) send(line string) {
 // released generator that hears nothing for longer than its launcher
 // could stay silent knows the runner, or the way to it, is gone, and
 // exits by itself (Generate).
-func (c *child) heartbeat(interval time.Duration) {
+func (c *process) heartbeat(interval time.Duration) {
 	c.inMu.Lock()
 	defer c.inMu.Unlock()
 	if c.inClosed || c.beatStop != nil {
@@ -214,7 +218,7 @@ func (c *child) heartbeat(interval time.Duration) {
 
 // closeStdin releases the child (EOF on its stdin) and stops the
 // heartbeat.
-func (c *child) closeStdin() {
+func (c *process) closeStdin() {
 	c.inMu.Lock()
 	defer c.inMu.Unlock()
 	if c.inClosed {
@@ -228,7 +232,7 @@ func (c *child) closeStdin() {
 }
 
 // exitText describes how the child ended, with its stderr tail.
-func (c *child) exitText() string {
+func (c *process) exitText() string {
 	s := c.name
 	if c.err != nil {
 		s += " exited: " + c.err.Error()
@@ -300,22 +304,10 @@ type Ended struct {
 }
 
 // ended describes how the child ended; valid once exited is closed.
-func (c *child) ended() Ended {
-	e := Ended{Started: c.started(), Exit: c.exit, Code: -1, Stderr: lastLines(c.tail.String(), 3)}
+func (c *process) ended() Ended {
+	e := Ended{Started: c.started(), Exit: c.exit, Code: -1, Stderr: command.LastLinesJoined(c.tail.String(), 3, "; ")}
 	if c.cmd.ProcessState != nil {
 		e.Code = c.cmd.ProcessState.ExitCode()
 	}
 	return e
-}
-
-// lastLines is s's last n non-empty lines, joined by "; ".
-func lastLines(s string, n int) string {
-	var out []string
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	for i := len(lines) - 1; i >= 0 && len(out) < n; i-- {
-		if l := strings.TrimSpace(lines[i]); l != "" {
-			out = append([]string{l}, out...)
-		}
-	}
-	return strings.Join(out, "; ")
 }

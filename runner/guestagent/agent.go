@@ -1,0 +1,173 @@
+// Package guestagent is the Soft-RoCE guest's PID 1: the other end of
+// runner.Guest. It runs the points the host asks for with runner's own
+// Local runner, the rdmaprobe binary inside the guest as server and
+// load generators, and the bench suite on the guest's device.
+package guestagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/bench"
+	"github.com/rdmaprobe/rdmaprobe/certs"
+	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/launch"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
+	"github.com/rdmaprobe/rdmaprobe/runner/vm"
+	"github.com/rdmaprobe/rdmaprobe/soak"
+	"github.com/rdmaprobe/rdmaprobe/softroce"
+)
+
+// InGuest reports whether this process is the guest's PID 1.
+func InGuest() bool { return softroce.IsGuest() }
+
+// Run is PID 1 inside the guest: it serves the host's requests
+// (vm.OpPoint and the others) by running points with a
+// runner.Local (this same binary as server and load generators, on
+// rxe0) and the bench suite. It never returns: it powers the guest off.
+func Run() {
+	a := &agent{}
+	softroce.GuestMain(a.handle)
+}
+
+type agent struct {
+	certs *certs.Pairs // made at the first point, for the guest's life
+	last  *result.DeviceInfo
+	// ssh starts generators in a peer guest, prepared at the first point
+	// that asks for one.
+	ssh *launch.SSH
+}
+
+func (a *agent) handle(ctx context.Context, op string, payload json.RawMessage, progress func(any)) (any, error) {
+	switch op {
+	case vm.OpPoint:
+		var req vm.GuestPointRequest
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		return a.point(ctx, req, progress)
+	case vm.OpDevice:
+		return vm.GuestDevice{Device: a.last}, nil
+	case vm.OpHosts:
+		if a.ssh == nil {
+			return []result.Host{}, nil
+		}
+		return a.ssh.Hosts(), nil
+	case vm.OpProfiles:
+		return takeProfiles(vm.GuestProfileDir)
+	case vm.OpSoak:
+		return soakInGuest(ctx, payload, progress)
+	case vm.OpBench:
+		var req vm.BenchRequest
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		p, err := protocol.Fabric{Backend: "verbs"}.Provider()
+		if err != nil {
+			return nil, fmt.Errorf("the guest's rdmaprobe: %w", err)
+		}
+		return bench.Suite(ctx, p, req.N, req.Concurrency, req.Options(fabric.DeviceConfig{GIDIndex: -1}),
+			func(m bench.Measurement) { progress(m) })
+	}
+	return nil, fmt.Errorf("unknown op %q", op)
+}
+
+func (a *agent) point(ctx context.Context, req vm.GuestPointRequest, progress func(any)) (any, error) {
+	if a.certs == nil {
+		p, err := certs.NewPairs()
+		if err != nil {
+			return nil, err
+		}
+		a.certs = &p
+	}
+	opts := runner.LocalOptions{Certs: *a.certs}
+	if req.Spec.Server != nil && len(req.Spec.Server.Build) > 0 {
+		opts.Build = func(context.Context, int, int) (*result.Build, error) {
+			if req.BuildError != "" {
+				return nil, errors.New(req.BuildError)
+			}
+			return req.Build, nil
+		}
+	}
+	if req.Spec.Profile {
+		opts.ProfileDir = vm.GuestProfileDir
+		if err := os.MkdirAll(vm.GuestProfileDir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	// Progress crosses the serial line: at most every 250 ms, and the
+	// last count always.
+	var lastSent time.Time
+	opts.Progress = func(p runner.Progress) {
+		if time.Since(lastSent) > 250*time.Millisecond || p.Done == p.Clients {
+			lastSent = time.Now()
+			progress(p)
+		}
+	}
+	if p := req.Peer; p != nil {
+		if a.ssh == nil {
+			exe, err := os.Executable()
+			if err != nil {
+				return nil, err
+			}
+			if a.ssh, err = launch.NewSSH(ctx, launch.SSHConfig{Hosts: p.Hosts, Command: p.SSH, Exe: exe,
+				Fabric: req.Spec.Fabric, Procs: req.Spec.Procs}); err != nil {
+				return nil, fmt.Errorf("the peer guest: %w", err)
+			}
+		}
+		opts.Launcher = a.ssh
+	}
+	r, err := runner.NewLocal(req.Spec, opts)
+	if err != nil {
+		return nil, err
+	}
+	pt, err := r.RunPoint(ctx, req.N, req.Trial)
+	if d := r.Device(); d != nil {
+		a.last = d
+	}
+	if err != nil && !pt.Interrupted {
+		return nil, err
+	}
+	// A point cut short is the answer to its cancellation: the host
+	// keeps what it measured.
+	return pt, nil
+}
+
+// takeProfiles reads and removes the profiles in dir.
+func takeProfiles(dir string) (vm.GuestProfiles, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return vm.GuestProfiles{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := vm.GuestProfiles{}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		out[e.Name()] = b
+		os.Remove(p)
+	}
+	return out, nil
+}
+
+// soakInGuest is the guest agent's side of vm.OpSoak.
+func soakInGuest(ctx context.Context, payload json.RawMessage, progress func(any)) (any, error) {
+	var cfg soak.Config
+	if err := json.Unmarshal(payload, &cfg); err != nil {
+		return nil, err
+	}
+	return runner.Soak(ctx, protocol.Fabric{Backend: "verbs", GIDIndex: -1}, cfg, func(s soak.Sample) { progress(s) })
+}

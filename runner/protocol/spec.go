@@ -1,0 +1,214 @@
+package protocol
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/client"
+	"github.com/rdmaprobe/rdmaprobe/command"
+)
+
+// ServerSpec is the whole configuration of a `serve` process: what the
+// built-in target sends as the first line of its stdin, and what
+// `serve`'s flags build when an operator runs it by hand.
+type ServerSpec struct {
+	Listen     string `json:"listen"`
+	MaxClients int    `json:"max_clients"`
+	Mode       string `json:"mode"`
+	Fabric     Fabric `json:"fabric"`
+	// Cert and Key are the server's pair (PEM); ClientCA the client
+	// certificates it authorises (mutual TLS).
+	Cert     []byte `json:"cert"`
+	Key      []byte `json:"key"`
+	ClientCA []byte `json:"client_ca"`
+	MsgSize  int    `json:"msg_size,omitempty"`
+	Backlog  int    `json:"backlog,omitempty"`
+	// HandshakeTimeout bounds each client's TLS handshake,
+	// ExchangeTimeout the time from it to the client's hello.
+	HandshakeTimeout time.Duration `json:"handshake_timeout"`
+	ExchangeTimeout  time.Duration `json:"exchange_timeout"`
+	TLSKex           string        `json:"tls_kex,omitempty"`
+	Detach           bool          `json:"detach,omitempty"`
+	// Depth is the messages a client may have outstanding; Remote lends
+	// each client a slice of a buffer for RDMA WRITE and READ
+	// (server.Config).
+	Depth  int  `json:"depth,omitempty"`
+	Remote bool `json:"remote,omitempty"`
+	// BusyPoll: server.Config.BusyPoll (--busy-poll).
+	BusyPoll time.Duration `json:"busy_poll,omitempty"`
+	// SRQDepth is each SRQ's receive buffers in srq mode
+	// (server.Config.SRQDepth; 0 = its default, -1 = SRQDepthAll).
+	SRQDepth int `json:"srq_depth,omitempty"`
+	// TLSTickets issues session tickets so that returning clients can
+	// resume.
+	TLSTickets bool `json:"tls_tickets,omitempty"`
+	// NoFile and MemLock set the process's rlimits (0 = leave them).
+	NoFile  uint64 `json:"nofile,omitempty"`
+	MemLock uint64 `json:"memlock,omitempty"`
+	// CPUProfile, if set, receives a CPU profile of the process.
+	CPUProfile string `json:"cpu_profile,omitempty"`
+	// ReadyFile, if set, receives the listening address once ready.
+	ReadyFile string `json:"ready_file,omitempty"`
+	// DebugAddr, if set, serves /debug/memory and /debug/pprof/ there
+	// (child.Serve).
+	DebugAddr string `json:"debug_addr,omitempty"`
+}
+
+// Serve runs the server until ctx ends. With events it writes the
+
+// ServerRequestUsage is the line that asks a running `serve` for its CPU
+// so far: it answers with a "usage" event (result.ServerUsage). The
+// runner asks at the start and the end of a traffic phase, which gives
+// the server's CPU in the phase, and the part its busy-polling spent
+// waiting, on any host the server runs on.
+const ServerRequestUsage = "usage"
+
+// GeneratorSpec is the whole configuration of a load generator (`clients`):
+// what a Launcher's process reads as the first line of its stdin, and
+// what `clients`' flags build when it is run by hand.
+type GeneratorSpec struct {
+	// N clients with IDs IDBase.., in generator number Proc.
+	N      int `json:"n"`
+	IDBase int `json:"id_base"`
+	Proc   int `json:"proc"`
+	// Addr is the server's address when run by hand; the runner sends
+	// it on stdin at the release instead.
+	Addr   string  `json:"addr,omitempty"`
+	Rate   float64 `json:"rate,omitempty"`
+	Fabric Fabric  `json:"fabric"`
+	// CA is the server certificate to pin; Cert and Key the client pair
+	// presented to the server (PEM).
+	CA        []byte        `json:"ca"`
+	Cert      []byte        `json:"cert"`
+	Key       []byte        `json:"key"`
+	TLSResume bool          `json:"tls_resume,omitempty"`
+	TLSKex    string        `json:"tls_kex,omitempty"`
+	InFlight  int           `json:"inflight"`
+	Timeout   time.Duration `json:"timeout"`
+	Rounds    int           `json:"rounds"`
+	MsgSize   int           `json:"msg_size,omitempty"`
+	// CPUProfile, if set, receives a CPU profile of the process.
+	CPUProfile string `json:"cpu_profile,omitempty"`
+	// Hold keeps connected clients open this long before exiting (by
+	// hand only; the runner releases them by closing stdin).
+	Hold time.Duration `json:"hold,omitempty"`
+	// HoldStdin keeps connected clients open until stdin ends (by hand:
+	// how a client command of the built-in kind is held, --hold-stdin).
+	HoldStdin bool `json:"hold_stdin,omitempty"`
+	// Command, when set, runs a command per client instead of the
+	// built-in client (runner/child); Total is the point's client
+	// count and Dir its working directory, for its placeholders.
+	Command *ClientCommand `json:"command,omitempty"`
+	Total   int            `json:"total,omitempty"`
+	Dir     string         `json:"dir,omitempty"`
+	// Build is the server command's build directory for the point.
+	Build string `json:"build,omitempty"`
+	// Traffic is the phase the connected clients run (Duration 0 =
+	// none): with events, when the runner writes "traffic" on stdin
+	// (every client of the point connected); by hand, at once.
+	Traffic client.TrafficConfig `json:"traffic"`
+}
+
+// StartTraffic is the line that starts a generator's traffic phase.
+const StartTraffic = "traffic"
+
+// EndTrafficWindow is the line that ends the traffic phase's window
+// once every generator said "measured" (client.SharedWindow).
+const EndTrafficWindow = "traffic-end"
+
+// ReadSpec reads one JSON line from in into v: how a child gets its
+// ServerSpec or GeneratorSpec from the runner.
+func ReadSpec(in *bufio.Reader, v any) error {
+	line, err := in.ReadBytes('\n')
+	if err != nil && len(line) == 0 {
+		return fmt.Errorf("read the spec from stdin: %w", err)
+	}
+	if err := json.Unmarshal(line, v); err != nil {
+		return fmt.Errorf("read the spec from stdin: %w", err)
+	}
+	return nil
+}
+
+// DefaultInFlight is the default window of connection attempts in
+// progress per load generator. A capacity probe asks how many clients
+// the server holds at once, not how a 10,000-connection SYN burst fares:
+// unbounded, such a burst overflows the listen queue and starves every
+// handshake of CPU until all of them time out (measured: 10,000 clients
+// in the Soft-RoCE guest, 1.4% connected). --inflight 0 restores it.
+const DefaultInFlight = 256
+
+// The runner sends a released generator an empty line every
+// HeartbeatEvery; one that hears nothing for HeartbeatLost takes the
+// runner, or its launcher's connection, to be gone. A dropped SSH
+// connection whose server side never notices would otherwise leave the
+// generator holding its clients for good.
+const (
+	HeartbeatEvery = 5 * time.Second
+	HeartbeatLost  = 60 * time.Second
+)
+
+// ClientCommand is a client rdmaprobe did not write (--client-cmd), run
+// once per client by the load generators in place of the built-in
+// client. What the harness sees of it is its exit, its output and the
+// time from spawn to its ok line: no phase of its connection is timed.
+//
+// Placeholders: {i} the client's number (0..N-1 over all generators),
+// {n} the point's client count, {addr} and {port} the server's, {dir}
+// the point's working directory, {device} the run's RDMA device, {build}
+// the server's build for the point (a client built with it).
+type ClientCommand struct {
+	Argv []string `json:"argv"`
+	// Stdin is written to each client's stdin (--client-stdin, printf
+	// escapes already applied).
+	Stdin string `json:"stdin,omitempty"`
+	// OK is a regexp one of its output lines must match for the client
+	// to count as connected (--client-ok); without it, exit status 0.
+	OK string `json:"ok,omitempty"`
+	// Held counts "N at once" by holding: each client's stdin stays open
+	// until every client of the point has printed its ok line (or
+	// failed), so the server really held them together; it needs OK.
+	// Otherwise (launched) N are started together and each does its
+	// work and exits, as a shell loop of client programs runs them.
+	Held bool `json:"held,omitempty"`
+}
+
+// ClientPlaceholders are what a client template may use.
+var ClientPlaceholders = []string{"i", "n", "addr", "port", "dir", "device", "build"}
+
+// Counting names how a ClientCommand counts "N at once".
+func (c *ClientCommand) Counting() string {
+	if c.Held {
+		return "held"
+	}
+	return "launched"
+}
+
+// Check refuses a client command that could never run; built says the
+// server command has a build ({build}).
+func (c *ClientCommand) Check(built bool) error {
+	if len(c.Argv) == 0 {
+		return errors.New("--client-cmd is empty")
+	}
+	vars := map[string]string{}
+	for _, k := range ClientPlaceholders {
+		if k != "build" || built {
+			vars[k] = "x"
+		}
+	}
+	if _, err := command.Expand(c.Argv, vars); err != nil {
+		return fmt.Errorf("--client-cmd: %w", err)
+	}
+	if c.OK != "" {
+		if _, err := regexp.Compile(c.OK); err != nil {
+			return fmt.Errorf("--client-ok: %w", err)
+		}
+	}
+	if c.Held && c.OK == "" {
+		return errors.New("held clients (--client-count held) need --client-ok: the line that says a client is connected")
+	}
+	return nil
+}

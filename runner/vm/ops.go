@@ -1,0 +1,72 @@
+package vm
+
+import (
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/bench"
+	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner"
+)
+
+// The host's requests to the guest's agent (softroce.Guest.Call,
+// runner/guestagent) and their payloads. Each message has its own type: nothing of the host (paths,
+// keys, callbacks) crosses.
+const (
+	// OpPoint runs one probe point: GuestPointRequest → result.Point,
+	// with runner.Progress messages meanwhile.
+	OpPoint = "point"
+	// OpDevice reports the device the guest's last server opened:
+	// → GuestDevice.
+	OpDevice = "device"
+	// OpProfiles hands over the CPU profiles the guest's processes wrote
+	// during the last point, and removes them: → GuestProfiles.
+	OpProfiles = "profiles"
+	// OpBench runs the bench suite: BenchRequest → bench.Run, with
+	// bench.Measurement messages meanwhile.
+	OpBench = "bench"
+	// OpHosts describes the hosts the guest's launcher placed load
+	// generators on (a peer guest): → []result.Host.
+	OpHosts = "hosts"
+	// OpSoak runs a soak in the guest: soak.Config → soak.Result, with
+	// soak.Sample messages meanwhile.
+	OpSoak = "soak"
+)
+
+// GuestPointRequest asks the guest's agent for one point (OpPoint).
+type GuestPointRequest struct {
+	N     int         `json:"n"`
+	Trial int         `json:"trial"`
+	Spec  runner.Spec `json:"spec"`
+	// Build is what the host built for this point's server command (its
+	// files already copied in), or BuildError why the build failed.
+	Build      *result.Build `json:"build,omitempty"`
+	BuildError string        `json:"build_error,omitempty"`
+	// Peer, when set, places the load generators in a peer guest over
+	// SSH (GuestOptions.Peer).
+	Peer *PeerPlacement `json:"peer,omitempty"`
+}
+
+// GuestDevice is the agent's answer to OpDevice.
+type GuestDevice struct {
+	Device *result.DeviceInfo `json:"device"`
+}
+
+// GuestProfiles are profile files by name.
+type GuestProfiles map[string][]byte
+
+// BenchRequest is what the bench suite measures, sent to the guest as
+// is.
+type BenchRequest struct {
+	N, Concurrency, Warmup, MsgSize, Passes int
+	Timeout                                 time.Duration
+	Kex                                     string
+}
+
+// Options are the suite's options on dev.
+func (r BenchRequest) Options(dev fabric.DeviceConfig) bench.Options {
+	return bench.Options{Warmup: r.Warmup, MsgSize: r.MsgSize, Timeout: r.Timeout, Device: dev, Kex: r.Kex, Passes: r.Passes}
+}
+
+// GuestProfileDir is where the guest's processes write their profiles.
+const GuestProfileDir = "/tmp/rdmaprobe-profiles"
