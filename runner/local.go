@@ -187,8 +187,8 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	// every one of them is (see collect). The connect clock starts there,
 	// so process start-up is not counted as connection time.
 	var build string
-	if r, ok := srv.(interface{ Record() *result.TargetPoint }); ok && r.Record().Build != nil {
-		build = r.Record().Build.Dir
+	if r := srv.Record(); r != nil && r.Build != nil {
+		build = r.Build.Dir
 	}
 	gens, err := l.startGenerators(n, trial, build)
 	if err != nil {
@@ -202,18 +202,12 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 			g.kill()
 		}
 		srv.Kill()
-		if r, ok := srv.(interface{ Record() *result.TargetPoint }); ok {
-			pt.Target = r.Record()
-		}
+		pt.Target = srv.Record()
 		return failed(err)
 	}
 	l.device = dev
 	if pid := srv.PID(); pid > 0 {
-		var tree func() []int
-		if t, ok := srv.(interface{ Tree() []int }); ok {
-			tree = t.Tree // a server command: its workers count as it
-		}
-		smp.serverUp(pid, tree, dev)
+		smp.serverUp(pid, srv.Tree(), dev)
 	} else {
 		smp.serverElsewhere(dev)
 	}
@@ -229,7 +223,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	// says why); a server command of the operator's keeps its own
 	// timers.
 	restoreSlack := func() {}
-	if _, ok := srv.(*builtinServer); ok {
+	if srv.SharesSlack() {
 		restoreSlack = protocol.SlackenThreads(srv.PID(), protocol.ConnectTimerSlack)
 	}
 	c.run(ctx, srv, addr)
@@ -265,9 +259,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	if exitErr != "" && c.pointErr == "" {
 		pt.Server.ExitError = exitErr
 	}
-	if r, ok := srv.(interface{ Record() *result.TargetPoint }); ok {
-		pt.Target = r.Record()
-	}
+	pt.Target = srv.Record()
 	pt.Error = c.pointErr
 	pt.Records = c.records()
 	if r := l.remote(); r != nil {

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
@@ -18,13 +19,17 @@ type Target interface {
 	Start(ctx context.Context, n, trial int) (Server, error)
 }
 
-// Server is a started target.
+// Server is a started target: all the point loop needs of it.
 type Server interface {
 	// Ready waits until the server accepts clients and returns the
 	// address the clients dial, and the device it opened if it says.
 	Ready(ctx context.Context, timeout time.Duration) (addr string, dev *result.DeviceInfo, err error)
 	// PID is the server's process, sampled by the collectors.
 	PID() int
+	// Tree, if not nil, lists the server's process and every process it
+	// started, which its samples then cover (a server command's
+	// workers count as it); nil when the server is its one process.
+	Tree() func() []int
 	// Events carries what the server reports during the point ("error"
 	// events); it is closed when the server exits.
 	Events() <-chan protocol.Event
@@ -37,4 +42,21 @@ type Server interface {
 	Stop(grace time.Duration) (stats result.ServerStats, exitErr string)
 	// Kill ends the server at once and reaps it.
 	Kill()
+	// Usage is the server's own account of its CPU so far, asked at the
+	// start and the end of a traffic phase; ErrNoUsage if it keeps none
+	// (the runner then reads its process, where it can see it).
+	Usage(timeout time.Duration) (result.ServerUsage, error)
+	// Record is what the point records of the server (a command's
+	// build, exit and output); nil for rdmaprobe's own, whose view is
+	// the point's Server.
+	Record() *result.TargetPoint
+	// SharesSlack reports whether the runner gives the server the
+	// generators' timer slack (protocol.SlackenThreads says why):
+	// rdmaprobe's own server does; a command of the operator's keeps its
+	// own timers.
+	SharesSlack() bool
 }
+
+// ErrNoUsage is Server.Usage's error from a server that keeps no
+// account of its CPU.
+var ErrNoUsage = errors.New("the server keeps no account of its CPU")

@@ -142,6 +142,16 @@ func (s *builtinServer) PID() int {
 func (s *builtinServer) Events() <-chan protocol.Event { return s.events }
 func (s *builtinServer) Kill()                         { s.kill() }
 
+// Tree is nil: `serve` starts no processes.
+func (s *builtinServer) Tree() func() []int { return nil }
+
+// Record is nil: `serve` reports its own view, Point.Server.
+func (s *builtinServer) Record() *result.TargetPoint { return nil }
+
+// SharesSlack is true: rdmaprobe's own server takes the generators'
+// timer slack.
+func (s *builtinServer) SharesSlack() bool { return true }
+
 func (s *builtinServer) ExitText() string {
 	<-s.exited // its events end just before it is reaped
 	return s.exitText()

@@ -351,8 +351,16 @@ func listeningTCPOrCM() func(int) bool {
 func (s *commandServer) PID() int                      { return s.p.PID }
 func (s *commandServer) Events() <-chan protocol.Event { return s.events }
 
-// Tree is the server and every process it started.
-func (s *commandServer) Tree() []int { return s.p.Tree() }
+// Tree lists the server and every process it started.
+func (s *commandServer) Tree() func() []int { return s.p.Tree }
+
+// Usage: a server command keeps no account of its CPU for the runner.
+func (s *commandServer) Usage(time.Duration) (result.ServerUsage, error) {
+	return result.ServerUsage{}, ErrNoUsage
+}
+
+// SharesSlack is false: a server command keeps its own timers.
+func (s *commandServer) SharesSlack() bool { return false }
 
 func (s *commandServer) ExitText() string {
 	<-s.p.Done()

@@ -115,32 +115,24 @@ func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, sam
 	return tr
 }
 
-// usageServer is a Server that reports its own CPU when asked: the
-// built-in one, on any host (protocol.ServerRequestUsage).
-type usageServer interface {
-	Usage(timeout time.Duration) (result.ServerUsage, error)
-}
-
 // usageTimeout bounds the wait for a server's answer to a usage request:
 // it answers at once unless its process gets no CPU for that long. A
 // variable for tests.
 var usageTimeout = 10 * time.Second
 
 // serverCPU is the server's CPU reading at the start of a phase: its own
-// (usageServer), else its process's here (a command's server on this
-// machine), else none (one on another host).
+// (Server.Usage: the built-in one, on any host), else its process's here
+// (a command's server on this machine), else none (one on another host).
 type serverCPU struct {
-	us    usageServer // the server that said its usage, else nil
+	us    Server // the server that said its usage, else nil
 	usage result.ServerUsage
 	pid   int // else the process read, else 0
 	proc  time.Duration
 }
 
 func startServerCPU(srv Server) serverCPU {
-	if us, ok := srv.(usageServer); ok {
-		if u, err := us.Usage(usageTimeout); err == nil {
-			return serverCPU{us: us, usage: u}
-		}
+	if u, err := srv.Usage(usageTimeout); err == nil {
+		return serverCPU{us: srv, usage: u}
 	}
 	if pid := srv.PID(); pid > 0 {
 		if t, err := collectors.ProcessCPU(pid); err == nil {

@@ -54,7 +54,7 @@ func Serve(ctx context.Context, spec protocol.ServerSpec, in *bufio.Reader, out 
 	if err := certs.SetKeyExchange(tlsConf, spec.TLSKex); err != nil {
 		return failf(err)
 	}
-	p, err := spec.Fabric.Provider()
+	p, inUse, err := spec.Fabric.ServerProvider()
 	if err != nil {
 		return failf(err)
 	}
@@ -64,9 +64,7 @@ func Serve(ctx context.Context, spec protocol.ServerSpec, in *bufio.Reader, out 
 		Backlog: spec.Backlog, HandshakeTimeout: spec.HandshakeTimeout,
 		ExchangeTimeout: spec.ExchangeTimeout, Detach: spec.Detach,
 		Depth: spec.Depth, Remote: spec.Remote, SRQDepth: spec.SRQDepth, BusyPoll: spec.BusyPoll,
-	}
-	if u, ok := p.(interface{ InUse() map[string]int }); ok {
-		scfg.InUse = u.InUse
+		InUse: inUse,
 	}
 	var served atomic.Pointer[server.Server]
 	debug := ""
