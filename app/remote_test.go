@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/internal/testhosts"
 	"github.com/rdmaprobe/rdmaprobe/result"
-	"github.com/rdmaprobe/rdmaprobe/testhosts"
 )
 
 // TestSearchOnSSHHosts runs the README's command for generators on other

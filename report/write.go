@@ -14,8 +14,8 @@ import (
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
+	"github.com/rdmaprobe/rdmaprobe/report/templates"
 	"github.com/rdmaprobe/rdmaprobe/result"
-	"github.com/rdmaprobe/rdmaprobe/templates"
 )
 
 // Formats are the report formats Write knows.

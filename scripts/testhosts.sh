@@ -19,7 +19,7 @@
 # authorised on all; DIR/ssh_config (for `ssh -F`) pins them with
 # DIR/known_hosts and BatchMode, so the user's own ~/.ssh is neither read
 # nor written. DIR/hosts.env says what was made, for the Go helpers
-# (package testhosts); DIR/hostfile lists the hosts with slots.
+# (package internal/testhosts); DIR/hostfile lists the hosts with slots.
 #
 # Each sshd runs in the foreground as a child of `run`, which ends and
 # reaps it. `down` is idempotent, and `run` first removes sets whose DIR

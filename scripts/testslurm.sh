@@ -18,7 +18,7 @@
 #   ip netns exec NS env SLURM_CONF=DIR/slurm.conf salloc ... / srun ...
 # DIR/slurm.env gives NS, SLURM_CONF, NODE, SERVER_ADDR (this end of the
 # pair) and NODE_ADDR for the Go helpers
-# (package testhosts). No systemd: the three daemons run in the
+# (package internal/testhosts). No systemd: the three daemons run in the
 # foreground as children of `run`, which ends them by PID (with every
 # job step they started) and reaps them. `down` is idempotent, and `run`
 # first removes clusters whose DIR is gone (a test binary killed before

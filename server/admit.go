@@ -10,8 +10,8 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/exchange"
 	"github.com/rdmaprobe/rdmaprobe/fabric"
-	"github.com/rdmaprobe/rdmaprobe/hangup"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/server/hangup"
 )
 
 // admit reserves a client slot; false means the server is at capacity.

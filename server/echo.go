@@ -5,8 +5,8 @@ import (
 	"net"
 
 	"github.com/rdmaprobe/rdmaprobe/fabric"
-	"github.com/rdmaprobe/rdmaprobe/hangup"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/server/hangup"
 )
 
 // The event-driven echo of the pool and srq modes. A connected client has

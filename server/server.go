@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/fabric"
-	"github.com/rdmaprobe/rdmaprobe/hangup"
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/server/hangup"
 )
 
 // Resource modes (see the package documentation for their costs).

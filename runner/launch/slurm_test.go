@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
+	"github.com/rdmaprobe/rdmaprobe/internal/testhosts"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
-	"github.com/rdmaprobe/rdmaprobe/testhosts"
 )
 
 // allocate makes an allocation of tasks on the test cluster and sets

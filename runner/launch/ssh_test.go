@@ -14,10 +14,10 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/certs"
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
+	"github.com/rdmaprobe/rdmaprobe/internal/testhosts"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
-	"github.com/rdmaprobe/rdmaprobe/testhosts"
 )
 
 // remoteRig is a real rdmaprobe binary and the run's certificates, for

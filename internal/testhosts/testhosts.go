@@ -31,7 +31,7 @@ import (
 // file so tests in any package can use it.
 func scriptsDir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "scripts")
+	return filepath.Join(filepath.Dir(file), "..", "..", "scripts")
 }
 
 // need skips t unless it runs as root with every tool in tools.
