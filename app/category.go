@@ -42,7 +42,7 @@ var flagCategory = map[string]string{
 	"client-ok": catCommands, "client-count": catCommands,
 
 	"duration": catTraffic, "op": catTraffic, "depth": catTraffic, "msg-rate": catTraffic, "busy-poll": catTraffic,
-	"msg-timeout": catTraffic, "slo": catTraffic,
+	"msg-timeout": catTraffic, "slo": catTraffic, "max-duration": catTraffic,
 
 	"backend": catBackend, "device": catBackend, "port": catBackend, "gid-index": catBackend,
 	"sim-max-qp": catBackend, "sim-max-cq": catBackend, "sim-max-mr": catBackend, "sim-max-pd": catBackend,
