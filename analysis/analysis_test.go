@@ -27,9 +27,9 @@ func TestCapacities(t *testing.T) {
 		full, firstShort, highest95, practi int
 		nonMonotonic                        []int
 	}{
-		// The predecessor's published Soft-RoCE table: 100, 100, 100, 92,
+		// A published Soft-RoCE table: 100, 100, 100, 92,
 		// 85, 94, 98%.
-		{name: "predecessor", threshold: 1,
+		{name: "published table", threshold: 1,
 			points:   []result.Point{pt(100, 100), pt(200, 200), pt(300, 300), pt(400, 368), pt(450, 382), pt(475, 446), pt(500, 490)},
 			capacity: 300, firstFail: 400, full: 300, firstShort: 400, highest95: 500, practi: 300,
 			nonMonotonic: []int{400, 450, 475}},
@@ -167,7 +167,7 @@ func TestRecommendations(t *testing.T) {
 		run  result.Run
 		want []string
 	}{
-		{name: "predecessor", run: result.Run{Points: []result.Point{pt(100, 100), pt(200, 200), pt(300, 300), pt(400, 368), pt(500, 490)}},
+		{name: "published table", run: result.Run{Points: []result.Point{pt(100, 100), pt(200, 200), pt(300, 300), pt(400, 368), pt(500, 490)}},
 			want: []string{
 				"Conservative: MAX_CLIENTS = 240 (80% of 300, the highest count at which every client connected).",
 				"Practical: MAX_CLIENTS = 300 (the highest count such that it and every smaller tested count reached ≥95%).",

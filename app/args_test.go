@@ -37,7 +37,7 @@ func TestFlagsFirst(t *testing.T) {
 // report and compare take their flags before or after the files, run as
 // whole commands; an unknown flag after a file is one line and exit 2.
 func TestFlagsAfterFiles(t *testing.T) {
-	run1 := "../report/testdata/predecessor.json"
+	run1 := "../report/testdata/published.json"
 	dir := t.TempDir()
 	run2 := filepath.Join(dir, "b.json")
 	b, err := os.ReadFile(run1)

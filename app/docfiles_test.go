@@ -129,6 +129,47 @@ func TestNoPointersOutside(t *testing.T) {
 	}
 }
 
+// Tests and fixtures name no outside document either: a word such as
+// "predecessor" or a path out of the repository means nothing to a reader
+// of a clean clone.
+func TestFixturesPointNowhereOutside(t *testing.T) {
+	outside := regexp.MustCompile(`(?i)\bpredecessor|DESIGN\.md|\.\./shared\b|\bseeds/`)
+	self, err := filepath.Abs("docfiles_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	err = filepath.WalkDir("..", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "bin") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !(strings.HasSuffix(p, "_test.go") || strings.Contains(p, "testdata")) {
+			return nil
+		}
+		if abs, _ := filepath.Abs(p); abs == self {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		files++
+		if m := outside.FindString(string(b)); m != "" {
+			t.Errorf("%s says %q", p, m)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 50 {
+		t.Errorf("read %d test files and fixtures, want the repository's", files)
+	}
+}
+
 // A first-time user finds, on the first screen (24 lines) of its
 // section, how to probe a server of their own and what the exit statuses
 // of a gate are.

@@ -56,7 +56,7 @@ func TestReportRegeneratesSearchOutput(t *testing.T) {
 // problem, a non-zero exit, nothing written.
 func TestReportBadInput(t *testing.T) {
 	dir := t.TempDir()
-	good, err := os.ReadFile("../report/testdata/predecessor.json")
+	good, err := os.ReadFile("../report/testdata/published.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestReportBadInput(t *testing.T) {
 		if files, _ := os.ReadDir(out); len(files) != 0 {
 			t.Errorf("%s: wrote %d files", name, len(files))
 		}
-		_, errOut, code = run(t, "compare", "--out", out, "../report/testdata/predecessor.json", p)
+		_, errOut, code = run(t, "compare", "--out", out, "../report/testdata/published.json", p)
 		if code == 0 || !strings.Contains(errOut, c.want) {
 			t.Errorf("compare with %s: exit %d, stderr %q", name, code, errOut)
 		}
@@ -127,7 +127,7 @@ func TestReportBench(t *testing.T) {
 		t.Error(err)
 	}
 
-	runPath := "../report/testdata/predecessor.json"
+	runPath := "../report/testdata/published.json"
 	_, errOut, code = run(t, "compare", "--out", t.TempDir(), runPath, benchPath)
 	if code != 2 || !strings.Contains(errOut, benchPath+" is a bench file") || !strings.Contains(errOut, "is a capacity run") ||
 		strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
@@ -172,7 +172,7 @@ func TestReportRunWithoutPoints(t *testing.T) {
 		if files, _ := os.ReadDir(out); len(files) != 0 {
 			t.Errorf("report wrote %d files for a run without points", len(files))
 		}
-		_, errOut, code = run(t, "compare", "../report/testdata/predecessor.json", path, "--out", out)
+		_, errOut, code = run(t, "compare", "../report/testdata/published.json", path, "--out", out)
 		if code != ExitRunError || !strings.Contains(errOut, tc.want) {
 			t.Errorf("compare with it: exit %d, stderr %q", code, errOut)
 		}

@@ -37,9 +37,9 @@ func capAt(c int) func(n, _ int) float64 {
 	return func(n, _ int) float64 { return math.Min(1, float64(c)/float64(n)) }
 }
 
-// predecessor interpolates the predecessor's measured table linearly:
+// published interpolates a published Soft-RoCE table linearly:
 // 100→100%, 200→100%, 300→100%, 400→92%, 450→85%, 475→94%, 500→98%.
-func predecessor(n, _ int) float64 {
+func published(n, _ int) float64 {
 	knots := [][2]float64{{100, 1}, {200, 1}, {300, 1}, {400, .92}, {450, .85}, {475, .94}, {500, .98}}
 	x := float64(n)
 	if x <= knots[0][0] {
@@ -136,15 +136,15 @@ func TestSearch(t *testing.T) {
 			capacity: 400, firstFail: 401, maxCalls: 2 + 9,
 		},
 		{
-			name: "predecessor table, 100% threshold: monotonic pass/fail, rate dip named",
-			cfg:  Config{Lo: 100, Hi: 500}, rate: predecessor,
+			name: "published table, 100% threshold: monotonic pass/fail, rate dip named",
+			cfg:  Config{Lo: 100, Hi: 500}, rate: published,
 			// Rounding keeps 301 and 302 at 100%; 303 is 99.7%.
 			capacity: 302, firstFail: 303, maxCalls: 2 + 9,
 			contains: []string{"the success rate is not monotonic in N: 400 clients reached 92% but 500 reached 98%"},
 		},
 		{
-			name: "predecessor table, 95% threshold: dip found by the check, re-tested",
-			cfg:  Config{Lo: 300, Hi: 500, Threshold: 0.95}, rate: predecessor,
+			name: "published table, 95% threshold: dip found by the check, re-tested",
+			cfg:  Config{Lo: 300, Hi: 500, Threshold: 0.95}, rate: published,
 			capacity: 363, firstFail: 364, nonMono: []int{364, 365, 368, 375, 400},
 			// Every failing count is re-tested, as is the witness 500.
 			maxCalls: (1 + 2) * (3 + 8),
@@ -255,7 +255,7 @@ func hasNote(notes []string, sub string) bool {
 }
 
 func TestSearchSteps(t *testing.T) {
-	f := &fake{rate: predecessor}
+	f := &fake{rate: published}
 	s, _, err := Search(context.Background(), Config{Lo: 300, Hi: 500, Threshold: 0.95}, f.measure, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -323,7 +323,7 @@ func TestRamp(t *testing.T) {
 		verdict   string
 	}{
 		{
-			name: "predecessor table at 95%: dip flagged and re-tested", cfg: Config{Threshold: 0.95}, rate: predecessor,
+			name: "published table at 95%: dip flagged and re-tested", cfg: Config{Threshold: 0.95}, rate: published,
 			capacity: 300, firstFail: 400, nonMono: []int{400, 450, 475},
 			calls: 7 + 4*2, // 400, 450, 475 and the witness 500, twice each
 			verdict: "Capacity at the 95% threshold: 300 clients connect at 100% (95% CI 98.7–100%); " +
@@ -331,7 +331,7 @@ func TestRamp(t *testing.T) {
 				"not monotonic: 500 passed (98%) although 400, 450 and 475 failed, also on re-test, so the capacity stated is the conservative one.",
 		},
 		{
-			name: "predecessor table at 100%: rate dip named", cfg: Config{}, rate: predecessor,
+			name: "published table at 100%: rate dip named", cfg: Config{}, rate: published,
 			capacity: 300, firstFail: 400, calls: 7,
 			verdict: "Capacity: 300 clients connect at 100% (95% CI 98.7–100%); 400 is the first failure (92%), nothing tested in between; " +
 				"the success rate is not monotonic in N: 450 clients reached 85.1% but 500 reached 98% (95% intervals disjoint).",
@@ -402,7 +402,7 @@ func TestRamp(t *testing.T) {
 }
 
 func TestRampNotes(t *testing.T) {
-	f := &fake{rate: predecessor}
+	f := &fake{rate: published}
 	rec := &recorder{}
 	if _, _, err := Ramp(context.Background(), []int{100, 200, 300, 400, 450, 475, 500}, Config{Threshold: 0.95}, f.measure, rec.observe); err != nil {
 		t.Fatal(err)

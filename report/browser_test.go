@@ -208,7 +208,7 @@ var emoji = regexp.MustCompile(`[\x{23E9}-\x{23FA}\x{2600}-\x{27BF}\x{1F000}-\x{
 // shows each mark in its colour inside its box (an empty box, the
 // fallback of a missing glyph, is grey outline on white).
 func TestStatusMarksNeedNoFont(t *testing.T) {
-	l, dom, page := probeLayout(t, "predecessor")
+	l, dom, page := probeLayout(t, "published")
 	if e := emoji.FindAllString(dom, -1); len(e) > 0 {
 		t.Errorf("rendered DOM holds %d emoji code points (first %q)", len(e), e[0])
 	}
@@ -216,7 +216,7 @@ func TestStatusMarksNeedNoFont(t *testing.T) {
 	for _, m := range l.Marks {
 		kinds[m.Kind]++
 	}
-	// predecessor: 3 passed counts, 3 degraded, 1 failed, 3 non-monotonic
+	// published: 3 passed counts, 3 degraded, 1 failed, 3 non-monotonic
 	// in the table, and the answer's warning of the non-monotonic counts.
 	for kind, n := range map[string]int{"pass": 3, "warning": 4, "fail": 1, "non-monotonic": 3} {
 		if kinds[kind] < n {
@@ -257,7 +257,7 @@ func TestPlotsFitInChromium(t *testing.T) {
 		"cpu":       {"host CPU %", "server CPU % (per core)"},
 		"memory":    {"server RSS MiB", "host memory used MiB"},
 	}
-	for _, fixture := range []string{"sim-search", "predecessor"} {
+	for _, fixture := range []string{"sim-search", "published"} {
 		l, _, _ := probeLayout(t, fixture)
 		if len(l.Figures) == 0 {
 			t.Fatalf("%s: no plots", fixture)

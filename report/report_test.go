@@ -45,11 +45,11 @@ func load(t *testing.T, name string) *result.Run {
 	return r
 }
 
-// The predecessor's published Soft-RoCE table (100–500 clients → 100,
+// A published Soft-RoCE table (100–500 clients → 100,
 // 100, 100, 92, 85, 94, 98 %): 300 is the 100% capacity, and 400, 450
 // and 475 are flagged because success rose with load after them.
-func TestPredecessorTable(t *testing.T) {
-	m := NewModel(load(t, "predecessor"))
+func TestPublishedTable(t *testing.T) {
+	m := NewModel(load(t, "published"))
 	a := m.Answer
 	if a.Full != 300 || a.FirstFail != 400 || a.Practical != 300 || a.Highest95 != 500 {
 		t.Errorf("answer: 100%% up to %d, first failure %d, practical %d, highest ≥95%% %d", a.Full, a.FirstFail, a.Practical, a.Highest95)
@@ -86,7 +86,7 @@ func TestPredecessorTable(t *testing.T) {
 // Golden reports for every fixture run; go test -run Golden -update
 // rewrites them after a deliberate change.
 func TestGolden(t *testing.T) {
-	for _, name := range []string{"predecessor", "sim-search"} {
+	for _, name := range []string{"published", "sim-search"} {
 		t.Run(name, func(t *testing.T) {
 			m := NewModel(load(t, name))
 			m.Plots = Figures(load(t, name), m)
@@ -140,7 +140,7 @@ func TestWriteAllDeterministic(t *testing.T) {
 
 // Text from the run is escaped in the HTML; the plots never carry it.
 func TestHTMLEscapes(t *testing.T) {
-	run := load(t, "predecessor")
+	run := load(t, "published")
 	run.Backend.Description = `<script>alert("x")</script>`
 	run.Command = []string{"rdmaprobe", `--x=<img src=y onerror=alert(1)>`}
 	m := NewModel(run)
@@ -160,7 +160,7 @@ func TestHTMLEscapes(t *testing.T) {
 // Golden comparison of the two fixture runs, both formats.
 func TestCompareGolden(t *testing.T) {
 	dir := t.TempDir()
-	files, err := WriteComparison([]*result.Run{load(t, "predecessor"), load(t, "sim-search")}, dir, Formats)
+	files, err := WriteComparison([]*result.Run{load(t, "published"), load(t, "sim-search")}, dir, Formats)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestCompareGolden(t *testing.T) {
 
 func TestCompare(t *testing.T) {
 	dir := t.TempDir()
-	files, err := WriteComparison([]*result.Run{load(t, "predecessor"), load(t, "sim-search")}, dir, Formats)
+	files, err := WriteComparison([]*result.Run{load(t, "published"), load(t, "sim-search")}, dir, Formats)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestCompare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"predecessor per-client", "sim (simulated) per-client", "| 300", "device-cap:max_qp", "compare-success.png"} {
+	for _, want := range []string{"published per-client", "sim (simulated) per-client", "| 300", "device-cap:max_qp", "compare-success.png"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("compare.md lacks %q:\n%s", want, md)
 		}

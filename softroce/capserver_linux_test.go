@@ -20,7 +20,7 @@ import (
 // TestGuestCapserver builds the compiled-cap fixture (testdata/capserver)
 // on the host for MAX_CLIENTS=3, pushes it into a running guest, and runs
 // it there on both devices: rxe0 at GID index 1 and rxe1 at GID index 0,
-// the predecessor's choice. Three clients connect and are held; the
+// what most RDMA examples open. Three clients connect and are held; the
 // kernel shows the server's 3 QPs, 6 CQs and 6 MRs; a fourth client is
 // refused with "at capacity"; all leave, and the server stops on SIGTERM.
 func TestGuestCapserver(t *testing.T) {
