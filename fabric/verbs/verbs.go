@@ -43,7 +43,7 @@ func (*Provider) Devices() ([]string, error) {
 	var n C.int
 	list, err := C.ibv_get_device_list(&n)
 	if list == nil {
-		return nil, verr("ibv_get_device_list", errnoOf(err, syscall.ENODEV), "")
+		return nil, deviceListError(errnoOf(err, syscall.ENODEV))
 	}
 	defer C.ibv_free_device_list(list)
 	names := make([]string, 0, int(n))
@@ -143,7 +143,7 @@ func openByName(want string) (*C.struct_ibv_context, string, error) {
 	var n C.int
 	list, err := C.ibv_get_device_list(&n)
 	if list == nil {
-		return nil, "", verr("ibv_get_device_list", errnoOf(err, syscall.ENODEV), "")
+		return nil, "", deviceListError(errnoOf(err, syscall.ENODEV))
 	}
 	defer C.ibv_free_device_list(list)
 	devs := unsafe.Slice(list, int(n))
