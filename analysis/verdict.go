@@ -58,13 +58,13 @@ func Verdict(s result.Search, points []result.Point, lo, hi int, threshold float
 		parts = append(parts, fmt.Sprintf("Capacity ≥ %d, the search limit: every tested N from %d up passed%s", s.Capacity, lo, at),
 			fmt.Sprintf("%d clients connect at %s", s.Capacity, by[s.Capacity].describe()))
 	case s.Capacity == 0 && s.FirstFail > 0 && lo > 0:
-		parts = append(parts, fmt.Sprintf("Capacity < %d: %d clients connect at %s, below the %s threshold; try a lower --lo",
-			s.FirstFail, s.FirstFail, by[s.FirstFail].describe(), thr))
+		parts = append(parts, fmt.Sprintf("Capacity < %d: %d clients connect at %s, %s; try a lower --lo",
+			s.FirstFail, s.FirstFail, by[s.FirstFail].describe(), by[s.FirstFail].why(threshold)))
 	case s.Capacity == 0 && s.FirstFail > 0:
 		// Not "nothing passed": a larger count may have, which the
 		// non-monotonic clause below then names.
-		parts = append(parts, fmt.Sprintf("Capacity < %d: %d clients connect at %s, below the %s threshold",
-			s.FirstFail, s.FirstFail, by[s.FirstFail].describe(), thr))
+		parts = append(parts, fmt.Sprintf("Capacity < %d: %d clients connect at %s, %s",
+			s.FirstFail, s.FirstFail, by[s.FirstFail].describe(), by[s.FirstFail].why(threshold)))
 	case s.Capacity > 0 && s.FirstFail > 0:
 		gap := ""
 		if s.FirstFail > s.Capacity+1 {
@@ -82,7 +82,7 @@ func Verdict(s result.Search, points []result.Point, lo, hi int, threshold float
 			label = "Capacity"
 		}
 		parts = append(parts, fmt.Sprintf("%s%s: %d clients connect at %s", label, at, s.Capacity, by[s.Capacity].describe()),
-			fmt.Sprintf("%d is the first failure (%s)%s", s.FirstFail, Pct(by[s.FirstFail].rate()), gap))
+			fmt.Sprintf("%d is the first failure (%s)%s", s.FirstFail, by[s.FirstFail].failure(threshold), gap))
 	default:
 		return "No conclusion: nothing passed and nothing failed."
 	}
@@ -160,6 +160,24 @@ func (q pooled) rate() float64 {
 		return q.stepRate
 	}
 	return q.Rate
+}
+
+// why says what failed a count: its connect rate, or, when its clients
+// connected at the threshold, its traffic phase (--criterion traffic).
+func (q pooled) why(threshold float64) string {
+	if !q.fromStep && q.SLOFailed && Passes(q.Connected, q.Attempted, threshold) {
+		return "but its traffic phase missed the SLOs"
+	}
+	return "below the " + Pct(threshold) + " threshold"
+}
+
+// failure is the first failure's parenthesis: its connect rate, and the
+// SLOs when they, not the rate, failed it.
+func (q pooled) failure(threshold float64) string {
+	if !q.fromStep && q.SLOFailed && Passes(q.Connected, q.Attempted, threshold) {
+		return Pct(q.rate()) + " connected; its traffic phase missed the SLOs"
+	}
+	return Pct(q.rate())
 }
 
 // describe is "100% (95% CI 99.2–100%)", with the trial count when pooled.

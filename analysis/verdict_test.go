@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
@@ -21,5 +22,28 @@ func TestVerdictFromStepsOnly(t *testing.T) {
 	}
 	if got := Verdict(result.Search{}, nil, 0, 0, 1); got != "No client count was measured." {
 		t.Errorf("empty: %q", got)
+	}
+}
+
+// Under --criterion traffic a count whose clients all connected fails by
+// its SLOs: the verdict says so instead of blaming the connect threshold.
+func TestVerdictNamesTheSLOs(t *testing.T) {
+	missed := func(n int) result.Point {
+		p := pt(n, n)
+		p.Traffic = &result.Traffic{Judged: true, SLOPassed: false}
+		return p
+	}
+	got := Verdict(result.Search{FirstFail: 50}, []result.Point{missed(50)}, 50, 100, 1)
+	want := "Capacity < 50: 50 clients connect at 100% (95% CI 92.8–100%), but its traffic phase missed the SLOs; try a lower --lo."
+	if got != want {
+		t.Errorf("at --lo:\n got %q\nwant %q", got, want)
+	}
+	got = Verdict(result.Search{Capacity: 23, FirstFail: 24}, []result.Point{pt(23, 23), missed(24)}, 20, 200, 1)
+	if !strings.Contains(got, "24 is the first failure (100% connected; its traffic phase missed the SLOs)") {
+		t.Errorf("breaking point: %q does not name the SLOs", got)
+	}
+	got = Verdict(result.Search{FirstFail: 50}, []result.Point{pt(50, 40)}, 50, 100, 1)
+	if !strings.Contains(got, "below the 100% threshold") {
+		t.Errorf("connect failure: %q does not name the threshold", got)
 	}
 }
