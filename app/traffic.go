@@ -13,6 +13,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/payload"
+	"github.com/rdmaprobe/rdmaprobe/report"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
 	"github.com/rdmaprobe/rdmaprobe/slo"
@@ -135,9 +136,9 @@ func trafficLine(pt result.Point) string {
 	if n := t.UnmeasuredNames(); n != "" {
 		window += " (" + n + ")"
 	}
-	s := fmt.Sprintf("        traffic: %s %d B, %s, %s: %.0f msg/s, %.2f MB/s, latency p50 %s p99 %s max %s, per client %.0f..%.0f msg/s",
+	s := fmt.Sprintf("        traffic: %s %d B, %s, %s: %.0f msg/s, %.2f MB/s, latency p50 %s p99 %s max %s, per client %s..%s msg/s",
 		t.Op, t.MsgBytes, mode, window, t.MsgRate, t.MBps,
-		usText(t.Latency.P50), usText(t.Latency.P99), usText(t.Latency.Max), t.PerClient.Min, t.PerClient.Max)
+		usText(t.Latency.P50), usText(t.Latency.P99), usText(t.Latency.Max), report.ClientRate(t.PerClient.Min), report.ClientRate(t.PerClient.Max))
 	if r := pt.LatencyReference; r != nil && r.Error == "" && r.Figures["t_typical"] > 0 && t.Latency.P50 > 0 {
 		s += fmt.Sprintf("; p50 %.2f × %s's t_typical %s, read just before", t.Latency.P50/r.Figures["t_typical"], r.Tool, usText(r.Figures["t_typical"]))
 	}

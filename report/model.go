@@ -411,6 +411,20 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func f1(x float64) string { return fmt.Sprintf("%.1f", x) }
+
+// ClientRate prints a per-client message rate: whole numbers from 100 up,
+// three significant digits below, so that a client at 0.5 msg/s does not
+// read as one that sent nothing.
+func ClientRate(x float64) string {
+	switch {
+	case x == 0 || x >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case x >= 10:
+		return trimZeros(fmt.Sprintf("%.1f", x))
+	default:
+		return trimZeros(fmt.Sprintf("%.2f", x))
+	}
+}
 func f2(x float64) string { return trimZeros(fmt.Sprintf("%.2f", x)) }
 
 func trimZeros(s string) string {

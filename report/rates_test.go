@@ -126,3 +126,14 @@ func TestCompareLabelsNameCostOptions(t *testing.T) {
 		t.Errorf("labels %q, want %q", c.Labels, want)
 	}
 }
+
+// A per-client rate below 100 msg/s keeps three significant digits: a
+// client at 0.5 msg/s must not print as 0, the figure of one that sent
+// nothing.
+func TestClientRate(t *testing.T) {
+	for x, want := range map[float64]string{0: "0", 0.5: "0.5", 0.123: "0.12", 3.5: "3.5", 12.34: "12.3", 99.96: "100", 1373.4: "1373"} {
+		if got := ClientRate(x); got != want {
+			t.Errorf("ClientRate(%g) = %q, want %q", x, got, want)
+		}
+	}
+}

@@ -57,7 +57,7 @@ func trafficRows(run *result.Run) []TrafficRow {
 			P50: latency(t.Latency.P50), P90: latency(t.Latency.P90), P99: latency(t.Latency.P99),
 			P999: latency(t.Latency.P999), Max: latency(t.Latency.Max),
 			MsgRate: fmt.Sprintf("%.0f", t.MsgRate), MBps: f2(t.MBps),
-			PerClient: fmt.Sprintf("%.0f / %.0f / %.0f", t.PerClient.Min, t.PerClient.Median, t.PerClient.Max),
+			PerClient: ClientRate(t.PerClient.Min) + " / " + ClientRate(t.PerClient.Median) + " / " + ClientRate(t.PerClient.Max),
 			ServerMem: "–", ServerCPU: "–", GenCPU: "–", Errors: "–", SLO: "–", Harness: t.HarnessLimit,
 			Window: fmt.Sprintf("%.1f", t.DurationSec), Unmeasured: "–"}
 		if t.MinDurationSec > 0 {
