@@ -214,8 +214,15 @@ func TestTrafficAnswered(t *testing.T) {
 	// and 61-65 when each slice's end slept; with 1 ms, the client's
 	// stalls of 1-5 ms in this one test process, 25-45, blur the count),
 	// not one per slice.
-	if !simulated {
-		slices := int64(tr.DurationSec / 0.020)
+	// A phase starved of CPU (the guest's TCG on a loaded host: under one
+	// message per 5 ms) leaves the loop nothing to do between messages, so
+	// its idles are honest there and the count judges nothing.
+	slices := int64(tr.DurationSec / 0.020)
+	starved := tr.Messages < 4*slices
+	if !simulated && starved {
+		t.Logf("%d messages in %d slices: too few to judge the echo loop's idles", tr.Messages, slices)
+	}
+	if !simulated && !starved {
 		if idles := srvIdles; idles > 2+slices/2 {
 			t.Errorf("the server's echo loop went idle %d times in a %.2f s phase (%d slices)", idles, tr.DurationSec, slices)
 		}
