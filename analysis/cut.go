@@ -21,5 +21,5 @@ func CutShort(p result.Point) string {
 		trial = fmt.Sprintf(" (trial %d)", p.Trial)
 	}
 	return fmt.Sprintf("The point at %s clients%s was cut short (%s) after %s of them had an outcome, %s connected: not a measurement of %s clients, so no verdict counts it.",
-		num(p.Clients), trial, why, num(p.Attempted), num(p.Connected), num(p.Clients))
+		Thousands(p.Clients), trial, why, Thousands(p.Attempted), Thousands(p.Connected), Thousands(p.Clients))
 }

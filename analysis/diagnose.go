@@ -91,12 +91,12 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 	d := &result.Diagnosis{}
 	ev := func(format string, a ...any) { d.Evidence = append(d.Evidence, fmt.Sprintf(format, a...)) }
 	if f.failed > 0 {
-		ev("%s of %s clients failed; most as %s (%s)", num(f.failed), num(pt.Attempted), f.class, num(f.count))
+		ev("%s of %s clients failed; most as %s (%s)", Thousands(f.failed), Thousands(pt.Attempted), f.class, Thousands(f.count))
 		if f.text != "" {
 			ev("most common error: %s", f.text)
 		}
 	}
-	failedAt := fmt.Sprintf("from %s clients", num(pt.Connected))
+	failedAt := fmt.Sprintf("from %s clients", Thousands(pt.Connected))
 	what := f.class
 	if f.verb != "" {
 		what = f.verb
@@ -109,7 +109,7 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 	if f.class == result.OutcomeStart {
 		if n, errno := harnessLimited(pt); n > 0 {
 			d.Limit = "harness"
-			d.Summary = fmt.Sprintf("the harness could not start %s client commands (%s): its own limit on this machine, not the server's", num(n), errno)
+			d.Summary = fmt.Sprintf("the harness could not start %s client commands (%s): its own limit on this machine, not the server's", Thousands(n), errno)
 			d.Suggestion = "raise the harness's limits (ulimit -u, -n), pace launches with --rate or spread the clients over more machines"
 			return d
 		}
@@ -126,9 +126,9 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 	case refusedAtCap && maxClients > 0 && pt.Clients > maxClients:
 		d.Limit = "max-clients"
 		d.Summary = fmt.Sprintf("the server refused %s clients \"at capacity\": --max-clients %s is below the %s attempted",
-			num(f.count), num(maxClients), num(pt.Clients))
+			Thousands(f.count), Thousands(maxClients), Thousands(pt.Clients))
 		if f.class == result.OutcomeRefused {
-			ev("server refused %s, peak %s active", num(pt.Server.Refused), num(pt.Server.PeakActive))
+			ev("server refused %s, peak %s active", Thousands(pt.Server.Refused), Thousands(pt.Server.PeakActive))
 		}
 		d.Suggestion = "raise the server's --max-clients"
 		return d
@@ -142,9 +142,9 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 		busy, _ := strconv.Atoi(m[3])
 		d.Limit = "vm.max_map_count"
 		d.Summary = fmt.Sprintf("%s %s; the server process held %s mappings of vm.max_map_count %s, with %s more being created, and refused clients to leave the rest to the Go runtime",
-			what, failedAt, num(held), num(limit), num(busy))
+			what, failedAt, Thousands(held), Thousands(limit), Thousands(busy))
 		if role, maps := mostMaps(pt); maps > 0 {
-			ev("peak mappings sampled in the %s process: %s", role, num(maps))
+			ev("peak mappings sampled in the %s process: %s", role, Thousands(maps))
 		}
 		d.Suggestion = "map less per client (on rxe: per-client mode maps 4 rings per client, --mode shared-cq or pool 2, --mode srq 1) or raise vm.max_map_count"
 		return d
@@ -155,8 +155,8 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 		(f.errno == "ENOMEM" || f.errno == "") {
 		d.Limit = "vm.max_map_count"
 		d.Summary = fmt.Sprintf("%s %s; %s process had %s mappings of vm.max_map_count %s",
-			what, failedAt, role, num(maps), num(int(before.MaxMapCount)))
-		ev("peak mappings of the %s process: %s (vm.max_map_count %s)", role, num(maps), num(int(before.MaxMapCount)))
+			what, failedAt, role, Thousands(maps), Thousands(int(before.MaxMapCount)))
+		ev("peak mappings of the %s process: %s (vm.max_map_count %s)", role, Thousands(maps), Thousands(int(before.MaxMapCount)))
 		d.Suggestion = "map less per client (on rxe: per-client mode maps 4 rings per client, --mode shared-cq or pool 2, --mode srq 1) or raise vm.max_map_count"
 		return d
 	}
@@ -171,12 +171,12 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 	if nofile := before.NoFile; nofile > 0 && (peak.ServerFDs >= int(nofile)-16 || acceptEMFILE > 0 || f.errno == "EMFILE") {
 		d.Limit = "rlimit-nofile"
 		d.Summary = fmt.Sprintf("%s %s; the server had %s open files of RLIMIT_NOFILE %s",
-			what, failedAt, num(peak.ServerFDs), num(int(nofile)))
+			what, failedAt, Thousands(peak.ServerFDs), Thousands(int(nofile)))
 		if acceptEMFILE > 0 {
-			ev("server accept failed %s times: too many open files", num(acceptEMFILE))
+			ev("server accept failed %s times: too many open files", Thousands(acceptEMFILE))
 		}
-		ev("peak server fds %s, RLIMIT_NOFILE %s", num(peak.ServerFDs), num(int(nofile)))
-		d.Suggestion = fmt.Sprintf("raise the open-file limit (ulimit -n, LimitNOFILE=) above %s", num(int(nofile)))
+		ev("peak server fds %s, RLIMIT_NOFILE %s", Thousands(peak.ServerFDs), Thousands(int(nofile)))
+		d.Suggestion = fmt.Sprintf("raise the open-file limit (ulimit -n, LimitNOFILE=) above %s", Thousands(int(nofile)))
 		if !pt.Server.Detached && pt.Target == nil {
 			d.Suggestion += ", or run the server with --detach (no socket held per connected client)"
 		}
@@ -190,19 +190,19 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 		if limit > 0 && held >= int(limit) {
 			d.Limit = "device-cap:" + c[0]
 			d.Summary = fmt.Sprintf("%s %s; %s held %s %ss of %s %s",
-				what, failedAt, src, num(held), strings.ToUpper(c[1]), c[0], num(int(limit)))
-			ev("%s in use at peak: %s; device %s: %s", c[1], num(held), c[0], num(int(limit)))
+				what, failedAt, src, Thousands(held), strings.ToUpper(c[1]), c[0], Thousands(int(limit)))
+			ev("%s in use at peak: %s; device %s: %s", c[1], Thousands(held), c[0], Thousands(int(limit)))
 			advice := fewerPerClient[c[1]]
 			if advice == "" {
 				advice = "use a device with a larger " + c[0]
 			}
-			d.Suggestion = fmt.Sprintf("the device allows %s %ss: %s", num(int(limit)), strings.ToUpper(c[1]), advice)
+			d.Suggestion = fmt.Sprintf("the device allows %s %ss: %s", Thousands(int(limit)), strings.ToUpper(c[1]), advice)
 			return d
 		}
 		if c[1] == "mr" && f.errno == "ENOMEM" && before.MemlockBytes > 0 {
 			d.Limit = "memlock"
-			d.Summary = fmt.Sprintf("%s %s; RLIMIT_MEMLOCK is %s bytes", what, failedAt, num(int(before.MemlockBytes)))
-			ev("RLIMIT_MEMLOCK %s bytes", num(int(before.MemlockBytes)))
+			d.Summary = fmt.Sprintf("%s %s; RLIMIT_MEMLOCK is %s bytes", what, failedAt, Thousands(int(before.MemlockBytes)))
+			ev("RLIMIT_MEMLOCK %s bytes", Thousands(int(before.MemlockBytes)))
 			d.Suggestion = "raise the locked-memory limit (ulimit -l, LimitMEMLOCK=infinity)"
 			return d
 		}
@@ -214,8 +214,8 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 	if (overflows > 0 || drops > 0) && (f.class == result.OutcomeTCPConnect || f.class == result.OutcomeTimeout || f.class == result.OutcomeTLS) {
 		d.Limit = "listen-backlog"
 		d.Summary = fmt.Sprintf("%s clients lost at %s while the listen queue overflowed %s times (somaxconn %s)",
-			num(f.count), f.class, num(int(overflows)), num(int(before.Somaxconn)))
-		ev("TcpExtListenOverflows +%s, TcpExtListenDrops +%s during the point", num(int(overflows)), num(int(drops)))
+			Thousands(f.count), f.class, Thousands(int(overflows)), Thousands(int(before.Somaxconn)))
+		ev("TcpExtListenOverflows +%s, TcpExtListenDrops +%s during the point", Thousands(int(overflows)), Thousands(int(drops)))
 		d.Suggestion = "raise the server's --backlog and net.core.somaxconn, or pace launches with --rate"
 		return d
 	}
@@ -229,7 +229,7 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 		if f.class == result.OutcomeTimeout || f.class == result.OutcomeExit || f.class == result.OutcomeSignal {
 			d.Limit = "server-error"
 			d.Summary = fmt.Sprintf("%s clients failed as %s while the server reported %s (%s)",
-				num(f.count), f.class, t.Errors[0], strings.Join(t.Errnos, ", "))
+				Thousands(f.count), f.class, t.Errors[0], strings.Join(t.Errnos, ", "))
 			d.Suggestion = "the server's own error, in its output above: look there before at this machine's limits"
 			return d
 		}
@@ -238,7 +238,7 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 	switch {
 	case f.class == result.OutcomeTimeout:
 		d.Limit = "timeout"
-		d.Summary = fmt.Sprintf("%s clients hit their deadline", num(f.count))
+		d.Summary = fmt.Sprintf("%s clients hit their deadline", Thousands(f.count))
 		if pt.Peak != nil {
 			// Without samples the peak is unknown, not 0%.
 			d.Summary += fmt.Sprintf("; peak host CPU %.0f%%", peak.HostCPU)
@@ -375,20 +375,6 @@ func sortedKeys(m map[string]int) []string {
 	}
 	sort.Strings(ks)
 	return ks
-}
-
-// num formats n with thousands separators: 16,371.
-func num(n int) string {
-	s := fmt.Sprint(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	if neg {
-		return "-" + s
-	}
-	return s
 }
 
 // roundTo rounds a non-negative x to digits decimals.

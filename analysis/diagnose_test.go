@@ -150,7 +150,7 @@ func TestCost(t *testing.T) {
 
 func TestNum(t *testing.T) {
 	for n, want := range map[int]string{0: "0", 999: "999", 1000: "1,000", 16371: "16,371", -65530: "-65,530", 1234567: "1,234,567"} {
-		if got := num(n); got != want {
+		if got := Thousands(n); got != want {
 			t.Errorf("num(%d) = %q", n, got)
 		}
 	}

@@ -62,9 +62,9 @@ func generatorLimited(pt result.Point, f failure) *result.Diagnosis {
 	sort.Strings(hosts)
 	d := &result.Diagnosis{Limit: lim[0], Suggestion: lim[3]}
 	d.Summary = fmt.Sprintf("the load generators' limit, not the server's: %s %s (%s clients failed as %s: %s)",
-		strings.Join(hosts, ", "), lim[1], num(f.count), f.class, f.errno)
+		strings.Join(hosts, ", "), lim[1], Thousands(f.count), f.class, f.errno)
 	for _, h := range hosts {
-		e := fmt.Sprintf("%s: %s clients failed with %s", h, num(byHost[h]), f.errno)
+		e := fmt.Sprintf("%s: %s clients failed with %s", h, Thousands(byHost[h]), f.errno)
 		if v := limitOf[h]; v != "" {
 			e += fmt.Sprintf("; %s %s", lim[2], v)
 		}
@@ -72,7 +72,7 @@ func generatorLimited(pt result.Point, f failure) *result.Diagnosis {
 	}
 	for _, h := range pt.Hosts {
 		if byHost[h.Host] == 0 && h.Attempted > 0 {
-			d.Evidence = append(d.Evidence, fmt.Sprintf("%s: %s of %s connected", h.Host, num(h.Connected), num(h.Attempted)))
+			d.Evidence = append(d.Evidence, fmt.Sprintf("%s: %s of %s connected", h.Host, Thousands(h.Connected), Thousands(h.Attempted)))
 		}
 	}
 	return d

@@ -71,7 +71,7 @@ func Verdict(s result.Search, points []result.Point, lo, hi int, threshold float
 			gap = ", nothing tested in between"
 			if s.ResolutionClients != 0 || s.ResolutionPercent != 0 {
 				gap += fmt.Sprintf(": a bracket of %s %s (%s of the capacity), within the resolution of %s asked",
-					num(s.FirstFail-s.Capacity), plural(s.FirstFail-s.Capacity, "client", "clients"),
+					Thousands(s.FirstFail-s.Capacity), plural(s.FirstFail-s.Capacity, "client", "clients"),
 					Pct(float64(s.FirstFail-s.Capacity)/float64(s.Capacity)), DescribeResolution(s.ResolutionClients, s.ResolutionPercent))
 			}
 		}
@@ -274,7 +274,7 @@ func DescribeResolution(clients int, percent float64) string {
 		return strconv.FormatFloat(percent, 'f', -1, 64) + "%"
 	}
 	n := max(1, clients)
-	return num(n) + " " + plural(n, "client", "clients")
+	return Thousands(n) + " " + plural(n, "client", "clients")
 }
 
 // JoinCounts lists client counts in prose; long lists are abbreviated to

@@ -297,7 +297,7 @@ func (p *prober) search() error {
 	if !p.passed(c.Lo) {
 		hint := "try a lower --lo"
 		if ev := readEvidence(p.pointsAt(c.Lo)); ev.wall && ev.held > 0 {
-			hint = fmt.Sprintf("it held %s at once (%s): try --lo %d", count(ev.held), ev.cause, ev.held)
+			hint = fmt.Sprintf("it held %s at once (%s): try --lo %d", analysis.Thousands(ev.held), ev.cause, ev.held)
 		}
 		p.notef("%d clients failed (%s): the capacity is below the lower bound; %s.", c.Lo, pct(p.tallies[c.Lo].rate()), hint)
 		return nil
@@ -311,7 +311,7 @@ func (p *prober) search() error {
 		if _, first := p.bracket(); first == 0 && c.Hi-c.Lo >= 2 {
 			mid := c.Lo + (c.Hi-c.Lo)/2
 			if err := p.step(mid, NoteCheck, fmt.Sprintf("%s passed: test the midpoint %s before claiming every count in [%s, %s] does",
-				count(c.Hi), count(mid), count(c.Lo), count(c.Hi))); err != nil {
+				analysis.Thousands(c.Hi), analysis.Thousands(mid), analysis.Thousands(c.Lo), analysis.Thousands(c.Hi))); err != nil {
 				return err
 			}
 		}
@@ -322,9 +322,9 @@ func (p *prober) search() error {
 			if first != 0 || top >= c.MaxN {
 				break
 			}
-			n, why := 2*top, fmt.Sprintf("%s passed: double it", count(top))
+			n, why := 2*top, fmt.Sprintf("%s passed: double it", analysis.Thousands(top))
 			if n > c.MaxN {
-				n, why = c.MaxN, fmt.Sprintf("%s passed: test the search limit %s", count(top), count(c.MaxN))
+				n, why = c.MaxN, fmt.Sprintf("%s passed: test the search limit %s", analysis.Thousands(top), analysis.Thousands(c.MaxN))
 			}
 			if err := p.step(n, NoteExponential, why); err != nil {
 				return err
@@ -358,7 +358,7 @@ func (p *prober) next() (n int, note, why string) {
 	}
 	if w := p.cfg.Resolution.width(capacity); first-capacity <= w {
 		p.notef("Stopped at the resolution %s: %s passed and %s failed, %s apart.",
-			p.cfg.Resolution, count(capacity), count(first), count(first-capacity))
+			p.cfg.Resolution, analysis.Thousands(capacity), analysis.Thousands(first), analysis.Thousands(first-capacity))
 		return 0, "", ""
 	}
 	ev := readEvidence(p.pointsAt(first))
@@ -370,15 +370,15 @@ func (p *prober) next() (n int, note, why string) {
 		// The most clients that pass while only ev.held can be held:
 		// ev.held itself at a 100% threshold.
 		fit := int(math.Floor(float64(ev.held)/p.cfg.Threshold + 1e-9))
-		held := fmt.Sprintf("held %s at once at %s (%s)", count(ev.held), count(first), ev.cause)
+		held := fmt.Sprintf("held %s at once at %s (%s)", analysis.Thousands(ev.held), analysis.Thousands(first), ev.cause)
 		if fit > capacity && fit < first {
-			return fit, NoteWall, fmt.Sprintf("%s: test %s", held, count(fit))
+			return fit, NoteWall, fmt.Sprintf("%s: test %s", held, analysis.Thousands(fit))
 		}
 		n := min(capacity+1<<p.above, first-1)
-		return n, NoteWallAbove, fmt.Sprintf("%s, and %s passed: test %s, just above it", held, count(capacity), count(n))
+		return n, NoteWallAbove, fmt.Sprintf("%s, and %s passed: test %s, just above it", held, analysis.Thousands(capacity), analysis.Thousands(n))
 	}
 	n = capacity + (first-capacity)/2
-	return n, NoteBisect, fmt.Sprintf("%s failed, but %s: bisect [%s, %s] at %s", count(first), distrust, count(capacity), count(first), count(n))
+	return n, NoteBisect, fmt.Sprintf("%s failed, but %s: bisect [%s, %s] at %s", analysis.Thousands(first), distrust, analysis.Thousands(capacity), analysis.Thousands(first), analysis.Thousands(n))
 }
 
 // follow keeps the account of wall-guided steps: steps just above the
@@ -399,7 +399,7 @@ func (p *prober) follow(n int, note string) {
 	p.misses++
 	if p.misses >= 2 && p.distrust == "" {
 		ev := readEvidence(p.pointsAt(n))
-		p.distrust = fmt.Sprintf("the wall moved: %s clients, where an earlier wall pointed, failed again with %s held", count(n), count(ev.held))
+		p.distrust = fmt.Sprintf("the wall moved: %s clients, where an earlier wall pointed, failed again with %s held", analysis.Thousands(n), analysis.Thousands(ev.held))
 		p.notef("Not following the wall any more: %s.", p.distrust)
 	}
 }

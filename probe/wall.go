@@ -1,10 +1,10 @@
 package probe
 
 import (
-	"fmt"
 	"sort"
 	"strings"
 
+	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -112,7 +112,7 @@ func readEvidence(points []result.Point) evidence {
 	})
 	var all, ambiguous []string
 	for _, k := range keys {
-		s := count(kinds[k]) + " " + k
+		s := analysis.Thousands(kinds[k]) + " " + k
 		all = append(all, s)
 		if !walls[k] {
 			ambiguous = append(ambiguous, s)
@@ -131,20 +131,6 @@ func readEvidence(points []result.Point) evidence {
 		e.wall = true
 	}
 	return e
-}
-
-// count formats n with thousands separators: 15,821.
-func count(n int) string {
-	s := fmt.Sprint(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	if neg {
-		return "-" + s
-	}
-	return s
 }
 
 // missed lists a traffic phase's failed objectives, or its error.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/command"
 	"github.com/rdmaprobe/rdmaprobe/internal/filelock"
 )
 
@@ -36,7 +37,7 @@ var goBuild = func(ctx context.Context, moduleDir, out string) error {
 	cmd.Stdout = &stderr
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build -tags verbs in %s: %v: %s", moduleDir, err, lastLines(stderr.String(), 5))
+		return fmt.Errorf("go build -tags verbs in %s: %v: %s", moduleDir, err, command.LastLinesJoined(stderr.String(), 5, "; "))
 	}
 	return nil
 }
@@ -251,12 +252,4 @@ func buildInput(rel string) bool {
 		return true
 	}
 	return false
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "; ")
 }
