@@ -16,33 +16,6 @@ import (
 
 var errNotLinux = errors.New("softroce: the vm backend runs on Linux hosts only")
 
-// DefaultCPUModel is the guest's QEMU -cpu on Linux hosts.
-const DefaultCPUModel = "qemu64"
-
-// BootConfig says how to run the guest.
-type BootConfig struct {
-	Image        Image
-	CPUs         int
-	MemMiB       int
-	LogPath      string
-	Accel        string
-	ReadyTimeout time.Duration
-	StallTimeout time.Duration
-	QEMU         string
-	KernelArgs   []string
-	CPUModel     string
-	Netdev       bool
-	Link         *LinkEnd
-}
-
-// Guest is a running softroce VM.
-type Guest struct {
-	BootTime time.Duration
-	Ready    Info
-	PID      int
-	Stalls   int
-}
-
 func IsGuest() bool { return false }
 
 func GuestMain(Handler) {
