@@ -218,10 +218,12 @@ func TestGuestSuites(t *testing.T) {
 		args     []string
 		mustLog  string
 		minPass  int
+		mustPass []string // tests that must have run and passed
 	}{
-		{"./fabric/verbs", "verbs", nil, "", 5},
+		// The fabric conformance suite, which sim also passes, on rxe0.
+		{"./fabric/verbs", "verbs", nil, "", 5, []string{"TestConformance"}},
 		// -test.short skips the soak, which runs on the host.
-		{"./server", "server", []string{"-test.short"}, "fabric: verbs on rxe0", 3},
+		{"./server", "server", []string{"-test.short"}, "fabric: verbs on rxe0", 3, nil},
 	}
 	var bins []string
 	for i, s := range suites {
@@ -267,6 +269,11 @@ func TestGuestSuites(t *testing.T) {
 		}
 		if testing.Verbose() {
 			t.Log(res.Stdout)
+		}
+		for _, name := range s.mustPass {
+			if !strings.Contains(res.Stdout, "--- PASS: "+name+" (") {
+				t.Fatalf("%s did not pass in the guest:\n%s", name, tail(res.Stdout, 40))
+			}
 		}
 		passed := strings.Count(res.Stdout, "--- PASS")
 		if passed < s.minPass {
