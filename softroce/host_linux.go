@@ -48,28 +48,9 @@ func boot(ctx context.Context, cfg BootConfig, retry bool) (*Guest, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Image.Kernel == "" || cfg.Image.Initrd == "" {
-		return nil, errors.New("softroce: BootConfig.Image is empty: call BuildImage first")
-	}
-	if cfg.CPUs <= 0 {
-		cfg.CPUs = 2
-	}
-	if cfg.MemMiB <= 0 {
-		cfg.MemMiB = 8192
-	}
-	if cfg.ReadyTimeout <= 0 {
-		cfg.ReadyTimeout = 120 * time.Second
-	}
-	if cfg.StallTimeout == 0 {
-		cfg.StallTimeout = 30 * time.Second
-	}
-	accel := "tcg,thread=multi"
-	switch cfg.Accel {
-	case "", "tcg":
-	case "kvm":
-		accel = "kvm"
-	default:
-		return nil, fmt.Errorf("softroce: unknown accel %q (tcg or kvm)", cfg.Accel)
+	accel, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 
 	// A socketpair handed to QEMU as a pre-connected chardev: no socket
@@ -88,45 +69,14 @@ func boot(ctx context.Context, cfg BootConfig, retry bool) (*Guest, error) {
 		return nil, err
 	}
 
-	append_ := strings.Join(append([]string{
-		"console=ttyS0", "panic=-1", "oops=panic", "rdinit=/init",
-		"no_timer_check", "tsc=reliable", "i8042.noaux", "i8042.nokbd", "i8042.nopnp",
-		guestEnv + "=1",
-	}, cfg.KernelArgs...), " ")
-	if cfg.Netdev {
-		append_ += " " + netdevEnv + "=1"
-	}
 	if cfg.Link != nil {
 		if cfg.Link.conn == nil {
 			return nil, errors.New("softroce: BootConfig.Link was already used or closed")
 		}
 		// Closed on every path: QEMU holds its own copy once started.
 		defer cfg.Link.Close()
-		append_ += " " + cfg.Link.linkArg()
 	}
-	cpuModel := cfg.CPUModel
-	if cpuModel == "" {
-		cpuModel = DefaultCPUModel
-	}
-	args := []string{
-		"-nodefaults", "-no-user-config", "-nic", "none",
-		"-display", "none", "-monitor", "none", "-no-reboot",
-		"-machine", "pc", "-accel", accel, "-cpu", cpuModel,
-		"-smp", strconv.Itoa(cfg.CPUs), "-m", strconv.Itoa(cfg.MemMiB),
-		"-kernel", cfg.Image.Kernel, "-initrd", cfg.Image.Initrd, "-append", append_,
-		"-chardev", "file,id=con,path=/dev/fd/3",
-		"-serial", "chardev:con",
-		"-chardev", "socket,id=ctl,fd=4",
-		"-device", "virtio-serial-pci,id=vser",
-		"-device", "virtserialport,bus=vser.0,chardev=ctl,name=" + portName,
-	}
-	if cfg.Link != nil {
-		// fd 5; romfile= leaves out the NIC's PXE option ROM, which
-		// nothing here boots from.
-		args = append(args, "-netdev", "socket,id=link,fd=5",
-			"-device", "virtio-net-pci,netdev=link,romfile=,mac="+cfg.Link.MAC)
-	}
-	cmd := exec.Command(qemu, args...)
+	cmd := exec.Command(qemu, qemuArgs(cfg, accel)...)
 	cmd.ExtraFiles = []*os.File{conPW, qemuEnd} // fd 3, fd 4
 	if cfg.Link != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, cfg.Link.conn)
@@ -197,46 +147,9 @@ func boot(ctx context.Context, cfg BootConfig, retry bool) (*Guest, error) {
 	}()
 	go g.readLoop()
 
-	timer := time.NewTimer(cfg.ReadyTimeout)
-	defer timer.Stop()
-	// The stall check looks at the console once a second; off, it never
-	// fires.
-	var stallC <-chan time.Time
-	if cfg.StallTimeout > 0 {
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		stallC = tick.C
-	}
-	var bootErr error
-	for ready := false; !ready && bootErr == nil; {
-		select {
-		case r := <-g.readyCh:
-			ready = true
-			if r.Kind == kindReady {
-				g.BootTime = time.Since(start)
-				if err := json.Unmarshal(r.Payload, &g.Ready); err != nil {
-					bootErr = fmt.Errorf("guest ready message: %w", err)
-				}
-			} else {
-				var msg string
-				json.Unmarshal(r.Payload, &msg)
-				bootErr = fmt.Errorf("guest setup failed: %s", msg)
-			}
-		case <-g.readerEnd:
-			bootErr = g.deathError("before it was ready")
-		case <-timer.C:
-			bootErr = fmt.Errorf("guest not ready after %v%s", cfg.ReadyTimeout, g.console.lastLines(5))
-		case <-stallC:
-			if g.console.silentFor(start) >= cfg.StallTimeout {
-				bootErr = fmt.Errorf("%w: console silent for %v%s", errStalled, cfg.StallTimeout, g.console.lastLines(3))
-			}
-		case <-ctx.Done():
-			bootErr = fmt.Errorf("boot: %w", ctx.Err())
-		}
-	}
-	if bootErr != nil {
+	if err := g.awaitReady(ctx, cfg, start); err != nil {
 		g.kill()
-		return nil, bootErr
+		return nil, err
 	}
 	// Like exec.CommandContext, ctx bounds the guest's life: whoever
 	// cancels it gets no stray QEMU even without calling Close.
@@ -248,6 +161,114 @@ func boot(ctx context.Context, cfg BootConfig, retry bool) (*Guest, error) {
 		}
 	}()
 	return g, nil
+}
+
+// withDefaults fills in what cfg leaves unset and returns QEMU's -accel.
+func (cfg *BootConfig) withDefaults() (accel string, err error) {
+	if cfg.Image.Kernel == "" || cfg.Image.Initrd == "" {
+		return "", errors.New("softroce: BootConfig.Image is empty: call BuildImage first")
+	}
+	if cfg.CPUs <= 0 {
+		cfg.CPUs = 2
+	}
+	if cfg.MemMiB <= 0 {
+		cfg.MemMiB = 8192
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 120 * time.Second
+	}
+	if cfg.StallTimeout == 0 {
+		cfg.StallTimeout = 30 * time.Second
+	}
+	if cfg.CPUModel == "" {
+		cfg.CPUModel = DefaultCPUModel
+	}
+	switch cfg.Accel {
+	case "", "tcg":
+		return "tcg,thread=multi", nil
+	case "kvm":
+		return "kvm", nil
+	}
+	return "", fmt.Errorf("softroce: unknown accel %q (tcg or kvm)", cfg.Accel)
+}
+
+// qemuArgs is QEMU's command line for cfg: the kernel's, the console on
+// fd 3, the host-guest channel on fd 4 and a link's NIC on fd 5.
+func qemuArgs(cfg BootConfig, accel string) []string {
+	append_ := strings.Join(append([]string{
+		"console=ttyS0", "panic=-1", "oops=panic", "rdinit=/init",
+		"no_timer_check", "tsc=reliable", "i8042.noaux", "i8042.nokbd", "i8042.nopnp",
+		guestEnv + "=1",
+	}, cfg.KernelArgs...), " ")
+	if cfg.Netdev {
+		append_ += " " + netdevEnv + "=1"
+	}
+	if cfg.Link != nil {
+		append_ += " " + cfg.Link.linkArg()
+	}
+	args := []string{
+		"-nodefaults", "-no-user-config", "-nic", "none",
+		"-display", "none", "-monitor", "none", "-no-reboot",
+		"-machine", "pc", "-accel", accel, "-cpu", cfg.CPUModel,
+		"-smp", strconv.Itoa(cfg.CPUs), "-m", strconv.Itoa(cfg.MemMiB),
+		"-kernel", cfg.Image.Kernel, "-initrd", cfg.Image.Initrd, "-append", append_,
+		"-chardev", "file,id=con,path=/dev/fd/3",
+		"-serial", "chardev:con",
+		"-chardev", "socket,id=ctl,fd=4",
+		"-device", "virtio-serial-pci,id=vser",
+		"-device", "virtserialport,bus=vser.0,chardev=ctl,name=" + portName,
+	}
+	if cfg.Link != nil {
+		// fd 5; romfile= leaves out the NIC's PXE option ROM, which
+		// nothing here boots from.
+		args = append(args, "-netdev", "socket,id=link,fd=5",
+			"-device", "virtio-net-pci,netdev=link,romfile=,mac="+cfg.Link.MAC)
+	}
+	return args
+}
+
+// awaitReady waits for the guest's ready message: an error if it
+// reports a failed setup, QEMU dies, the console stalls, the ready
+// timeout passes or ctx ends first.
+func (g *Guest) awaitReady(ctx context.Context, cfg BootConfig, start time.Time) error {
+	timer := time.NewTimer(cfg.ReadyTimeout)
+	defer timer.Stop()
+	// The stall check looks at the console once a second; off, it never
+	// fires.
+	var stallC <-chan time.Time
+	if cfg.StallTimeout > 0 {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		stallC = tick.C
+	}
+	var err error
+	for ready := false; !ready && err == nil; {
+		select {
+		case r := <-g.readyCh:
+			ready = true
+			if r.Kind == kindReady {
+				g.BootTime = time.Since(start)
+				if jerr := json.Unmarshal(r.Payload, &g.Ready); jerr != nil {
+					err = fmt.Errorf("guest ready message: %w", jerr)
+				}
+			} else {
+				var msg string
+				json.Unmarshal(r.Payload, &msg)
+				err = fmt.Errorf("guest setup failed: %s", msg)
+			}
+		case <-g.readerEnd:
+			err = g.deathError("before it was ready")
+		case <-timer.C:
+			err = fmt.Errorf("guest not ready after %v%s", cfg.ReadyTimeout, g.console.lastLines(5))
+		case <-stallC:
+			if g.console.silentFor(start) >= cfg.StallTimeout {
+				err = fmt.Errorf("%w: console silent for %v%s", errStalled, cfg.StallTimeout, g.console.lastLines(3))
+			}
+		case <-ctx.Done():
+			err = fmt.Errorf("boot: %w", ctx.Err())
+		}
+	}
+	return err
 }
 
 // readLoop routes guest lines to their callers; when the channel ends,
