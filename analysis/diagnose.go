@@ -83,176 +83,265 @@ var mapGuardRE = regexp.MustCompile(`holds (\d+) of vm\.max_map_count (\d+) mapp
 // server's cap for the point. It returns nil for a point where no client
 // failed and nothing went wrong.
 func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *result.Diagnosis {
-	f := dominant(pt)
-	peak := pt.Peak
-	if peak == nil {
-		peak = &result.Peak{}
-	}
-	d := &result.Diagnosis{}
-	ev := func(format string, a ...any) { d.Evidence = append(d.Evidence, fmt.Sprintf(format, a...)) }
-	if f.failed > 0 {
-		ev("%s of %s clients failed; most as %s (%s)", Thousands(f.failed), Thousands(pt.Attempted), f.class, Thousands(f.count))
-		if f.text != "" {
-			ev("most common error: %s", f.text)
+	c := newDiagCase(pt, before, after, maxClients)
+	// The first limit that explains the failure is the diagnosis: the
+	// harness's and the generators' own before the server's, a refusal
+	// the server chose before a bound it met, the bounds a sample shows
+	// at its limit before those only the errno points at.
+	for _, found := range []func(*diagCase) bool{
+		(*diagCase).harness, (*diagCase).generators, (*diagCase).atMaxClients,
+		(*diagCase).mapGuard, (*diagCase).mapCount, (*diagCase).openFiles,
+		(*diagCase).deviceCap, (*diagCase).listenBacklog, (*diagCase).serverError,
+	} {
+		if found(c) {
+			return c.d
 		}
 	}
-	failedAt := fmt.Sprintf("from %s clients", Thousands(pt.Connected))
-	what := f.class
+	return c.otherwise()
+}
+
+// diagCase is one point being diagnosed: what failed (f), where the
+// findings go (d), and the wording every summary shares.
+type diagCase struct {
+	pt            result.Point
+	before, after result.Limits
+	maxClients    int
+	f             failure
+	peak          *result.Peak // never nil: zero without samples
+	d             *result.Diagnosis
+	what          string // the failing verb or class, and its errno
+	failedAt      string // "from N clients"
+}
+
+func newDiagCase(pt result.Point, before, after result.Limits, maxClients int) *diagCase {
+	c := &diagCase{pt: pt, before: before, after: after, maxClients: maxClients, f: dominant(pt), peak: pt.Peak, d: &result.Diagnosis{}}
+	if c.peak == nil {
+		c.peak = &result.Peak{}
+	}
+	f := c.f
+	if f.failed > 0 {
+		c.ev("%s of %s clients failed; most as %s (%s)", Thousands(f.failed), Thousands(pt.Attempted), f.class, Thousands(f.count))
+		if f.text != "" {
+			c.ev("most common error: %s", f.text)
+		}
+	}
+	c.failedAt = fmt.Sprintf("from %s clients", Thousands(pt.Connected))
+	c.what = f.class
 	if f.verb != "" {
-		what = f.verb
+		c.what = f.verb
 	}
 	if f.errno != "" {
-		what += ": " + f.errno
+		c.what += ": " + f.errno
 	}
+	return c
+}
 
-	// Client commands the harness could not start: its own limit.
-	if f.class == result.OutcomeStart {
-		if n, errno := harnessLimited(pt); n > 0 {
-			d.Limit = "harness"
-			d.Summary = fmt.Sprintf("the harness could not start %s client commands (%s): its own limit on this machine, not the server's", Thousands(n), errno)
-			d.Suggestion = "raise the harness's limits (ulimit -u, -n), pace launches with --rate or spread the clients over more machines"
-			return d
-		}
+// ev adds a line of evidence.
+func (c *diagCase) ev(format string, a ...any) {
+	c.d.Evidence = append(c.d.Evidence, fmt.Sprintf(format, a...))
+}
+
+// harness: client commands the harness could not start, its own limit.
+func (c *diagCase) harness() bool {
+	if c.f.class != result.OutcomeStart {
+		return false
 	}
-	// A wall of the load generators' hosts, not the server's.
-	if g := generatorLimited(pt, f); g != nil {
-		g.Evidence = append(d.Evidence, g.Evidence...)
-		return g
+	n, errno := harnessLimited(c.pt)
+	if n == 0 {
+		return false
 	}
+	c.d.Limit = "harness"
+	c.d.Summary = fmt.Sprintf("the harness could not start %s client commands (%s): its own limit on this machine, not the server's", Thousands(n), errno)
+	c.d.Suggestion = "raise the harness's limits (ulimit -u, -n), pace launches with --rate or spread the clients over more machines"
+	return true
+}
+
+// generators: a wall of the load generators' hosts, not the server's.
+func (c *diagCase) generators() bool {
+	g := generatorLimited(c.pt, c.f)
+	if g == nil {
+		return false
+	}
+	g.Evidence = append(c.d.Evidence, g.Evidence...)
+	c.d = g
+	return true
+}
+
+// atMaxClients: the server refused clients "at capacity" because its
+// --max-clients is below the count attempted.
+func (c *diagCase) atMaxClients() bool {
+	f, pt := c.f, c.pt
 	// A client command that says its server refused it at capacity.
 	refusedAtCap := f.class == result.OutcomeRefused || (f.class == result.OutcomeExit && saysAtCapacity(pt, f.class))
-
-	switch {
-	case refusedAtCap && maxClients > 0 && pt.Clients > maxClients:
-		d.Limit = "max-clients"
-		d.Summary = fmt.Sprintf("the server refused %s clients \"at capacity\": --max-clients %s is below the %s attempted",
-			Thousands(f.count), Thousands(maxClients), Thousands(pt.Clients))
-		if f.class == result.OutcomeRefused {
-			ev("server refused %s, peak %s active", Thousands(pt.Server.Refused), Thousands(pt.Server.PeakActive))
-		}
-		d.Suggestion = "raise the server's --max-clients"
-		return d
+	if !refusedAtCap || c.maxClients <= 0 || pt.Clients <= c.maxClients {
+		return false
 	}
-
-	// The server's own map guard refused clients before the limit
-	// (server.mapGuard): its refusal names the count it saw.
-	if m := mapGuardRE.FindStringSubmatch(f.text); m != nil {
-		held, _ := strconv.Atoi(m[1])
-		limit, _ := strconv.Atoi(m[2])
-		busy, _ := strconv.Atoi(m[3])
-		d.Limit = "vm.max_map_count"
-		d.Summary = fmt.Sprintf("%s %s; the server process held %s mappings of vm.max_map_count %s, with %s more being created, and refused clients to leave the rest to the Go runtime",
-			what, failedAt, Thousands(held), Thousands(limit), Thousands(busy))
-		if role, maps := mostMaps(pt); maps > 0 {
-			ev("peak mappings sampled in the %s process: %s", role, Thousands(maps))
-		}
-		d.Suggestion = "map less per client (on rxe: per-client mode maps 4 rings per client, --mode shared-cq or pool 2, --mode srq 1) or raise vm.max_map_count"
-		return d
+	c.d.Limit = "max-clients"
+	c.d.Summary = fmt.Sprintf("the server refused %s clients \"at capacity\": --max-clients %s is below the %s attempted",
+		Thousands(f.count), Thousands(c.maxClients), Thousands(pt.Clients))
+	if f.class == result.OutcomeRefused {
+		c.ev("server refused %s, peak %s active", Thousands(pt.Server.Refused), Thousands(pt.Server.PeakActive))
 	}
+	c.d.Suggestion = "raise the server's --max-clients"
+	return true
+}
 
-	// Memory mappings: the per-process limit the per-client layout hits.
-	if role, maps := mostMaps(pt); before.MaxMapCount > 0 && maps >= int(float64(before.MaxMapCount)*0.95) &&
-		(f.errno == "ENOMEM" || f.errno == "") {
-		d.Limit = "vm.max_map_count"
-		d.Summary = fmt.Sprintf("%s %s; %s process had %s mappings of vm.max_map_count %s",
-			what, failedAt, role, Thousands(maps), Thousands(int(before.MaxMapCount)))
-		ev("peak mappings of the %s process: %s (vm.max_map_count %s)", role, Thousands(maps), Thousands(int(before.MaxMapCount)))
-		d.Suggestion = "map less per client (on rxe: per-client mode maps 4 rings per client, --mode shared-cq or pool 2, --mode srq 1) or raise vm.max_map_count"
-		return d
+// mapGuard: the server's own map guard refused clients before the
+// limit (server.mapGuard); its refusal names the count it saw.
+func (c *diagCase) mapGuard() bool {
+	m := mapGuardRE.FindStringSubmatch(c.f.text)
+	if m == nil {
+		return false
 	}
+	held, _ := strconv.Atoi(m[1])
+	limit, _ := strconv.Atoi(m[2])
+	busy, _ := strconv.Atoi(m[3])
+	c.d.Limit = "vm.max_map_count"
+	c.d.Summary = fmt.Sprintf("%s %s; the server process held %s mappings of vm.max_map_count %s, with %s more being created, and refused clients to leave the rest to the Go runtime",
+		c.what, c.failedAt, Thousands(held), Thousands(limit), Thousands(busy))
+	if role, maps := mostMaps(c.pt); maps > 0 {
+		c.ev("peak mappings sampled in the %s process: %s", role, Thousands(maps))
+	}
+	c.d.Suggestion = mapLessAdvice
+	return true
+}
 
-	// Open files.
+const mapLessAdvice = "map less per client (on rxe: per-client mode maps 4 rings per client, --mode shared-cq or pool 2, --mode srq 1) or raise vm.max_map_count"
+
+// mapCount: memory mappings, the per-process limit the per-client
+// layout hits.
+func (c *diagCase) mapCount() bool {
+	role, maps := mostMaps(c.pt)
+	limit := c.before.MaxMapCount
+	if limit <= 0 || maps < int(float64(limit)*0.95) || (c.f.errno != "ENOMEM" && c.f.errno != "") {
+		return false
+	}
+	c.d.Limit = "vm.max_map_count"
+	c.d.Summary = fmt.Sprintf("%s %s; %s process had %s mappings of vm.max_map_count %s",
+		c.what, c.failedAt, role, Thousands(maps), Thousands(int(limit)))
+	c.ev("peak mappings of the %s process: %s (vm.max_map_count %s)", role, Thousands(maps), Thousands(int(limit)))
+	c.d.Suggestion = mapLessAdvice
+	return true
+}
+
+// openFiles: the server's RLIMIT_NOFILE.
+func (c *diagCase) openFiles() bool {
+	pt := c.pt
 	acceptEMFILE := 0
 	for e, n := range pt.Server.Errors {
 		if strings.Contains(e, "too many open files") {
 			acceptEMFILE += n
 		}
 	}
-	if nofile := before.NoFile; nofile > 0 && (peak.ServerFDs >= int(nofile)-16 || acceptEMFILE > 0 || f.errno == "EMFILE") {
-		d.Limit = "rlimit-nofile"
-		d.Summary = fmt.Sprintf("%s %s; the server had %s open files of RLIMIT_NOFILE %s",
-			what, failedAt, Thousands(peak.ServerFDs), Thousands(int(nofile)))
-		if acceptEMFILE > 0 {
-			ev("server accept failed %s times: too many open files", Thousands(acceptEMFILE))
-		}
-		ev("peak server fds %s, RLIMIT_NOFILE %s", Thousands(peak.ServerFDs), Thousands(int(nofile)))
-		d.Suggestion = fmt.Sprintf("raise the open-file limit (ulimit -n, LimitNOFILE=) above %s", Thousands(int(nofile)))
-		if !pt.Server.Detached && pt.Target == nil {
-			d.Suggestion += ", or run the server with --detach (no socket held per connected client)"
-		}
-		return d
+	nofile := c.before.NoFile
+	if nofile <= 0 || !(c.peak.ServerFDs >= int(nofile)-16 || acceptEMFILE > 0 || c.f.errno == "EMFILE") {
+		return false
 	}
-
-	// A device cap, when the failing verb's resource reached it.
-	if c, ok := capOfVerb[f.verb]; ok {
-		limit := before.DeviceCaps[c[0]]
-		held, src := inUse(pt, c[1])
-		if limit > 0 && held >= int(limit) {
-			d.Limit = "device-cap:" + c[0]
-			d.Summary = fmt.Sprintf("%s %s; %s held %s %ss of %s %s",
-				what, failedAt, src, Thousands(held), strings.ToUpper(c[1]), c[0], Thousands(int(limit)))
-			ev("%s in use at peak: %s; device %s: %s", c[1], Thousands(held), c[0], Thousands(int(limit)))
-			advice := fewerPerClient[c[1]]
-			if advice == "" {
-				advice = "use a device with a larger " + c[0]
-			}
-			d.Suggestion = fmt.Sprintf("the device allows %s %ss: %s", Thousands(int(limit)), strings.ToUpper(c[1]), advice)
-			return d
-		}
-		if c[1] == "mr" && f.errno == "ENOMEM" && before.MemlockBytes > 0 {
-			d.Limit = "memlock"
-			d.Summary = fmt.Sprintf("%s %s; RLIMIT_MEMLOCK is %s bytes", what, failedAt, Thousands(int(before.MemlockBytes)))
-			ev("RLIMIT_MEMLOCK %s bytes", Thousands(int(before.MemlockBytes)))
-			d.Suggestion = "raise the locked-memory limit (ulimit -l, LimitMEMLOCK=infinity)"
-			return d
-		}
+	c.d.Limit = "rlimit-nofile"
+	c.d.Summary = fmt.Sprintf("%s %s; the server had %s open files of RLIMIT_NOFILE %s",
+		c.what, c.failedAt, Thousands(c.peak.ServerFDs), Thousands(int(nofile)))
+	if acceptEMFILE > 0 {
+		c.ev("server accept failed %s times: too many open files", Thousands(acceptEMFILE))
 	}
-
-	// The listen queue, when connections were lost before TLS.
-	overflows := after.ListenOverflows - before.ListenOverflows
-	drops := after.ListenDrops - before.ListenDrops
-	if (overflows > 0 || drops > 0) && (f.class == result.OutcomeTCPConnect || f.class == result.OutcomeTimeout || f.class == result.OutcomeTLS) {
-		d.Limit = "listen-backlog"
-		d.Summary = fmt.Sprintf("%s clients lost at %s while the listen queue overflowed %s times (somaxconn %s)",
-			Thousands(f.count), f.class, Thousands(int(overflows)), Thousands(int(before.Somaxconn)))
-		ev("TcpExtListenOverflows +%s, TcpExtListenDrops +%s during the point", Thousands(int(overflows)), Thousands(int(drops)))
-		d.Suggestion = "raise the server's --backlog and net.core.somaxconn, or pace launches with --rate"
-		return d
+	c.ev("peak server fds %s, RLIMIT_NOFILE %s", Thousands(c.peak.ServerFDs), Thousands(int(nofile)))
+	c.d.Suggestion = fmt.Sprintf("raise the open-file limit (ulimit -n, LimitNOFILE=) above %s", Thousands(int(nofile)))
+	if !pt.Server.Detached && pt.Target == nil {
+		c.d.Suggestion += ", or run the server with --detach (no socket held per connected client)"
 	}
+	return true
+}
 
-	// A server command that printed errors while its clients failed:
-	// its own words are the best evidence there is.
-	if t := pt.Target; t != nil && len(t.Errors) > 0 && f.failed > 0 {
-		for _, l := range t.Errors {
-			ev("the server printed: %s", l)
-		}
-		if f.class == result.OutcomeTimeout || f.class == result.OutcomeExit || f.class == result.OutcomeSignal {
-			d.Limit = "server-error"
-			d.Summary = fmt.Sprintf("%s clients failed as %s while the server reported %s (%s)",
-				Thousands(f.count), f.class, t.Errors[0], strings.Join(t.Errnos, ", "))
-			d.Suggestion = "the server's own error, in its output above: look there before at this machine's limits"
-			return d
-		}
+// deviceCap: a device cap, when the failing verb's resource reached it,
+// or locked memory when registering memory failed with ENOMEM.
+func (c *diagCase) deviceCap() bool {
+	cp, ok := capOfVerb[c.f.verb]
+	if !ok {
+		return false
 	}
+	limit := c.before.DeviceCaps[cp[0]]
+	held, src := inUse(c.pt, cp[1])
+	if limit > 0 && held >= int(limit) {
+		c.d.Limit = "device-cap:" + cp[0]
+		c.d.Summary = fmt.Sprintf("%s %s; %s held %s %ss of %s %s",
+			c.what, c.failedAt, src, Thousands(held), strings.ToUpper(cp[1]), cp[0], Thousands(int(limit)))
+		c.ev("%s in use at peak: %s; device %s: %s", cp[1], Thousands(held), cp[0], Thousands(int(limit)))
+		advice := fewerPerClient[cp[1]]
+		if advice == "" {
+			advice = "use a device with a larger " + cp[0]
+		}
+		c.d.Suggestion = fmt.Sprintf("the device allows %s %ss: %s", Thousands(int(limit)), strings.ToUpper(cp[1]), advice)
+		return true
+	}
+	if memlock := c.before.MemlockBytes; cp[1] == "mr" && c.f.errno == "ENOMEM" && memlock > 0 {
+		c.d.Limit = "memlock"
+		c.d.Summary = fmt.Sprintf("%s %s; RLIMIT_MEMLOCK is %s bytes", c.what, c.failedAt, Thousands(int(memlock)))
+		c.ev("RLIMIT_MEMLOCK %s bytes", Thousands(int(memlock)))
+		c.d.Suggestion = "raise the locked-memory limit (ulimit -l, LimitMEMLOCK=infinity)"
+		return true
+	}
+	return false
+}
 
+// listenBacklog: the listen queue, when connections were lost before
+// TLS.
+func (c *diagCase) listenBacklog() bool {
+	f := c.f
+	overflows := c.after.ListenOverflows - c.before.ListenOverflows
+	drops := c.after.ListenDrops - c.before.ListenDrops
+	if (overflows <= 0 && drops <= 0) || (f.class != result.OutcomeTCPConnect && f.class != result.OutcomeTimeout && f.class != result.OutcomeTLS) {
+		return false
+	}
+	c.d.Limit = "listen-backlog"
+	c.d.Summary = fmt.Sprintf("%s clients lost at %s while the listen queue overflowed %s times (somaxconn %s)",
+		Thousands(f.count), f.class, Thousands(int(overflows)), Thousands(int(c.before.Somaxconn)))
+	c.ev("TcpExtListenOverflows +%s, TcpExtListenDrops +%s during the point", Thousands(int(overflows)), Thousands(int(drops)))
+	c.d.Suggestion = "raise the server's --backlog and net.core.somaxconn, or pace launches with --rate"
+	return true
+}
+
+// serverError: a server command that printed errors while its clients
+// failed; its own words are the best evidence there is, kept even when
+// they do not explain the failure.
+func (c *diagCase) serverError() bool {
+	t, f := c.pt.Target, c.f
+	if t == nil || len(t.Errors) == 0 || f.failed == 0 {
+		return false
+	}
+	for _, l := range t.Errors {
+		c.ev("the server printed: %s", l)
+	}
+	if f.class != result.OutcomeTimeout && f.class != result.OutcomeExit && f.class != result.OutcomeSignal {
+		return false
+	}
+	c.d.Limit = "server-error"
+	c.d.Summary = fmt.Sprintf("%s clients failed as %s while the server reported %s (%s)",
+		Thousands(f.count), f.class, t.Errors[0], strings.Join(t.Errnos, ", "))
+	c.d.Suggestion = "the server's own error, in its output above: look there before at this machine's limits"
+	return true
+}
+
+// otherwise is the diagnosis when no limit explains the failure: a
+// timeout, the point's own error, or unknown; nil when nothing failed.
+func (c *diagCase) otherwise() *result.Diagnosis {
+	f, d := c.f, c.d
 	switch {
 	case f.class == result.OutcomeTimeout:
 		d.Limit = "timeout"
 		d.Summary = fmt.Sprintf("%s clients hit their deadline", Thousands(f.count))
-		if pt.Peak != nil {
+		if c.pt.Peak != nil {
 			// Without samples the peak is unknown, not 0%.
-			d.Summary += fmt.Sprintf("; peak host CPU %.0f%%", peak.HostCPU)
+			d.Summary += fmt.Sprintf("; peak host CPU %.0f%%", c.peak.HostCPU)
 		}
 		d.Suggestion = "raise --timeout, pace launches with --rate, or give the server more CPU"
-	case pt.Error != "":
+	case c.pt.Error != "":
 		d.Limit = "point-error"
-		d.Summary = pt.Error
+		d.Summary = c.pt.Error
 		d.Suggestion = "see the point's error; the run kept what was collected"
 	case f.failed == 0:
 		return nil
 	default:
 		d.Limit = "unknown"
-		d.Summary = fmt.Sprintf("%s %s; no limit in force was near its bound", what, failedAt)
+		d.Summary = fmt.Sprintf("%s %s; no limit in force was near its bound", c.what, c.failedAt)
 		d.Suggestion = "inspect the per-client errors in the run JSON"
 	}
 	return d
