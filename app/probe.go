@@ -130,45 +130,107 @@ func parseCounts(s string) ([]int, error) {
 // runProbe is search and ramp: flags to one session.Options, then the
 // session runs and saves the points while this prints them.
 func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) error {
-	if err := checkTLSKex(c); err != nil {
-		return fail(ExitUsage, "--tls-kex: %v", err)
-	}
-	if err := checkRanges(c); err != nil {
-		return err
-	}
-	be, err := chooseBackend(c)
+	be, spec, err := probeBackend(c, s)
 	if err != nil {
-		return fail(ExitUsage, "%v", err)
-	}
-	spec := probeSpec(c, be)
-	if err := targetSpec(c, &spec); err != nil {
-		return fail(ExitUsage, "%v", err)
-	}
-	if err := listenSpec(c, &spec); err != nil {
-		return fail(ExitUsage, "%v", err)
-	}
-	be.buildCache = c.String("server-build-cache")
-	if be.remote, err = remotePlacement(c); err != nil {
-		return fail(ExitUsage, "%v", err)
-	}
-	be.out = s.Out
-	if be.remote != nil && be.guest != nil {
-		return fail(ExitUsage, "generators on other hosts (--hosts, --launcher) run with --backend verbs or sim, not in the vm backend's guest")
-	}
-	if be.guest != nil && (spec.Server != nil || spec.Client != nil) {
-		be.Description = "vm: " + vm.GuestNetdevDevice + " on a dummy netdev, " + vm.GuestNetdevAddr + " (Soft-RoCE in a QEMU guest)"
+		return err
 	}
 	slos, criterion, req, err := trafficOptions(c)
 	if err != nil {
 		return err
 	}
 	prog := newProgress(s.Err)
+	o := sessionOptions(c, s, mode, strat, be, spec, prog)
+	o.SLOs, o.Criterion = slos, criterion
+	if err := o.Check(); err != nil {
+		return fail(ExitUsage, "%v", err)
+	}
+	fmt.Fprintf(s.Out, "backend: %s (%s)\n", be.Description, be.Reason)
+
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	// Stopping a point takes a few seconds (its generators report the
+	// outcomes so far, a guest sends them back): say so, and let a
+	// second Ctrl-C end the process at once.
+	defer context.AfterFunc(ctx, func() {
+		stop()
+		prog.say("interrupted: stopping the point in progress and saving what it measured (Ctrl-C again quits at once)")
+	})()
+	ss, err := session.Run(ctx, o)
+	prog.clear()
+	if err != nil {
+		if ctx.Err() != nil {
+			return fail(ExitInterrupted, "interrupted: %v", err)
+		}
+		return err
+	}
+	run, path := ss.Run, ss.Path
+	fmt.Fprintln(s.Out)
+	if err := report.Terminal(s.Out, run); err != nil {
+		return err
+	}
+	printFindings(s.Out, run)
+	fmt.Fprintf(s.Out, "saved %s\n", path)
+	// The same code as `rdmaprobe report run.json`, so a saved run
+	// renders again to the same bytes.
+	if err := writeReport(s, run, ss.Dir, report.Formats); err != nil {
+		return err
+	}
+	if perr := ss.Err; perr != nil {
+		return pointError(perr, run, path)
+	}
+	if req != nil {
+		if err := req.check(run); err != nil {
+			return err
+		}
+		fmt.Fprintf(s.Out, "requirement met: %d clients by %s\n", req.n, req.criterion)
+	}
+	return nil
+}
+
+// probeBackend checks the flags that say where and against what the
+// points run, and returns the backend and the point spec they make.
+func probeBackend(c *cli.Context, s Streams) (*backend, runner.Spec, error) {
+	if err := checkTLSKex(c); err != nil {
+		return nil, runner.Spec{}, fail(ExitUsage, "--tls-kex: %v", err)
+	}
+	if err := checkRanges(c); err != nil {
+		return nil, runner.Spec{}, err
+	}
+	be, err := chooseBackend(c)
+	if err != nil {
+		return nil, runner.Spec{}, fail(ExitUsage, "%v", err)
+	}
+	spec := probeSpec(c, be)
+	if err := targetSpec(c, &spec); err != nil {
+		return nil, spec, fail(ExitUsage, "%v", err)
+	}
+	if err := listenSpec(c, &spec); err != nil {
+		return nil, spec, fail(ExitUsage, "%v", err)
+	}
+	be.buildCache = c.String("server-build-cache")
+	if be.remote, err = remotePlacement(c); err != nil {
+		return nil, spec, fail(ExitUsage, "%v", err)
+	}
+	be.out = s.Out
+	if be.remote != nil && be.guest != nil {
+		return nil, spec, fail(ExitUsage, "generators on other hosts (--hosts, --launcher) run with --backend verbs or sim, not in the vm backend's guest")
+	}
+	if be.guest != nil && (spec.Server != nil || spec.Client != nil) {
+		be.Description = "vm: " + vm.GuestNetdevDevice + " on a dummy netdev, " + vm.GuestNetdevAddr + " (Soft-RoCE in a QEMU guest)"
+	}
+	return be, spec, nil
+}
+
+// sessionOptions are the session's options for a search or ramp: the
+// spec and backend, the counts to run, and how each point, note and
+// decision is printed as it comes.
+func sessionOptions(c *cli.Context, s Streams, mode string, strat session.Strategy, be *backend, spec runner.Spec, prog *progress) session.Options {
 	o := session.Options{
 		Mode: mode, Command: os.Args, ToolVersion: Version, ResultsDir: c.String("results"),
 		Backend: be.Backend, Spec: spec, Trials: c.Int("trials"), StopOnError: c.Bool("stop-on-error"),
 		Target:   targetRecord(spec, c.StringSlice("target-dir"), be.targetDevice(spec), be.targetAddr(spec)),
 		Strategy: strat, Open: be.open, ProfileDir: c.String("profile"),
-		SLOs: slos, SLOText: c.String("slo"), Criterion: criterion,
+		SLOText:  c.String("slo"),
 		Progress: prog.update,
 		PointStarts: func(n, trial int) {
 			prog.start(n, trial, c.Int("trials"))
@@ -201,75 +263,44 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 	} else {
 		o.Clients, _ = parseCounts(c.String("clients"))
 	}
-	if err := o.Check(); err != nil {
-		return fail(ExitUsage, "%v", err)
-	}
-	fmt.Fprintf(s.Out, "backend: %s (%s)\n", be.Description, be.Reason)
+	return o
+}
 
-	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	// Stopping a point takes a few seconds (its generators report the
-	// outcomes so far, a guest sends them back): say so, and let a
-	// second Ctrl-C end the process at once.
-	defer context.AfterFunc(ctx, func() {
-		stop()
-		prog.say("interrupted: stopping the point in progress and saving what it measured (Ctrl-C again quits at once)")
-	})()
-	ss, err := session.Run(ctx, o)
-	prog.clear()
-	if err != nil {
-		if ctx.Err() != nil {
-			return fail(ExitInterrupted, "interrupted: %v", err)
-		}
-		return err
-	}
-	run, path := ss.Run, ss.Path
-	fmt.Fprintln(s.Out)
-	if err := report.Terminal(s.Out, run); err != nil {
-		return err
-	}
+// printFindings prints what a run found beyond its table: the limiting
+// factor and the PSN check.
+func printFindings(w io.Writer, run *result.Run) {
 	if d := run.Diagnosis; d != nil {
-		fmt.Fprintf(s.Out, "limiting factor: %s", d.Summary)
+		fmt.Fprintf(w, "limiting factor: %s", d.Summary)
 		if d.Suggestion != "" {
-			fmt.Fprintf(s.Out, " → %s", d.Suggestion)
+			fmt.Fprintf(w, " → %s", d.Suggestion)
 		}
-		fmt.Fprintln(s.Out)
+		fmt.Fprintln(w)
 	}
 	if t := run.Target; t != nil && len(t.Client) > 0 {
-		fmt.Fprintln(s.Out, "PSNs: not seen (client commands exchange their own)")
+		fmt.Fprintln(w, "PSNs: not seen (client commands exchange their own)")
 	} else {
-		fmt.Fprintf(s.Out, "PSNs: %d connections, %d distinct (client, server) pairs", run.PSN.Connections, run.PSN.DistinctPairs)
+		fmt.Fprintf(w, "PSNs: %d connections, %d distinct (client, server) pairs", run.PSN.Connections, run.PSN.DistinctPairs)
 		if !run.PSN.Unique {
-			fmt.Fprintf(s.Out, ", %d REPEATED", run.PSN.DuplicatePairs)
+			fmt.Fprintf(w, ", %d REPEATED", run.PSN.DuplicatePairs)
 		}
-		fmt.Fprintln(s.Out)
+		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(s.Out, "saved %s\n", path)
-	// The same code as `rdmaprobe report run.json`, so a saved run
-	// renders again to the same bytes.
-	if err := writeReport(s, run, ss.Dir, report.Formats); err != nil {
-		return err
+}
+
+// pointError is the error of a run that ended with a failed point,
+// saying what was saved where.
+func pointError(perr error, run *result.Run, path string) error {
+	saved := fmt.Sprintf("%d points", len(run.Points))
+	if len(run.Points) == 1 {
+		saved = "1 point"
 	}
-	if perr := ss.Err; perr != nil {
-		saved := fmt.Sprintf("%d points", len(run.Points))
-		if len(run.Points) == 1 {
-			saved = "1 point"
-		}
-		if p := run.Interrupted; p != nil {
-			saved += fmt.Sprintf(" and the one cut short (%d clients: %d connected of %d with an outcome)", p.Clients, p.Connected, p.Attempted)
-		}
-		if errors.Is(perr, context.Canceled) {
-			return fail(ExitInterrupted, "interrupted: %s saved in %s", saved, path)
-		}
-		return fail(ExitRunError, "%v (%s saved in %s)", perr, saved, path)
+	if p := run.Interrupted; p != nil {
+		saved += fmt.Sprintf(" and the one cut short (%d clients: %d connected of %d with an outcome)", p.Clients, p.Connected, p.Attempted)
 	}
-	if req != nil {
-		if err := req.check(run); err != nil {
-			return err
-		}
-		fmt.Fprintf(s.Out, "requirement met: %d clients by %s\n", req.n, req.criterion)
+	if errors.Is(perr, context.Canceled) {
+		return fail(ExitInterrupted, "interrupted: %s saved in %s", saved, path)
 	}
-	return nil
+	return fail(ExitRunError, "%v (%s saved in %s)", perr, saved, path)
 }
 
 // probeSpec is the workload the probe flags describe, on backend be.
