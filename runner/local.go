@@ -149,19 +149,11 @@ func (l *Local) Describe(run *result.Run) {
 // RunPoint runs one trial with n clients (Runner.RunPoint).
 func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error) {
 	spec := l.spec
-	pt := result.Point{Clients: n, Trial: trial, StartedAt: time.Now().UTC()}
+	pt, err := l.beginPoint(ctx, n, trial)
+	if err != nil {
+		return pt, err
+	}
 	max := spec.MaxClientsAt(n)
-	if l.calib != nil {
-		pt.Calibration = &result.Calibration{WindowSec: l.calib.window.Seconds()}
-		pt.Calibration.BeforeHS = l.calib.measure(ctx, pt.Calibration)
-	}
-	if spec.Server != nil || spec.Client != nil {
-		dir := pointDir(l.opts.WorkDir, n, trial)
-		os.RemoveAll(dir)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return pt, fmt.Errorf("point directory: %w", err)
-		}
-	}
 	smp := startSampler(ctx, spec.SampleInterval, l.sampleDevice)
 	started := time.Now()
 	// A server command's build, start or readiness failing is the
@@ -206,16 +198,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		return failed(err)
 	}
 	l.device = dev
-	if pid := srv.PID(); pid > 0 {
-		smp.serverUp(pid, srv.Tree(), dev)
-	} else {
-		smp.serverElsewhere(dev)
-	}
-	for i, g := range gens {
-		if l.launcher.Host(i) == "" {
-			smp.add(fmt.Sprintf("clients-%d", i), g.pid())
-		}
-	}
+	l.sampleProcesses(smp, srv, gens, dev)
 	c := newCollection(spec, n, gens, l.opts.Progress)
 	c.remote = l.remote()
 	// rdmaprobe's own server gets the generators' timer slack while
@@ -245,8 +228,57 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		pt.Traffic = l.trafficPhase(ctx, c, srv, smp.started)
 	}
 
-	// Release the clients (stdin EOF), then stop the server, which gives
-	// its own view as it exits.
+	l.endPoint(&pt, c, srv, gens, smp)
+	// Cut short: ctx ended the collection, or Ctrl-C reached the
+	// generators too and they reported early.
+	if ctx.Err() != nil && (c.interrupted || len(pt.Records) < n) {
+		pt.Interrupted, pt.Error = true, Interrupted
+	}
+	Summarise(&pt, spec.Threshold)
+	smp.finish(&pt, max)
+	pt.DurationSec = time.Since(pt.StartedAt).Seconds()
+	if ctx.Err() != nil {
+		return pt, ctx.Err()
+	}
+	return pt, nil
+}
+
+// beginPoint is a point before its server starts: the calibration
+// before it, and a fresh directory for the commands' files.
+func (l *Local) beginPoint(ctx context.Context, n, trial int) (result.Point, error) {
+	pt := result.Point{Clients: n, Trial: trial, StartedAt: time.Now().UTC()}
+	if l.calib != nil {
+		pt.Calibration = &result.Calibration{WindowSec: l.calib.window.Seconds()}
+		pt.Calibration.BeforeHS = l.calib.measure(ctx, pt.Calibration)
+	}
+	if l.spec.Server != nil || l.spec.Client != nil {
+		dir := pointDir(l.opts.WorkDir, n, trial)
+		os.RemoveAll(dir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return pt, fmt.Errorf("point directory: %w", err)
+		}
+	}
+	return pt, nil
+}
+
+// sampleProcesses tells the sampler which processes are the point's:
+// the server's tree (unless it runs elsewhere) and the generators here.
+func (l *Local) sampleProcesses(smp *sampler, srv Server, gens []*process, dev *result.DeviceInfo) {
+	if pid := srv.PID(); pid > 0 {
+		smp.serverUp(pid, srv.Tree(), dev)
+	} else {
+		smp.serverElsewhere(dev)
+	}
+	for i, g := range gens {
+		if l.launcher.Host(i) == "" {
+			smp.add(fmt.Sprintf("clients-%d", i), g.pid())
+		}
+	}
+}
+
+// endPoint releases the clients (stdin EOF), then stops the server,
+// which gives its own view as it exits, and records what both said.
+func (l *Local) endPoint(pt *result.Point, c *collection, srv Server, gens []*process, smp *sampler) {
 	for _, g := range gens {
 		g.closeStdin()
 	}
@@ -265,18 +297,6 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	if r := l.remote(); r != nil {
 		pt.Hosts = c.hostPoints(r)
 	}
-	// Cut short: ctx ended the collection, or Ctrl-C reached the
-	// generators too and they reported early.
-	if ctx.Err() != nil && (c.interrupted || len(pt.Records) < n) {
-		pt.Interrupted, pt.Error = true, Interrupted
-	}
-	Summarise(&pt, spec.Threshold)
-	smp.finish(&pt, max)
-	pt.DurationSec = time.Since(pt.StartedAt).Seconds()
-	if ctx.Err() != nil {
-		return pt, ctx.Err()
-	}
-	return pt, nil
 }
 
 // startGenerators starts the load generators through the Launcher; each
