@@ -51,15 +51,9 @@ func Generate(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Reader
 	if spec.N < 1 {
 		return failf(fmt.Errorf("--n must be at least 1"))
 	}
-	tlsConf, err := certs.Pinned(spec.CA, certs.Pair{CertPEM: spec.Cert, KeyPEM: spec.Key})
+	tlsConf, err := clientTLS(spec)
 	if err != nil {
 		return failf(err)
-	}
-	if err := certs.SetKeyExchange(tlsConf, spec.TLSKex); err != nil {
-		return failf(err)
-	}
-	if spec.TLSResume {
-		tlsConf.ClientSessionCache = tls.NewLRUClientSessionCache(64)
 	}
 	p, err := spec.Fabric.Provider()
 	if err != nil {
@@ -124,51 +118,79 @@ func Generate(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Reader
 	if events {
 		usage := selfUsage(spec.Proc, dev.Name(), spec.Fabric.Backend)
 		emit.Emit(protocol.Event{Event: "done", OK: len(conns), Records: recs, Usage: &usage})
-		// Run the traffic phase when the runner asks (every client of
-		// the point connected), then hold every connected client until
-		// the runner releases them.
-		if spec.Traffic.Duration > 0 {
-			select {
-			case <-startTraffic:
-				cfg := spec.Traffic
-				cfg.Shared = &client.SharedWindow{End: endWindow,
-					Measured: func() { emit.Emit(protocol.Event{Event: "measured"}) }}
-				tr := d.Traffic(ctx, conns, cfg)
-				emit.Emit(protocol.Event{Event: "traffic", Traffic: &tr})
-			case <-released:
-			case <-ctx.Done():
-			}
-		}
-		// (Traffic returns at once when ctx ends, with what it measured:
-		// an interrupted phase is reported too.)
+		holdForRunner(ctx, d, conns, spec.Traffic, emit, startTraffic, endWindow, released)
+	} else if err := standalone(ctx, d, spec, recs, conns, in, out); err != nil {
+		return err
+	}
+	client.CloseAll(conns)
+	return nil
+}
+
+// clientTLS is the clients' TLS: pinned to the run's CA, with the key
+// exchange and session resumption the spec asks for.
+func clientTLS(spec protocol.GeneratorSpec) (*tls.Config, error) {
+	tlsConf, err := certs.Pinned(spec.CA, certs.Pair{CertPEM: spec.Cert, KeyPEM: spec.Key})
+	if err != nil {
+		return nil, err
+	}
+	if err := certs.SetKeyExchange(tlsConf, spec.TLSKex); err != nil {
+		return nil, err
+	}
+	if spec.TLSResume {
+		tlsConf.ClientSessionCache = tls.NewLRUClientSessionCache(64)
+	}
+	return tlsConf, nil
+}
+
+// holdForRunner runs the traffic phase when the runner asks (every
+// client of the point connected), then holds every connected client
+// until the runner releases them.
+func holdForRunner(ctx context.Context, d *client.Dialer, conns []*client.Conn, traffic client.TrafficConfig, emit *protocol.Emitter,
+	startTraffic <-chan struct{}, endWindow, released <-chan struct{}) {
+	if traffic.Duration > 0 {
 		select {
+		case <-startTraffic:
+			cfg := traffic
+			cfg.Shared = &client.SharedWindow{End: endWindow,
+				Measured: func() { emit.Emit(protocol.Event{Event: "measured"}) }}
+			tr := d.Traffic(ctx, conns, cfg)
+			emit.Emit(protocol.Event{Event: "traffic", Traffic: &tr})
 		case <-released:
 		case <-ctx.Done():
 		}
-	} else {
-		printCounts(out, recs, len(conns))
-		if spec.HoldStdin && len(conns) < len(recs) {
-			// Held only when every client connected: a client command
-			// that failed must say so by its exit, now.
-			client.CloseAll(conns)
-			return fmt.Errorf("%d of %d clients did not connect", len(recs)-len(conns), len(recs))
-		}
-		if spec.Traffic.Duration > 0 && len(conns) > 0 {
-			tr := d.Traffic(ctx, conns, spec.Traffic)
-			printTraffic(out, tr)
-		}
-		if spec.HoldStdin {
-			io.Copy(io.Discard, in)
-		} else if spec.Hold > 0 {
-			t := time.NewTimer(spec.Hold)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-			}
-			t.Stop()
-		}
 	}
-	client.CloseAll(conns)
+	// (Traffic returns at once when ctx ends, with what it measured:
+	// an interrupted phase is reported too.)
+	select {
+	case <-released:
+	case <-ctx.Done():
+	}
+}
+
+// standalone, without a runner: print the counts, run the traffic
+// phase, and hold the clients as long as the spec says.
+func standalone(ctx context.Context, d *client.Dialer, spec protocol.GeneratorSpec, recs []result.ClientRecord, conns []*client.Conn, in io.Reader, out io.Writer) error {
+	printCounts(out, recs, len(conns))
+	if spec.HoldStdin && len(conns) < len(recs) {
+		// Held only when every client connected: a client command
+		// that failed must say so by its exit, now.
+		client.CloseAll(conns)
+		return fmt.Errorf("%d of %d clients did not connect", len(recs)-len(conns), len(recs))
+	}
+	if spec.Traffic.Duration > 0 && len(conns) > 0 {
+		tr := d.Traffic(ctx, conns, spec.Traffic)
+		printTraffic(out, tr)
+	}
+	if spec.HoldStdin {
+		io.Copy(io.Discard, in)
+	} else if spec.Hold > 0 {
+		t := time.NewTimer(spec.Hold)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
 	return nil
 }
 
