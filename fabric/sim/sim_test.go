@@ -214,57 +214,6 @@ func TestOpen(t *testing.T) {
 	}
 }
 
-func TestStateMachine(t *testing.T) {
-	s := newSide(t, Options{})
-	p := path{destQPN: 0x42, dlid: s.dev.Port().LID, timeout: 14, retryCnt: 7}
-	step := map[string]func(fabric.QP) error{
-		"INIT": func(q fabric.QP) error { return q.ToInit(fabric.InitAttr{Port: 1}) },
-		"RTR":  func(q fabric.QP) error { return q.ToRTR(rtr(p)) },
-		"RTS":  func(q fabric.QP) error { return q.ToRTS(rts(p)) },
-	}
-	tests := []struct {
-		steps   []string
-		failAt  int // index of the step that must fail with EINVAL, -1 for none
-		final   fabric.QPState
-		failErr string
-	}{
-		{steps: []string{"INIT", "RTR", "RTS"}, failAt: -1, final: fabric.QPSRTS},
-		{steps: []string{"RTR"}, failAt: 0, final: fabric.QPSReset},
-		{steps: []string{"RTS"}, failAt: 0, final: fabric.QPSReset},
-		{steps: []string{"INIT", "INIT"}, failAt: 1, final: fabric.QPSInit},
-		{steps: []string{"INIT", "RTS"}, failAt: 1, final: fabric.QPSInit},
-		{steps: []string{"INIT", "RTR", "INIT"}, failAt: 2, final: fabric.QPSRTR},
-		{steps: []string{"INIT", "RTR", "RTR"}, failAt: 2, final: fabric.QPSRTR},
-		{steps: []string{"INIT", "RTR", "RTS", "INIT"}, failAt: 3, final: fabric.QPSRTS},
-		{steps: []string{"INIT", "RTR", "RTS", "RTR"}, failAt: 3, final: fabric.QPSRTS},
-		{steps: []string{"INIT", "RTR", "RTS", "RTS"}, failAt: 3, final: fabric.QPSRTS},
-	}
-	for _, tt := range tests {
-		t.Run(fmt.Sprint(tt.steps), func(t *testing.T) {
-			c := s.cq(t, 4)
-			q := s.qp(t, c, c, 2)
-			defer q.Destroy()
-			defer c.Destroy()
-			if q.State() != fabric.QPSReset {
-				t.Fatalf("new QP in %s, want RESET", q.State())
-			}
-			for i, name := range tt.steps {
-				err := step[name](q)
-				if i == tt.failAt {
-					wantVerbErr(t, err, "ibv_modify_qp("+name+")", syscall.EINVAL)
-					break
-				}
-				if err != nil {
-					t.Fatalf("step %d (%s): %v", i, name, err)
-				}
-			}
-			if got := q.State(); got != tt.final {
-				t.Fatalf("state %s, want %s", got, tt.final)
-			}
-		})
-	}
-}
-
 func TestTransitionAttrs(t *testing.T) {
 	s := newSide(t, Options{})
 	good := path{destQPN: 0x42, dlid: s.dev.Port().LID, rqpsn: 7, sqpsn: 9, timeout: 14, retryCnt: 7}

@@ -145,12 +145,7 @@ func (s *Slurm) args(node string, argv ...string) []string {
 // that reports the generator's exit status (see SSH.Command).
 func (s *Slurm) Command(i int, args, env []string) (*exec.Cmd, error) {
 	n := s.hosts[s.place[i]]
-	argv := []string{"sh", "-c", exitWrapper, "rdmaprobe"}
-	if len(env) > 0 {
-		argv = append(append(argv, "env"), env...)
-	}
-	argv = append(append(argv, n.exe), args...)
-	return exec.Command(s.cmd[0], s.args(n.Name, argv...)...), nil
+	return exec.Command(s.cmd[0], s.args(n.Name, wrapped(n.exe, args, env)...)...), nil
 }
 
 // Host is generator i's node.

@@ -228,16 +228,21 @@ func (s *SSH) args(host, command string) []string {
 // dropped (ssh exits 255 for both).
 func (s *SSH) Command(i int, args, env []string) (*exec.Cmd, error) {
 	h := s.hosts[s.place[i]]
-	words := []string{"sh", "-c", exitWrapper, "rdmaprobe"}
-	if len(env) > 0 {
-		words = append(append(words, "env"), env...)
-	}
-	words = append(append(words, h.exe), args...)
-	return exec.Command(s.cmd[0], s.args(h.Name, shellJoin(words...))...), nil
+	return exec.Command(s.cmd[0], s.args(h.Name, shellJoin(wrapped(h.exe, args, env)...))...), nil
 }
 
 // exitWrapper runs "$@" and then says how it ended, as a protocol.Event.
 const exitWrapper = `"$@"; s=$?; printf '{"event":"exit","status":%d}\n' "$s"; exit "$s"`
+
+// wrapped is the argv that runs exe with args (under env, if any) on a
+// host inside exitWrapper, for either launcher.
+func wrapped(exe string, args, env []string) []string {
+	argv := []string{"sh", "-c", exitWrapper, "rdmaprobe"}
+	if len(env) > 0 {
+		argv = append(append(argv, "env"), env...)
+	}
+	return append(append(argv, exe), args...)
+}
 
 // Host is generator i's host.
 func (s *SSH) Host(i int) string { return s.hosts[s.place[i]].Name }

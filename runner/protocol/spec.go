@@ -58,8 +58,6 @@ type ServerSpec struct {
 	DebugAddr string `json:"debug_addr,omitempty"`
 }
 
-// Serve runs the server until ctx ends. With events it writes the
-
 // ServerRequestUsage is the line that asks a running `serve` for its CPU
 // so far: it answers with a "usage" event (result.ServerUsage). The
 // runner asks at the start and the end of a traffic phase, which gives
