@@ -108,4 +108,11 @@ func TestSRQHoldUntilPosted(t *testing.T) {
 			t.Fatalf("send %d: %+v", i, got)
 		}
 	}
+	// Each receive went straight to a held message: none is left over.
+	if n := postedOf(srq); n != 0 {
+		t.Errorf("SRQ holds %d receives after delivering both held messages, want 0", n)
+	}
 }
+
+// postedOf is how many receives q holds.
+func postedOf(q fabric.SRQ) int { return q.(*srq).posted() }
