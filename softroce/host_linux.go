@@ -52,6 +52,9 @@ func boot(ctx context.Context, cfg BootConfig, retry bool) (*Guest, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Link != nil && cfg.Link.conn == nil {
+		return nil, errors.New("softroce: BootConfig.Link was already used or closed")
+	}
 
 	// A socketpair handed to QEMU as a pre-connected chardev: no socket
 	// path to clean up, no connect race, and EOF on our end means QEMU is
@@ -70,9 +73,6 @@ func boot(ctx context.Context, cfg BootConfig, retry bool) (*Guest, error) {
 	}
 
 	if cfg.Link != nil {
-		if cfg.Link.conn == nil {
-			return nil, errors.New("softroce: BootConfig.Link was already used or closed")
-		}
 		// Closed on every path: QEMU holds its own copy once started.
 		defer cfg.Link.Close()
 	}

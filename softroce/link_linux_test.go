@@ -366,3 +366,33 @@ func startSSHD(t *testing.T, ctx context.Context, a, b *Guest) {
 		return err == nil && string(raw) == "true"
 	})
 }
+
+// A link end already used is refused before Boot opens anything: no file
+// descriptor is left behind by the refusal.
+func TestBootRefusesUsedLink(t *testing.T) {
+	if _, err := qemuBinary(""); err != nil {
+		t.Skipf("no QEMU: %v", err)
+	}
+	a, b, err := NewLink()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	a.Close()
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	before := fds()
+	for range 3 {
+		if _, err := boot(context.Background(), BootConfig{Image: Image{Kernel: "/nonexistent", Initrd: "/nonexistent"}, Link: a}, false); err == nil || !strings.Contains(err.Error(), "already used or closed") {
+			t.Fatalf("boot with a closed link end: %v", err)
+		}
+	}
+	if after := fds(); after != before {
+		t.Errorf("%d file descriptors open after three refusals, %d before", after, before)
+	}
+}
