@@ -275,6 +275,9 @@ func (m *Model) env(run *result.Run) {
 			}
 			m.Reference = fmt.Sprintf("%s: %s (`%s`)", r.Tool, strings.Join(fs, ", "), r.Command)
 		}
+		if w := referenceWhere(run, *r); w != "" {
+			m.Reference += ", " + w
+		}
 	}
 }
 

@@ -246,12 +246,35 @@ func trafficFigures(run *result.Run) []Plot {
 	}
 }
 
-// trafficReference sets the run's figures beside perftest's on the same
-// device at the same message size: the smallest count's latency p50
+// referenceWhere names where a reference ran (Reference.Where). A run
+// before schema version 4 did not say: its references ran in one guest,
+// which is where its traffic ran unless its generators were on other
+// hosts (--vm-peer).
+func referenceWhere(run *result.Run, r result.Reference) string {
+	switch {
+	case r.Where != "":
+		return r.Where
+	case len(run.Hosts) > 0 && run.Backend.Name == "vm":
+		return "in one guest, not across the link the traffic crossed"
+	}
+	return ""
+}
+
+// crossedUnlike reports whether the run's traffic crossed to other hosts
+// while its reference stayed in one guest (referenceWhere): such a ratio
+// would set unlike against unlike.
+func crossedUnlike(run *result.Run, r result.Reference) bool {
+	return r.Where == "" && len(run.Hosts) > 0 && run.Backend.Name == "vm"
+}
+
+// trafficReference sets the run's figures beside perftest's where the
+// traffic ran at the same message size: the smallest count's latency p50
 // against ib_send_lat's t_typical, and the peak message rate against
 // ib_send_bw's (ib_write_* and ib_read_* for those operations); with
 // each tool's figure from before the points and from after them when it
-// ran twice (the host's speed drifts). "" without a reference.
+// ran twice (the host's speed drifts). Each names where it ran; no ratio
+// is given to a reference taken elsewhere than the traffic (an old
+// --vm-peer run's). "" without a reference.
 func trafficReference(run *result.Run) string {
 	refs := run.Environment.DataPath
 	if len(refs) == 0 {
@@ -306,7 +329,12 @@ func trafficReference(run *result.Run) string {
 			}
 			return strings.Join(vs, " and "), strings.Join(rs, " and ")
 		}
-		cmd := ok[0].Command
+		cmd, unlike := ok[0].Command, crossedUnlike(run, ok[0])
+		at := ""
+		if w := referenceWhere(run, ok[0]); w != "" {
+			at = " " + w
+		}
+		const noRatio = " (no ratio: rdmaprobe's traffic crossed to the other guest)"
 		if _, lat := ok[0].Figures["t_typical"]; lat {
 			var ours float64
 			if small != nil {
@@ -314,8 +342,10 @@ func trafficReference(run *result.Run) string {
 			}
 			vals, ratios := figure("t_typical", latency, ours, func(x float64) string { return fmt.Sprintf("%.2f×", x) })
 			p99, _ := figure("99%", latency, 0, nil)
-			s := fmt.Sprintf("`%s`: t_typical %s, p99 %s", cmd, vals, p99)
+			s := fmt.Sprintf("`%s`%s: t_typical %s, p99 %s", cmd, at, vals, p99)
 			switch {
+			case unlike:
+				s += noRatio
 			case small != nil && small.Clients == 1:
 				// What t_typical times (perftest halves a ping-pong's
 				// round trip, not a READ) against rdmaprobe's latency.
@@ -342,8 +372,10 @@ func trafficReference(run *result.Run) string {
 			}
 			vals, pcts := figure("msg/s", func(v float64) string { return fmt.Sprintf("%.0f msg/s", v) }, ours, Pct)
 			mbs, _ := figure("BW average", func(v float64) string { return f2(v) + " MB/s" }, 0, nil)
-			s := fmt.Sprintf("`%s`: %s, %s", cmd, vals, mbs)
-			if peak != nil {
+			s := fmt.Sprintf("`%s`%s: %s, %s", cmd, at, vals, mbs)
+			if unlike {
+				s += noRatio
+			} else if peak != nil {
 				clients := "clients"
 				if peak.Clients == 1 {
 					clients = "client"
@@ -353,7 +385,11 @@ func trafficReference(run *result.Run) string {
 			parts = append(parts, s)
 		}
 	}
-	s := "perftest on the same device: " + strings.Join(parts, "; ") + "."
+	head := "perftest on the same device: "
+	if referenceWhere(run, refs[0]) != "" {
+		head = "perftest at the traffic's message size: "
+	}
+	s := head + strings.Join(parts, "; ") + "."
 	if turns := turnsReference(run); turns != "" {
 		s += " " + turns
 	}

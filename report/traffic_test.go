@@ -75,6 +75,36 @@ func TestTrafficReferenceBeforeAfter(t *testing.T) {
 	}
 }
 
+// TestTrafficReferenceWhere: each reference names where it ran and a
+// cross-link one is set against the cross-link traffic; a --vm-peer run
+// saved before references said where (in one guest) gets no ratio.
+func TestTrafficReferenceWhere(t *testing.T) {
+	const across = "across the link: client in the generators' guest (169.254.77.2), server in the server's guest (169.254.77.1), rxe2"
+	bw := result.Reference{Tool: "ib_send_bw", Command: "ib_send_bw -s 4096 169.254.77.1", Where: across,
+		Figures: map[string]float64{"msg/s": 5000, "BW average": 20.48}}
+	run := &result.Run{Backend: result.Backend{Name: "vm"}, Hosts: []result.Host{{Name: "peer"}},
+		Points: []result.Point{{Clients: 100, Traffic: &result.Traffic{Messages: 100, MsgRate: 2500}}}}
+	run.Environment.DataPath = []result.Reference{bw}
+	if got, want := trafficReference(run), "perftest at the traffic's message size: `ib_send_bw -s 4096 169.254.77.1` "+across+
+		": 5000 msg/s, 20.48 MB/s (rdmaprobe's peak: 2500 msg/s at 100 clients, 50%)."; got != want {
+		t.Errorf("across the link:\n got %s\nwant %s", got, want)
+	}
+	bw.Where = ""
+	run.Environment.DataPath = []result.Reference{bw}
+	got := trafficReference(run)
+	if !strings.Contains(got, "in one guest, not across the link the traffic crossed: 5000 msg/s") ||
+		!strings.Contains(got, "no ratio") || strings.Contains(got, "50%") {
+		t.Errorf("an old --vm-peer run's in-guest reference: %s", got)
+	}
+	run.Environment.Reference = &result.Reference{Tool: "ibv_rc_pingpong", Command: "ibv_rc_pingpong", Where: across,
+		Figures: map[string]float64{"usec/iter": 90}}
+	m := &Model{}
+	m.env(run)
+	if !strings.HasSuffix(m.Reference, across) {
+		t.Errorf("environment reference %q does not say where it ran", m.Reference)
+	}
+}
+
 // TestTrafficReferenceInTurns: each 1-client point is set against the
 // latency tool's reading taken just before it, with the median ratio;
 // a failed reading is said, points of more clients are left out, and a

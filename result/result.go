@@ -12,7 +12,7 @@ import (
 )
 
 // SchemaVersion is the version written by this build.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // Outcome classes of one client attempt.
 const (
@@ -145,8 +145,13 @@ type DeviceInfo struct {
 
 // Reference is the output of an independent tool run on the device.
 type Reference struct {
-	Tool    string             `json:"tool"`
-	Command string             `json:"command"`
+	Tool    string `json:"tool"`
+	Command string `json:"command"`
+	// Where names where the tool ran, its two sides: "in one guest, rxe0
+	// over its loopback", or across the link between the generators'
+	// guest and the server's. Empty in runs before schema version 4,
+	// whose references all ran in one guest.
+	Where   string             `json:"where,omitempty"`
 	Figures map[string]float64 `json:"figures,omitempty"`
 	Output  string             `json:"output,omitempty"`
 	Error   string             `json:"error,omitempty"`

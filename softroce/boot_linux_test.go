@@ -82,7 +82,8 @@ func TestGuest(t *testing.T) {
 	})
 
 	t.Run("reference", func(t *testing.T) {
-		tool, cmd, figs, out, err := Reference(ctx, g)
+		ref := Reference(ctx, Local(g))
+		tool, cmd, figs, out, err := ref.Tool, ref.Command, ref.Figures, ref.Output, ref.Err
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", cmd, err, out)
 		}
@@ -90,7 +91,8 @@ func TestGuest(t *testing.T) {
 			t.Fatalf("%s figures %v from\n%s", tool, figs, out)
 		}
 		t.Logf("%s: %.1f usec/iter, %.1f Mbit/sec (%s)", tool, figs["usec/iter"], figs["Mbit/sec"], cmd)
-		tool, cmd, figs, out, err = ReferenceLatency(ctx, g)
+		lat := ReferenceLatency(ctx, Local(g))
+		tool, cmd, figs, out, err = lat.Tool, lat.Command, lat.Figures, lat.Output, lat.Err
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", cmd, err, out)
 		}
@@ -110,7 +112,7 @@ func TestGuest(t *testing.T) {
 	t.Run("data-path-reference", func(t *testing.T) {
 		for _, op := range []string{"send", "write", "read"} {
 			lat, bw := DataPathTools(op)
-			rs := DataPathReference(ctx, g, op, 1024)
+			rs := DataPathReference(ctx, Local(g), op, 1024)
 			if len(rs) != 2 || rs[0].Tool != lat || rs[1].Tool != bw {
 				t.Fatalf("%s: ran %+v, want %s and %s", op, rs, lat, bw)
 			}

@@ -59,7 +59,7 @@ func BenchmarkEchoFloor(b *testing.B) {
 
 	var bare, verified, own []float64
 	for round := 1; b.Loop(); round++ {
-		pt := perftest(ctx, g, "ib_send_lat", referencePort+2, "-s", strconv.Itoa(size), "-n", roundTrips)
+		pt := perftest(ctx, Local(g), "ib_send_lat", referencePort+2, "-s", strconv.Itoa(size), "-n", roundTrips)
 		typ := pt.Figures["t_typical"]
 		if pt.Err != nil || typ <= 0 {
 			b.Fatalf("%s: %v\n%s", pt.Command, pt.Err, pt.Output)

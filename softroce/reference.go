@@ -13,67 +13,68 @@ import (
 )
 
 // referencePort is ibv_rc_pingpong's default TCP port, named explicitly so
-// the readiness check in exec-pair watches the right one.
+// the readiness check watches the right one.
 const referencePort = 18515
 
-// Reference runs ibv_rc_pingpong (RC, 4 KiB messages, 1000 iterations) on
-// rxe0 with GID index 1 inside the guest, server and client both, and
-// returns the client's figures: an independent, rdma-core-made yardstick
-// for the verbs costs rdmaprobe measures in the same guest.
-func Reference(ctx context.Context, g *Guest) (tool, command string, figures map[string]float64, output string, err error) {
-	tool = "ibv_rc_pingpong"
-	common := []string{"ibv_rc_pingpong", "-d", rxeDevice, "-g", strconv.Itoa(rxeGIDIndex), "-p", strconv.Itoa(referencePort), "-s", "4096", "-n", "1000"}
-	server := append([]string(nil), common...)
-	client := append(append([]string(nil), common...), "127.0.0.1")
-	command = strings.Join(client, " ")
-	timeout := (60 * time.Second).Milliseconds()
-	raw, err := g.Call(ctx, OpExecPair, ExecPairRequest{
-		Server: ExecRequest{Argv: server, TimeoutMS: timeout},
-		Client: ExecRequest{Argv: client, TimeoutMS: timeout},
-		Port:   referencePort,
-	}, nil)
-	if err != nil {
-		return tool, command, nil, "", err
+// Pair is where a reference tool's two sides run: both in one guest on
+// its loopback device (Local), or the server in one guest and the client
+// in another across their link (AcrossLink), as rdmaprobe's server and
+// clients of a --vm-peer run are.
+type Pair struct {
+	Server, Client *Guest
+	// Device is the verbs device on both sides, ServerGID and ClientGID
+	// each side's GID index on it.
+	Device               string
+	ServerGID, ClientGID int
+	// Addr is the server's address as the client dials it.
+	Addr string
+	// Where names the place in a sentence, for the run's record.
+	Where string
+}
+
+// Local is both sides in g on rxe0 over its loopback.
+func Local(g *Guest) Pair {
+	return Pair{Server: g, Client: g, Device: rxeDevice, ServerGID: rxeGIDIndex, ClientGID: rxeGIDIndex,
+		Addr: "127.0.0.1", Where: "in one guest, " + rxeDevice + " over its loopback"}
+}
+
+// AcrossLink is the server in server and the client in client, on
+// LinkRxe with each side's IPv4-mapped GID: the device and GIDs the
+// clients of a --vm-peer run use.
+func AcrossLink(server, client *Guest) (Pair, error) {
+	s, c := server.Ready.Link, client.Ready.Link
+	if s == nil || c == nil || s.GIDIndex < 0 || c.GIDIndex < 0 {
+		return Pair{}, fmt.Errorf("the guests have no link device with a GID")
 	}
-	var res ExecPairResult
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return tool, command, nil, "", fmt.Errorf("%s: decode result: %w", tool, err)
-	}
-	output = res.Client.Stdout + res.Client.Stderr
-	if res.Client.ExitCode != 0 || res.Server.ExitCode != 0 {
-		return tool, command, nil, output, fmt.Errorf("%s: client exit %d (%s), server exit %d (%s)", tool,
-			res.Client.ExitCode, firstLine(res.Client.Stderr+res.Client.Error),
-			res.Server.ExitCode, firstLine(res.Server.Stderr+res.Server.Error))
-	}
-	figures, err = ParsePingpong(output)
-	return tool, command, figures, output, err
+	addr := strings.Split(s.Addr, "/")[0]
+	return Pair{Server: server, Client: client, Device: LinkRxe, ServerGID: s.GIDIndex, ClientGID: c.GIDIndex, Addr: addr,
+		Where: fmt.Sprintf("across the link: client in the generators' guest (%s), server in the server's guest (%s), %s",
+			strings.Split(c.Addr, "/")[0], addr, LinkRxe)}, nil
+}
+
+// Reference runs ibv_rc_pingpong (RC, 4 KiB messages, 1000 iterations)
+// on p and returns the client's figures: an independent, rdma-core-made
+// yardstick for the verbs costs rdmaprobe measures in the same place.
+func Reference(ctx context.Context, p Pair) PerftestResult {
+	return runPair(ctx, p, "ibv_rc_pingpong", "-g", referencePort,
+		[]string{"-s", "4096", "-n", "1000"}, ParsePingpong)
 }
 
 // ReferenceLatency runs perftest's ib_write_lat (RC RDMA WRITE, 2-byte
-// messages, 1000 iterations) the same way and returns its latency row:
-// t_min, t_max, t_typical, t_avg, t_stdev, p99, p99.9 (µs).
+// messages, 1000 iterations) on p and returns its latency row: t_min,
+// t_max, t_typical, t_avg, t_stdev, p99, p99.9 (µs).
 //
 // perftest times with the CPU's cycle counter, calibrated against the
 // clock at start; under TCG that calibration now and then yields zero and
 // the row reads inf/nan (ErrPerftestClock). Such a run is repeated, up to
 // three attempts in all.
-func ReferenceLatency(ctx context.Context, g *Guest) (tool, command string, figures map[string]float64, output string, err error) {
-	for range 3 {
-		tool, command, figures, output, err = referenceLatencyOnce(ctx, g)
-		if !errors.Is(err, ErrPerftestClock) {
-			break
-		}
-	}
-	return tool, command, figures, output, err
+func ReferenceLatency(ctx context.Context, p Pair) PerftestResult {
+	return perftest(ctx, p, "ib_write_lat", referencePort+1)
 }
 
 // ErrPerftestClock: perftest printed inf or nan, its cycle counter
 // uncalibrated.
 var ErrPerftestClock = errors.New("perftest printed inf/nan: its cycle-counter calibration failed")
-
-func referenceLatencyOnce(ctx context.Context, g *Guest) (tool, command string, figures map[string]float64, output string, err error) {
-	return perftestOnce(ctx, g, "ib_write_lat", referencePort+1, nil)
-}
 
 // DataPathTools are perftest's latency and bandwidth tools for an
 // operation of the traffic phase: "send" (also ""), "write", "read".
@@ -86,18 +87,18 @@ func DataPathTools(op string) (lat, bw string) {
 }
 
 // DataPathReference runs perftest's latency and bandwidth tools for op
-// (DataPathTools) with size-byte messages on rxe0 in the guest, server
-// and client both: the yardsticks of the traffic phase's latency
-// (t_typical, p99) and message rate (MsgRate, in Mpps, and msg/s) at
-// the run's operation and message size. A run whose cycle counter came
-// out uncalibrated (ErrPerftestClock) is repeated, up to three attempts.
-func DataPathReference(ctx context.Context, g *Guest, op string, size int) []PerftestResult {
+// (DataPathTools) with size-byte messages on p: the yardsticks of the
+// traffic phase's latency (t_typical, p99) and message rate (MsgRate,
+// in Mpps, and msg/s) at the run's operation and message size. A run
+// whose cycle counter came out uncalibrated (ErrPerftestClock) is
+// repeated, up to three attempts.
+func DataPathReference(ctx context.Context, p Pair, op string, size int) []PerftestResult {
 	lat, bw := DataPathTools(op)
 	// perftest's default of 1000 iterations takes well under a second of
 	// rxe in the guest; more give a steadier rate.
 	return []PerftestResult{
-		perftest(ctx, g, lat, referencePort+2, "-s", strconv.Itoa(size)),
-		perftest(ctx, g, bw, referencePort+3, "-s", strconv.Itoa(size), "-n", "5000"),
+		perftest(ctx, p, lat, referencePort+2, "-s", strconv.Itoa(size)),
+		perftest(ctx, p, bw, referencePort+3, "-s", strconv.Itoa(size), "-n", "5000"),
 	}
 }
 
@@ -105,62 +106,127 @@ func DataPathReference(ctx context.Context, g *Guest, op string, size int) []Per
 // reading a 1-client point takes just before its clients run, so that
 // its latency is set against perftest's in turns rather than against
 // readings minutes away on a host whose speed drifts.
-func DataPathLatency(ctx context.Context, g *Guest, op string, size int) PerftestResult {
+func DataPathLatency(ctx context.Context, p Pair, op string, size int) PerftestResult {
 	lat, _ := DataPathTools(op)
-	return perftest(ctx, g, lat, referencePort+2, "-s", strconv.Itoa(size))
+	return perftest(ctx, p, lat, referencePort+2, "-s", strconv.Itoa(size))
 }
 
-// perftest runs tool (perftestOnce) up to three times while its cycle
-// counter comes out uncalibrated (ErrPerftestClock).
-func perftest(ctx context.Context, g *Guest, tool string, port int, extra ...string) PerftestResult {
+// perftest runs a perftest tool on p, up to three times while its cycle
+// counter comes out uncalibrated (ErrPerftestClock), and adds msg/s to
+// a bandwidth tool's figures.
+func perftest(ctx context.Context, p Pair, tool string, port int, extra ...string) PerftestResult {
+	// -F: rxe's CPU frequency warning is no error here.
+	extra = append([]string{"-F"}, extra...)
 	var r PerftestResult
 	for range 3 {
-		r.Tool, r.Command, r.Figures, r.Output, r.Err = perftestOnce(ctx, g, tool, port, extra)
+		r = runPair(ctx, p, tool, "-x", port, extra, ParsePerftest)
 		if !errors.Is(r.Err, ErrPerftestClock) {
 			break
 		}
 	}
+	if r.Err == nil && r.Figures["MsgRate"] > 0 {
+		r.Figures["msg/s"] = r.Figures["MsgRate"] * 1e6
+	}
 	return r
 }
 
-// PerftestResult is one perftest run.
+// PerftestResult is one run of a reference tool (perftest or
+// ibv_rc_pingpong) and where it ran (Pair.Where).
 type PerftestResult struct {
-	Tool, Command string
-	Figures       map[string]float64
-	Output        string
-	Err           error
+	Tool, Command, Where string
+	Figures              map[string]float64
+	Output               string
+	Err                  error
 }
 
-// perftestOnce runs one perftest tool as server and client on rxe0 with
-// GID index 1 and parses the client's result row.
-func perftestOnce(ctx context.Context, g *Guest, tool string, port int, extra []string) (_, command string, figures map[string]float64, output string, err error) {
-	common := append([]string{tool, "-d", rxeDevice, "-x", strconv.Itoa(rxeGIDIndex), "-F", "-p", strconv.Itoa(port)}, extra...)
-	client := append(append([]string(nil), common...), "127.0.0.1")
-	command = strings.Join(client, " ")
-	timeout := (60 * time.Second).Milliseconds()
-	raw, err := g.Call(ctx, OpExecPair, ExecPairRequest{
-		Server: ExecRequest{Argv: common, TimeoutMS: timeout},
-		Client: ExecRequest{Argv: client, TimeoutMS: timeout},
-		Port:   port,
-	}, nil)
-	if err != nil {
-		return tool, command, nil, "", err
+// runPair runs tool's server and client on p, each with the device, its
+// side's GID index (given by gidFlag: -g for ibv_rc_pingpong, -x for
+// perftest), TCP port and extra, and parses the client's output: in one
+// guest by exec-pair, across two by running the server, waiting until it
+// listens and then running the client.
+func runPair(ctx context.Context, p Pair, tool, gidFlag string, port int, extra []string, parse func(string) (map[string]float64, error)) PerftestResult {
+	argv := func(gid int) []string {
+		return append([]string{tool, "-d", p.Device, gidFlag, strconv.Itoa(gid), "-p", strconv.Itoa(port)}, extra...)
 	}
+	server, client := argv(p.ServerGID), append(argv(p.ClientGID), p.Addr)
+	r := PerftestResult{Tool: tool, Command: strings.Join(client, " "), Where: p.Where}
+	timeout := time.Minute
 	var res ExecPairResult
-	if err := json.Unmarshal(raw, &res); err != nil {
-		return tool, command, nil, "", fmt.Errorf("%s: decode result: %w", tool, err)
+	if p.Server == p.Client {
+		raw, err := p.Server.Call(ctx, OpExecPair, ExecPairRequest{
+			Server: ExecRequest{Argv: server, TimeoutMS: timeout.Milliseconds()},
+			Client: ExecRequest{Argv: client, TimeoutMS: timeout.Milliseconds()},
+			Port:   port,
+		}, nil)
+		if err == nil {
+			err = json.Unmarshal(raw, &res)
+		}
+		if err != nil {
+			r.Err = fmt.Errorf("%s: %w", tool, err)
+			return r
+		}
+	} else {
+		var err error
+		res, err = execAcross(ctx, p, server, client, port, timeout)
+		if err != nil {
+			r.Err = fmt.Errorf("%s: %w", tool, err)
+			return r
+		}
 	}
-	output = res.Client.Stdout + res.Client.Stderr
+	r.Output = res.Client.Stdout + res.Client.Stderr
 	if res.Client.ExitCode != 0 || res.Server.ExitCode != 0 {
-		return tool, command, nil, output, fmt.Errorf("%s: client exit %d (%s), server exit %d (%s)", tool,
+		r.Err = fmt.Errorf("%s: client exit %d (%s), server exit %d (%s)", tool,
 			res.Client.ExitCode, firstLine(res.Client.Stderr+res.Client.Error),
 			res.Server.ExitCode, firstLine(res.Server.Stderr+res.Server.Error))
+		return r
 	}
-	figures, err = ParsePerftest(output)
-	if err == nil && figures["MsgRate"] > 0 {
-		figures["msg/s"] = figures["MsgRate"] * 1e6
+	r.Figures, r.Err = parse(r.Output)
+	return r
+}
+
+// execAcross runs server in p.Server, waits until it listens on port,
+// then runs client in p.Client; the server ends when its client has.
+func execAcross(ctx context.Context, p Pair, server, client []string, port int, timeout time.Duration) (ExecPairResult, error) {
+	var res ExecPairResult
+	type done struct {
+		r   ExecResult
+		err error
 	}
-	return tool, command, figures, output, err
+	served := make(chan done, 1)
+	go func() {
+		r, err := p.Server.Exec(ctx, timeout, server...)
+		served <- done{r, err}
+	}()
+	deadline := time.Now().Add(timeout)
+	for {
+		raw, err := p.Server.Call(ctx, OpListening, port, nil)
+		if err == nil && string(raw) == "true" {
+			break
+		}
+		select {
+		case d := <-served:
+			if d.err != nil {
+				return res, fmt.Errorf("server: %w", d.err)
+			}
+			res.Server = d.r
+			return res, fmt.Errorf("server exited %d before it listened on port %d: %s", d.r.ExitCode, port, firstLine(d.r.Stderr+d.r.Error))
+		default:
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			<-served // its timeout ends it
+			return res, fmt.Errorf("server not listening on port %d after %v", port, timeout)
+		}
+	}
+	c, cerr := p.Client.Exec(ctx, timeout, client...)
+	s := <-served
+	if cerr != nil {
+		return res, fmt.Errorf("client: %w", cerr)
+	}
+	if s.err != nil {
+		return res, fmt.Errorf("server: %w", s.err)
+	}
+	res.Server, res.Client = s.r, c
+	return res, nil
 }
 
 // ParsePerftestLat reads the result row of a perftest latency tool

@@ -165,26 +165,50 @@ func (g *Guest) Finish(ctx context.Context) {
 }
 
 // dataPathReference runs perftest's latency and bandwidth tools of the
-// traffic phase's operation at its message size.
+// traffic phase's operation at its message size, where the run's
+// clients and server are (pair).
 func (g *Guest) dataPathReference(ctx context.Context, when string) []result.Reference {
 	size := g.spec.MsgSize
 	if size <= 0 {
 		size = 4096
 	}
 	var refs []result.Reference
-	for _, r := range softroce.DataPathReference(ctx, g.g, g.spec.Traffic.Op, size) {
-		ref := result.Reference{Tool: r.Tool, Command: r.Command, Figures: r.Figures, Output: r.Output, When: when}
+	for _, r := range softroce.DataPathReference(ctx, g.pair(), g.spec.Traffic.Op, size) {
+		ref := referenceOf(r, when)
 		if r.Err != nil {
-			ref.Error = r.Err.Error()
 			fmt.Fprintf(g.opts.Out, "reference (%s the points): %s failed: %v\n", when, r.Tool, r.Err)
 		} else if v, ok := r.Figures["t_typical"]; ok {
-			fmt.Fprintf(g.opts.Out, "reference (%s the points): %s %d B on %s: t_typical %.2f µs, p99 %.2f µs\n", when, r.Tool, size, g.g.Ready.Device, v, r.Figures["99%"])
+			fmt.Fprintf(g.opts.Out, "reference (%s the points): %s %d B %s: t_typical %.2f µs, p99 %.2f µs\n", when, r.Tool, size, r.Where, v, r.Figures["99%"])
 		} else {
-			fmt.Fprintf(g.opts.Out, "reference (%s the points): %s %d B on %s: %.0f msg/s, %.2f MB/s\n", when, r.Tool, size, g.g.Ready.Device, r.Figures["msg/s"], r.Figures["BW average"])
+			fmt.Fprintf(g.opts.Out, "reference (%s the points): %s %d B %s: %.0f msg/s, %.2f MB/s\n", when, r.Tool, size, r.Where, r.Figures["msg/s"], r.Figures["BW average"])
 		}
 		refs = append(refs, ref)
 	}
 	return refs
+}
+
+// pair is where the references run: across the link with --vm-peer,
+// server in this guest and client in the peer, as rdmaprobe's are;
+// else both in this guest.
+func (g *Guest) pair() softroce.Pair {
+	if g.peer != nil {
+		// bootPair checked that both guests have their link device.
+		if p, err := softroce.AcrossLink(g.g, g.peer.g); err == nil {
+			return p
+		}
+	}
+	return softroce.Local(g.g)
+}
+
+// referenceOf records a reference tool's run.
+func referenceOf(r softroce.PerftestResult, when string) result.Reference {
+	ref := result.Reference{Tool: r.Tool, Command: r.Command, Where: r.Where, Figures: r.Figures, Output: r.Output, When: when}
+	if r.Err != nil {
+		ref.Error = r.Err.Error()
+	} else if when == "" {
+		ref.Output = "" // the pingpong's figures say it all
+	}
+	return ref
 }
 
 // BootGuest boots the guest for the bench suite.
@@ -305,15 +329,17 @@ func (g *Guest) Environment() result.Environment {
 	}
 }
 
-// reference runs an independent tool on the guest's device.
+// reference runs an independent tool where the run's clients and
+// server are (pair).
 func (g *Guest) reference(ctx context.Context) *result.Reference {
-	tool, cmd, figs, rout, err := softroce.Reference(ctx, g.g)
-	if err != nil {
-		fmt.Fprintf(g.opts.Out, "reference: %s failed: %v\n", tool, err)
-		return &result.Reference{Tool: tool, Command: cmd, Error: err.Error(), Output: rout}
+	r := softroce.Reference(ctx, g.pair())
+	ref := referenceOf(r, "")
+	if r.Err != nil {
+		fmt.Fprintf(g.opts.Out, "reference: %s failed: %v\n", r.Tool, r.Err)
+	} else {
+		fmt.Fprintf(g.opts.Out, "reference: %s %s: %.1f µs/iter, %.1f Mbit/s\n", r.Tool, r.Where, r.Figures["usec/iter"], r.Figures["Mbit/sec"])
 	}
-	fmt.Fprintf(g.opts.Out, "reference: %s on %s: %.1f µs/iter, %.1f Mbit/s\n", tool, g.g.Ready.Device, figs["usec/iter"], figs["Mbit/sec"])
-	return &result.Reference{Tool: tool, Command: cmd, Figures: figs}
+	return &ref
 }
 
 // Device is the device the guest's server last opened.
@@ -351,7 +377,7 @@ func (g *Guest) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		return result.Point{Clients: n, Trial: trial}, err
 	}
 	var ref *result.Reference
-	if n == 1 && len(g.dataRef) > 0 && g.peer == nil && ctx.Err() == nil {
+	if n == 1 && len(g.dataRef) > 0 && ctx.Err() == nil {
 		ref = g.latencyReference(ctx)
 	}
 	pt, err := g.runPoint(ctx, req)
@@ -387,26 +413,24 @@ func (g *Guest) prepareBuild(ctx context.Context, n int, req *GuestPointRequest)
 	return nil
 }
 
-// latencyReference runs perftest's latency tool on the run's device at
-// its message size just before a 1-client point (Point.LatencyReference):
-// its figure and the point's latency are then taken in turns. Not with
-// --vm-peer, whose client crosses the virtual link to the server while
-// perftest's reference stays on one guest's loopback device.
+// latencyReference runs perftest's latency tool where the run's clients
+// and server are (pair), at its message size, just before a 1-client
+// point (Point.LatencyReference): its figure and the point's latency are
+// then taken in turns.
 func (g *Guest) latencyReference(ctx context.Context) *result.Reference {
 	size := g.spec.MsgSize
 	if size <= 0 {
 		size = 4096
 	}
-	r := softroce.DataPathLatency(ctx, g.g, g.spec.Traffic.Op, size)
-	ref := &result.Reference{Tool: r.Tool, Command: r.Command, Figures: r.Figures, Output: r.Output, When: result.ReferencePoint}
+	r := softroce.DataPathLatency(ctx, g.pair(), g.spec.Traffic.Op, size)
+	ref := referenceOf(r, result.ReferencePoint)
 	if r.Err != nil {
-		ref.Error = r.Err.Error()
 		fmt.Fprintf(g.opts.Out, "reference (before the point): %s failed: %v\n", r.Tool, r.Err)
 	} else {
-		fmt.Fprintf(g.opts.Out, "reference (before the point): %s %d B on %s: t_typical %.2f µs, p99 %.2f µs\n",
-			r.Tool, size, g.g.Ready.Device, r.Figures["t_typical"], r.Figures["99%"])
+		fmt.Fprintf(g.opts.Out, "reference (before the point): %s %d B %s: t_typical %.2f µs, p99 %.2f µs\n",
+			r.Tool, size, r.Where, r.Figures["t_typical"], r.Figures["99%"])
 	}
-	return ref
+	return &ref
 }
 
 // runPoint runs the point req asks for in the guest, QEMU sampled from
