@@ -4,14 +4,16 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
 // TestVMPeer is Soft-RoCE across two hosts: two guests on a virtual link,
 // the server in one and the load generators in the other, started over
 // SSH (sshd in the second guest). 200 clients connect at 100% with
 // verified round trips and then exchange messages, each guest's kernel
-// counts the QPs of its side on the link's device, and both QEMUs are
-// gone after.
+// counts the QPs of its side on the link's device, the perftest
+// references ran across the link, and both QEMUs are gone after.
 func TestVMPeer(t *testing.T) {
 	needVM(t)
 	for _, tool := range []string{"ssh", "ssh-keygen", "/usr/sbin/sshd"} {
@@ -41,6 +43,24 @@ func TestVMPeer(t *testing.T) {
 	if len(r.Hosts) != 1 || r.Hosts[0].Addr != "169.254.77.2" || r.Hosts[0].Environment == nil ||
 		r.Hosts[0].Environment.Device == nil || r.Hosts[0].Environment.Device.Name != "rxe2" || r.Config.Launcher != "ssh" {
 		t.Errorf("generator hosts %+v, launcher %q", r.Hosts, r.Config.Launcher)
+	}
+	// perftest ran where the traffic did: its server in the server's
+	// guest, its client in the generators' guest, over rxe2.
+	if r.Environment.Reference == nil {
+		t.Fatal("no reference recorded")
+	}
+	var bw float64
+	for _, ref := range append([]result.Reference{*r.Environment.Reference}, r.Environment.DataPath...) {
+		if ref.Error != "" || !strings.HasPrefix(ref.Where, "across the link") || !strings.Contains(ref.Command, "-d rxe2 ") ||
+			!strings.HasSuffix(ref.Command, " 169.254.77.1") {
+			t.Errorf("reference not taken across the link: %+v", ref)
+		}
+		if ref.Tool == "ib_send_bw" {
+			bw = ref.Figures["msg/s"]
+		}
+	}
+	if len(r.Environment.DataPath) == 0 || bw <= 0 {
+		t.Errorf("no cross-link ib_send_bw figure: %+v", r.Environment.DataPath)
 	}
 	p := r.Points[0]
 	if p.Connected != 200 || p.SuccessRate != 1 || p.RTT.N < 400 {

@@ -539,3 +539,18 @@ func TestParsePerftestBW(t *testing.T) {
 		t.Errorf("short row: %v", err)
 	}
 }
+
+// withIterations replaces a tool's -n or adds one, leaving the caller's
+// slice alone.
+func TestWithIterations(t *testing.T) {
+	in := []string{"-F", "-s", "4096", "-n", "5000"}
+	if got := strings.Join(withIterations(in, 300), " "); got != "-F -s 4096 -n 300" {
+		t.Errorf("replaced: %s", got)
+	}
+	if in[4] != "5000" {
+		t.Errorf("the caller's arguments changed: %v", in)
+	}
+	if got := strings.Join(withIterations([]string{"-F"}, 300), " "); got != "-F -n 300" {
+		t.Errorf("added: %s", got)
+	}
+}
