@@ -129,9 +129,10 @@ func startPeerSSH(ctx context.Context, a, b *softroce.Guest) (*guestPeer, error)
 	sshd := strings.Join([]string{"ListenAddress " + addr, "HostKey /etc/ssh/host", "AuthorizedKeysFile /etc/ssh/authorized_keys",
 		"PermitRootLogin prohibit-password", "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
 		"PrintMotd no", "PrintLastLog no", "MaxStartups 100", "MaxSessions 100",
-		// A dropped session ends within 6 s, and with it the stdin of
-		// what it ran.
-		"ClientAliveInterval 2", "ClientAliveCountMax 3", ""}, "\n")
+		// A dropped session ends within 30 s, and with it the stdin of
+		// what it ran; a 6 s bound ended a live session once, when a
+		// traffic phase over the link held the keepalive replies back.
+		"ClientAliveInterval 5", "ClientAliveCountMax 6", ""}, "\n")
 	if err := b.PutFiles(ctx, []softroce.File{
 		{Path: "/run/sshd", Mode: fs.ModeDir | 0o755},
 		{Path: "/etc/ssh", Mode: fs.ModeDir | 0o755},
