@@ -5,11 +5,12 @@ SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 BIN := bin/rdmaprobe
-# The verbs fabric needs libibverbs headers; without them the binary is
-# built without it (sim only) and says so. Expanded when build runs (=,
+# The verbs fabric needs libibverbs headers, its rdma_cm clients
+# librdmacm's; without them the binary is built without either (sim
+# only) and says so. Expanded when build runs (=,
 # not :=), so that the first make run, whose setup installs the headers
 # just before, builds with the tag too.
-TAGS = $(shell test -f /usr/include/infiniband/verbs.h && echo verbs)
+TAGS = $(shell test -f /usr/include/infiniband/verbs.h -a -f /usr/include/rdma/rdma_cma.h && echo verbs)
 RUN_ARGS ?= search --lo 300 --hi 600
 
 .PHONY: run test setup build vet clean

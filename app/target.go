@@ -1,6 +1,7 @@
 package app
 
 import (
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,7 +12,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/command"
+	"github.com/rdmaprobe/rdmaprobe/fabric/rdmacm"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
@@ -31,6 +34,8 @@ func targetFlags() []cli.Flag {
 		&cli.StringFlag{Name: "server-addr", Usage: "address clients dial: where rdmaprobe's own server listens, IP[:port] (default 127.0.0.1; with --hosts over SSH, this host's address as the first host sees it), or a --server-cmd's ({addr}; default 127.0.0.1, on the vm backend the guest's netdev address 192.0.2.1)"},
 		&cli.StringSliceFlag{Name: "target-dir", Usage: "vm: a directory the commands need (certificates, configs), copied into the guest at the same path; repeatable"},
 		&cli.StringFlag{Name: "client-cmd", Usage: "run this command once per client instead of the built-in client, with {i} {n} {addr} {port} {dir} {device} {build}"},
+		&cli.StringFlag{Name: "client-kind", Usage: "the clients: builtin (rdmaprobe's own TLS clients, the default), rdmacm (rdma_cm RC connections to a --server-cmd, thousands per generator process from one event channel, each step timed, no traffic phase) or command (--client-cmd's, implied by it)"},
+		&cli.StringFlag{Name: "cm-private-data", Usage: "with --client-kind rdmacm: the private data every connect request carries, as hex or @file (at most 56 bytes)"},
 		&cli.StringFlag{Name: "client-stdin", Usage: "text written to each client command's stdin, with printf escapes (e.g. 'send Test\\nquit\\n')"},
 		&cli.StringFlag{Name: "client-ok", Usage: "regexp on a client command's output that says it connected (without it, exit status 0 alone)"},
 		&cli.StringFlag{Name: "client-count", Usage: "how client commands make \"N at once\": held (stdin kept open until every client printed its --client-ok line; the default with --client-ok) or launched (N started together, each does its work and exits)"},
@@ -86,10 +91,70 @@ func targetSpec(c *cli.Context, spec *runner.Spec) error {
 			}
 		}
 	}
+	if err := clientKind(c, spec); err != nil {
+		return err
+	}
 	if len(c.StringSlice("target-dir")) > 0 && spec.Server == nil && spec.Client == nil {
 		return fmt.Errorf("--target-dir goes with --server-cmd or --client-cmd")
 	}
 	return nil
+}
+
+// clientKind reads --client-kind and --cm-private-data into spec.
+func clientKind(c *cli.Context, spec *runner.Spec) error {
+	kind := c.String("client-kind")
+	switch kind {
+	case "", "builtin", "command":
+		if kind == "command" && spec.Client == nil {
+			return fmt.Errorf("--client-kind command needs --client-cmd")
+		}
+		if kind == "builtin" && spec.Client != nil {
+			return fmt.Errorf("--client-kind builtin and --client-cmd: the clients are one or the other")
+		}
+		if c.IsSet("cm-private-data") {
+			return fmt.Errorf("--cm-private-data goes with --client-kind rdmacm")
+		}
+		return nil
+	case result.ClientRDMACM:
+	default:
+		return fmt.Errorf("--client-kind %q: want builtin, rdmacm or command", kind)
+	}
+	if spec.Client != nil {
+		return fmt.Errorf("--client-kind rdmacm and --client-cmd: the clients are one or the other")
+	}
+	if spec.Server == nil {
+		return fmt.Errorf("--client-kind rdmacm needs an rdma_cm server: --server-cmd")
+	}
+	pd, err := privateData(c.String("cm-private-data"))
+	if err != nil {
+		return fmt.Errorf("--cm-private-data: %w", err)
+	}
+	spec.CM = &protocol.CMClient{PrivateData: pd}
+	// Servers such as cmtime's post no receives: a SEND would be
+	// RNR-NAKed, so rdma_cm clients run no traffic phase.
+	spec.Traffic = client.TrafficConfig{}
+	return nil
+}
+
+// privateData reads hex, or @file's bytes, refusing more than a connect
+// request carries.
+func privateData(s string) ([]byte, error) {
+	var b []byte
+	if name, ok := strings.CutPrefix(s, "@"); ok {
+		var err error
+		if b, err = os.ReadFile(name); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		if b, err = hex.DecodeString(strings.TrimPrefix(s, "0x")); err != nil {
+			return nil, fmt.Errorf("%q: want hex digits or @file", s)
+		}
+	}
+	if len(b) > rdmacm.MaxPrivateData {
+		return nil, fmt.Errorf("%d bytes: an RC connect request carries at most %d", len(b), rdmacm.MaxPrivateData)
+	}
+	return b, nil
 }
 
 // commandArgv splits a command flag and checks its program before

@@ -8,8 +8,8 @@ func CheckPSNs(points []Point) PSNCheck {
 	var c PSNCheck
 	for _, p := range points {
 		for _, r := range p.Records {
-			if r.Outcome != OutcomeOK || r.Command != nil {
-				continue // a client command's PSNs are its own, unseen
+			if _, cm := r.PhasesUS[PhaseEstablish]; r.Outcome != OutcomeOK || r.Command != nil || cm {
+				continue // a client command's PSNs are its own, an rdma_cm connection's the kernel's: unseen
 			}
 			c.Connections++
 			pairs[pair{r.LocalPSN, r.RemotePSN}]++

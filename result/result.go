@@ -39,10 +39,29 @@ const (
 	OutcomeStart    = "start"           // could not be started
 )
 
+// Outcome classes of an rdma_cm client (--client-kind rdmacm): the CM
+// event that ended its attempt, named as rdma_cma.h names it.
+// OutcomeOK, OutcomeQPCreate and OutcomeTimeout are shared.
+const (
+	OutcomeRejected     = "REJECTED"
+	OutcomeUnreachable  = "UNREACHABLE"
+	OutcomeConnectError = "CONNECT_ERROR"
+	OutcomeAddrError    = "ADDR_ERROR"
+	OutcomeRouteError   = "ROUTE_ERROR"
+	// OutcomeDisconnected is a connection the server closed before the
+	// generator's connections were all made.
+	OutcomeDisconnected = "DISCONNECTED"
+)
+
 // Outcomes lists every outcome class in display order.
 var Outcomes = []string{OutcomeOK, OutcomeRefused, OutcomeTCPConnect, OutcomeTLS,
 	OutcomeExchange, OutcomeQPCreate, OutcomeInit, OutcomeRTR, OutcomeRTS,
-	OutcomeMessage, OutcomeTimeout, OutcomeExit, OutcomeSignal, OutcomeMismatch, OutcomeStart}
+	OutcomeMessage, OutcomeTimeout, OutcomeExit, OutcomeSignal, OutcomeMismatch, OutcomeStart,
+	OutcomeRejected, OutcomeUnreachable, OutcomeConnectError, OutcomeAddrError, OutcomeRouteError, OutcomeDisconnected}
+
+// ClientRDMACM is Config.ClientKind of rdma_cm clients: RC connections
+// made through librdmacm, with no traffic phase.
+const ClientRDMACM = "rdmacm"
 
 // Connection phases timed per client, in order.
 const (
@@ -55,10 +74,15 @@ const (
 	PhaseRTR      = "rtr"
 	PhaseRTS      = "rts"
 	PhaseFirstRTT = "first_rtt"
+	// An rdma_cm client's steps, as cmtime times them (qp_create too):
+	// address and route resolved, then connect → ESTABLISHED.
+	PhaseResolveAddr  = "resolve_addr"
+	PhaseResolveRoute = "resolve_route"
+	PhaseEstablish    = "establish"
 )
 
 // Phases lists the phases in connection order.
-var Phases = []string{PhaseTCP, PhaseTLS, PhasePSN, PhaseQPCreate, PhaseInit, PhaseExchange, PhaseRTR, PhaseRTS, PhaseFirstRTT}
+var Phases = []string{PhaseResolveAddr, PhaseResolveRoute, PhaseTCP, PhaseTLS, PhasePSN, PhaseQPCreate, PhaseInit, PhaseExchange, PhaseRTR, PhaseRTS, PhaseEstablish, PhaseFirstRTT}
 
 // Run is one saved run (run.json).
 type Run struct {
@@ -195,6 +219,9 @@ type Config struct {
 	// the server listened on for them.
 	Launcher   string `json:"launcher,omitempty"`
 	ServerAddr string `json:"server_addr,omitempty"`
+	// ClientKind is the clients' kind when not rdmaprobe's own TLS
+	// clients: ClientRDMACM (absent: built-in, or Target's commands).
+	ClientKind string `json:"client_kind,omitempty"`
 	// Traffic is the phase each point ran once its clients connected
 	// (absent: none); SLO the objectives its points were checked
 	// against, and Criterion what a point had to meet to pass

@@ -224,7 +224,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		// the calibration's.
 		pt.Calibration.AfterHS = l.calib.measure(ctx, pt.Calibration)
 	}
-	if spec.Traffic.Duration > 0 && spec.Client == nil && c.pointErr == "" {
+	if spec.Traffic.Duration > 0 && spec.Client == nil && spec.CM == nil && c.pointErr == "" {
 		pt.Traffic = l.trafficPhase(ctx, c, srv, smp.started)
 	}
 
@@ -316,8 +316,8 @@ func (l *Local) startGenerators(n, trial int, build string) ([]*process, error) 
 			CA: l.opts.Certs.Server.CertPEM, Cert: l.opts.Certs.Client.CertPEM, Key: l.opts.Certs.Client.KeyPEM,
 			TLSResume: spec.TLSResume, TLSKex: spec.TLSKex, InFlight: spec.InFlight,
 			Timeout: spec.Timeout, Rounds: spec.Rounds, MsgSize: spec.MsgSize,
-			Command: spec.Client, Total: n, Build: build}
-		if spec.Traffic.Duration > 0 && spec.Client == nil {
+			Command: spec.Client, CM: spec.CM, Total: n, Build: build}
+		if spec.Traffic.Duration > 0 && spec.Client == nil && spec.CM == nil {
 			gs.Traffic = spec.traffic()
 		}
 		if spec.Client != nil {

@@ -135,6 +135,9 @@ type Spec struct {
 	// Client, when set, runs a command per client instead of the
 	// built-in client (runner/child).
 	Client *protocol.ClientCommand `json:"client_cmd,omitempty"`
+	// CM, when set, makes the built-in clients rdma_cm's, with no
+	// traffic phase.
+	CM *protocol.CMClient `json:"cm,omitempty"`
 	// Listen is the address the server listens on, IP[:port]; "" is
 	// 127.0.0.1 on any free port. Generators on other hosts need an
 	// address of the server's host they reach (--server-addr); a

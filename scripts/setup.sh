@@ -14,6 +14,7 @@ pkgs=(
   ibverbs-utils        # ibv_devinfo, ibv_rc_pingpong (reference check)
   perftest             # ib_write_lat (reference check)
   rdmacm-utils         # rping, ucmatose: third-party rdma_cm servers probed in the suite
+  librdmacm-dev        # cgo headers for the rdma_cm load generator (--client-kind rdmacm)
   gcc                  # cgo
   chromium             # renders the HTML report in the test suite (headless)
   openssh-server       # sshd of the SSH launcher's test hosts (scripts/testhosts.sh) and of the second Soft-RoCE guest

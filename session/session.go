@@ -239,7 +239,10 @@ func newRun(o Options) *result.Run {
 			Threshold: sp.Threshold, Trials: o.Trials, MaxClients: sp.MaxClients,
 		},
 	}
-	if t := sp.Traffic; t.Duration > 0 && sp.Client == nil {
+	if sp.CM != nil {
+		run.Config.ClientKind = result.ClientRDMACM
+	}
+	if t := sp.Traffic; t.Duration > 0 && sp.Client == nil && sp.CM == nil {
 		op := t.Op
 		if op == "" {
 			op = result.OpSend

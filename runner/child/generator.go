@@ -33,6 +33,9 @@ func Generate(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Reader
 	if spec.Command != nil {
 		return generateCommands(ctx, spec, in, out, events)
 	}
+	if spec.CM != nil {
+		return generateCM(ctx, spec, in, out, events)
+	}
 	emit := protocol.NewEmitter(out)
 	if events {
 		emit.Emit(protocol.Event{Event: "started", PID: os.Getpid()})

@@ -101,14 +101,22 @@ type GeneratorSpec struct {
 	// built-in client (runner/child); Total is the point's client
 	// count and Dir its working directory, for its placeholders.
 	Command *ClientCommand `json:"command,omitempty"`
-	Total   int            `json:"total,omitempty"`
-	Dir     string         `json:"dir,omitempty"`
+	// CM, when set, makes the clients rdma_cm's (runner/child, fabric/rdmacm).
+	CM    *CMClient `json:"cm,omitempty"`
+	Total int       `json:"total,omitempty"`
+	Dir   string    `json:"dir,omitempty"`
 	// Build is the server command's build directory for the point.
 	Build string `json:"build,omitempty"`
 	// Traffic is the phase the connected clients run (Duration 0 =
 	// none): with events, when the runner writes "traffic" on stdin
 	// (every client of the point connected); by hand, at once.
 	Traffic client.TrafficConfig `json:"traffic"`
+}
+
+// CMClient is what rdma_cm clients send (--client-kind rdmacm).
+type CMClient struct {
+	// PrivateData goes with every connect request.
+	PrivateData []byte `json:"private_data,omitempty"`
 }
 
 // StartTraffic is the line that starts a generator's traffic phase.

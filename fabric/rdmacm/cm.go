@@ -1,0 +1,310 @@
+//go:build verbs && cgo
+
+package rdmacm
+
+/*
+#cgo LDFLAGS: -lrdmacm -libverbs
+#include <stdlib.h>
+#include "cm.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// Supported reports whether this binary was built with librdmacm.
+func Supported() bool { return true }
+
+// The steps of one attempt, in order.
+const (
+	stepAddr = iota
+	stepRoute
+	stepEstablish
+	stepHeld
+	stepEnded
+)
+
+type conn struct {
+	id          *C.struct_rdma_cm_id
+	step        int
+	start, last time.Time
+	deadline    time.Time
+}
+
+// Conns are the connections Run made, held until Close.
+type Conns struct {
+	g     *C.rp_cm_gen
+	conns []conn
+}
+
+// Close disconnects and frees every connection, then the channel.
+func (h *Conns) Close() {
+	if h == nil || h.g == nil {
+		return
+	}
+	for i := range h.conns {
+		if c := &h.conns[i]; c.id != nil {
+			C.rp_cm_close(c.id, C.int(btoi(c.step == stepHeld)))
+			c.id = nil
+		}
+	}
+	C.rp_cm_free(h.g)
+	h.g = nil
+}
+
+// pollSlice bounds one wait for an event, so that a cancelled ctx is
+// seen soon.
+const pollSlice = 100 * time.Millisecond
+
+// Run makes cfg.N connections to cfg.Addr, at most cfg.InFlight in
+// progress, and returns a record per attempt and the connections made,
+// held until the caller closes them. An error is the generator's own
+// (no event channel, a bad address): then no attempt was made.
+func Run(ctx context.Context, cfg Config) ([]result.ClientRecord, *Conns, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, nil, err
+	}
+	host, port, err := net.SplitHostPort(cfg.Addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("server address %q: %w", cfg.Addr, err)
+	}
+	if net.ParseIP(host) == nil {
+		return nil, nil, fmt.Errorf("server address %q: rdma_cm clients need an IP address", cfg.Addr)
+	}
+	h := &Conns{conns: make([]conn, cfg.N)}
+	if e := C.rp_cm_open(&h.g); e != 0 {
+		return nil, nil, fmt.Errorf("rdma_create_event_channel: %w", syscall.Errno(-e))
+	}
+	chost, cport := C.CString(host), C.CString(port)
+	defer C.free(unsafe.Pointer(chost))
+	defer C.free(unsafe.Pointer(cport))
+	var pdata unsafe.Pointer
+	if len(cfg.PrivateData) > 0 {
+		pdata = C.CBytes(cfg.PrivateData)
+		defer C.free(pdata)
+	}
+	window := cfg.InFlight
+	if window <= 0 {
+		window = cfg.N
+	}
+	// The CM's own address and route timeouts fit inside an attempt's.
+	cmMS := C.int(min(cfg.Timeout, 2*time.Second) / time.Millisecond)
+	if cmMS < 1 {
+		cmMS = 2000
+	}
+
+	recs := make([]result.ClientRecord, cfg.N)
+	for i := range recs {
+		recs[i] = result.ClientRecord{ID: cfg.IDBase + i, Proc: cfg.Proc}
+	}
+	var next, pending, ended, ok int
+	// started is every attempt in start order, so deadlines (start +
+	// Timeout) come due from its front.
+	started := make([]int, 0, cfg.N)
+	// end records attempt i's outcome and frees what it holds.
+	end := func(i int, outcome, why string, errno syscall.Errno) {
+		c := &h.conns[i]
+		r := &recs[i]
+		r.Outcome, r.Error = outcome, why
+		if errno != 0 {
+			r.Errno = unix.ErrnoName(errno)
+		}
+		if outcome == result.OutcomeOK {
+			c.step = stepHeld
+			r.ConnectUS = time.Since(c.start).Microseconds()
+			ok++
+		} else {
+			if c.id != nil {
+				C.rp_cm_close(c.id, 0)
+				c.id = nil
+			}
+			c.step = stepEnded
+		}
+		pending--
+		ended++
+		if cfg.Progress != nil {
+			cfg.Progress(ended, ok)
+		}
+	}
+	// phase closes the step that just ended.
+	phase := func(i int, name string) {
+		c := &h.conns[i]
+		now := time.Now()
+		if recs[i].PhasesUS == nil {
+			recs[i].PhasesUS = make(map[string]int64, 4)
+		}
+		recs[i].PhasesUS[name] = now.Sub(c.last).Microseconds()
+		c.last = now
+	}
+	begin := time.Now()
+	for ended < cfg.N {
+		now := time.Now()
+		if ctx.Err() != nil {
+			for i := range h.conns[:next] {
+				if s := h.conns[i].step; s != stepHeld && s != stepEnded {
+					end(i, result.OutcomeTimeout, "interrupted", 0)
+				}
+			}
+			for i := next; i < cfg.N; i++ {
+				recs[i].Outcome, recs[i].Error = result.OutcomeTimeout, "interrupted: not started"
+			}
+			break
+		}
+		for next < cfg.N && pending < window && (cfg.Rate <= 0 || !now.Before(startAt(begin, next, cfg.Rate))) {
+			i := next
+			next++
+			pending++
+			c := &h.conns[i]
+			c.start, c.last, c.deadline = now, now, now.Add(cfg.Timeout)
+			started = append(started, i)
+			if e := C.rp_cm_start(h.g, C.uint64_t(i), chost, cport, cmMS, &c.id); e != 0 {
+				c.id = nil
+				end(i, result.OutcomeAddrError, "rdma_resolve_addr", syscall.Errno(-e))
+			}
+		}
+		for len(started) > 0 {
+			i := started[0]
+			if s := h.conns[i].step; s == stepHeld || s == stepEnded {
+				started = started[1:]
+				continue
+			}
+			if cfg.Timeout > 0 && !now.Before(h.conns[i].deadline) {
+				started = started[1:]
+				end(i, result.OutcomeTimeout, "no CM event ended the attempt within --timeout: "+stepName(h.conns[i].step), 0)
+				continue
+			}
+			break
+		}
+		if ended == cfg.N {
+			break
+		}
+		wait := pollSlice
+		if len(started) > 0 && cfg.Timeout > 0 {
+			wait = min(wait, time.Until(h.conns[started[0]].deadline))
+		}
+		if next < cfg.N && pending < window && cfg.Rate > 0 {
+			wait = min(wait, time.Until(startAt(begin, next, cfg.Rate)))
+		}
+		var ev C.rp_cm_ev
+		got := C.rp_cm_next(h.g, C.int(max(wait, 0)/time.Millisecond), &ev)
+		if got < 0 {
+			h.Close()
+			return nil, nil, fmt.Errorf("rdma_get_cm_event: %w", syscall.Errno(-got))
+		}
+		if got == 0 {
+			continue
+		}
+		// The channel drains in one go: one poll per burst of events.
+		for got > 0 {
+			handle(h, &ev, recs, phase, end, cmMS, pdata, len(cfg.PrivateData))
+			got = C.rp_cm_next(h.g, 0, &ev)
+		}
+	}
+	return recs, h, nil
+}
+
+// handle moves the attempt ev belongs to on by one step.
+func handle(h *Conns, ev *C.rp_cm_ev, recs []result.ClientRecord, phase func(int, string),
+	end func(int, string, string, syscall.Errno), cmMS C.int, pdata unsafe.Pointer, pdlen int) {
+	i := int(ev.idx)
+	if i < 0 || i >= len(h.conns) || h.conns[i].id != ev.id {
+		return // an attempt already ended
+	}
+	c := &h.conns[i]
+	status := int(ev.status)
+	errno := syscall.Errno(0)
+	if status < 0 {
+		errno = syscall.Errno(-status)
+	}
+	switch ev.event {
+	case C.RDMA_CM_EVENT_ADDR_RESOLVED:
+		phase(i, result.PhaseResolveAddr)
+		c.step = stepRoute
+		if e := C.rp_cm_route(c.id, cmMS); e != 0 {
+			end(i, result.OutcomeRouteError, "rdma_resolve_route", syscall.Errno(-e))
+		}
+	case C.RDMA_CM_EVENT_ROUTE_RESOLVED:
+		phase(i, result.PhaseResolveRoute)
+		var qpn C.uint32_t
+		if e := C.rp_cm_qp(h.g, c.id, &qpn); e != 0 {
+			end(i, result.OutcomeQPCreate, "rdma_create_qp", syscall.Errno(-e))
+			return
+		}
+		recs[i].LocalQPN = uint32(qpn)
+		phase(i, result.PhaseQPCreate)
+		c.step = stepEstablish
+		if e := C.rp_cm_connect(c.id, pdata, C.int(pdlen)); e != 0 {
+			end(i, result.OutcomeConnectError, "rdma_connect", syscall.Errno(-e))
+		}
+	case C.RDMA_CM_EVENT_ESTABLISHED:
+		phase(i, result.PhaseEstablish)
+		recs[i].RemoteQPN = uint32(ev.qpn)
+		end(i, result.OutcomeOK, "", 0)
+	case C.RDMA_CM_EVENT_REJECTED:
+		why := fmt.Sprintf("reason %d", status)
+		if name := rejectReasons[status]; name != "" {
+			why += " (" + name + ")"
+		}
+		end(i, result.OutcomeRejected, fmt.Sprintf("%s, private data %d bytes", why, int(ev.pdlen)), 0)
+	case C.RDMA_CM_EVENT_UNREACHABLE:
+		end(i, result.OutcomeUnreachable, fmt.Sprintf("status %d", status), errno)
+	case C.RDMA_CM_EVENT_CONNECT_ERROR:
+		end(i, result.OutcomeConnectError, fmt.Sprintf("status %d", status), errno)
+	case C.RDMA_CM_EVENT_ADDR_ERROR:
+		end(i, result.OutcomeAddrError, fmt.Sprintf("status %d", status), errno)
+	case C.RDMA_CM_EVENT_ROUTE_ERROR:
+		end(i, result.OutcomeRouteError, fmt.Sprintf("status %d", status), errno)
+	case C.RDMA_CM_EVENT_DISCONNECTED, C.RDMA_CM_EVENT_DEVICE_REMOVAL, C.RDMA_CM_EVENT_ADDR_CHANGE:
+		if c.step == stepHeld {
+			// Made, then closed by the other side before the last
+			// attempt of this generator ended.
+			recs[i].Outcome, recs[i].Error = result.OutcomeDisconnected, C.GoString(C.rdma_event_str(uint32(ev.event)))
+			C.rp_cm_close(c.id, 0)
+			c.id, c.step = nil, stepEnded
+		} else if c.step != stepEnded {
+			end(i, result.OutcomeDisconnected, C.GoString(C.rdma_event_str(uint32(ev.event))), 0)
+		}
+	}
+}
+
+// rejectReasons names the IB CM's reject reasons (IBTA 12.6.7.2) that
+// an rdma_cm client meets: what a RoCE or InfiniBand REJECTED carries.
+var rejectReasons = map[int]string{
+	1: "no QP", 3: "no resources", 4: "timeout", 5: "unsupported", 6: "invalid comm ID",
+	8: "invalid service ID: no listener", 10: "stale connection", 26: "invalid MTU",
+	27: "insufficient responder resources", 28: "consumer defined", 29: "invalid RNR retry",
+	31: "invalid class version",
+}
+
+// startAt is when attempt i starts at rate per second.
+func startAt(begin time.Time, i int, rate float64) time.Time {
+	return begin.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+}
+
+func stepName(step int) string {
+	switch step {
+	case stepAddr:
+		return "resolving the address"
+	case stepRoute:
+		return "resolving the route"
+	default:
+		return "connecting"
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,100 @@
+package child
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/fabric/rdmacm"
+	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
+)
+
+// generateCM is Generate for rdma_cm clients (protocol.CMClient): it says
+// "ready" at once (rdma_cm picks the device from the route), waits for
+// the release (the server's host:port), makes spec.N connections from
+// one event channel, reports "progress" and "done", and holds the
+// connections until the runner closes its stdin. By hand it prints the
+// counts and holds for spec.Hold or until stdin ends (HoldStdin).
+func generateCM(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Reader, out io.Writer, events bool) error {
+	emit := protocol.NewEmitter(out)
+	failf := func(err error) error {
+		if events {
+			emit.Emit(protocol.Event{Event: "error", Error: err.Error()})
+		}
+		return err
+	}
+	cfg := rdmacm.Config{N: spec.N, IDBase: spec.IDBase, Proc: spec.Proc, InFlight: spec.InFlight,
+		Rate: spec.Rate, Timeout: spec.Timeout, PrivateData: spec.CM.PrivateData}
+	if err := cfg.Check(); err != nil {
+		return failf(err)
+	}
+	if !rdmacm.Supported() {
+		_, _, err := rdmacm.Run(ctx, cfg)
+		return failf(err)
+	}
+	if events {
+		emit.Emit(protocol.Event{Event: "started", PID: os.Getpid()})
+		emit.Emit(protocol.Event{Event: "ready", PID: os.Getpid()})
+		line, err := in.ReadString('\n')
+		if err != nil {
+			return nil // released before the start: the point was abandoned
+		}
+		cfg.Addr = strings.TrimSpace(line)
+	} else {
+		cfg.Addr = spec.Addr
+	}
+	var done, ok atomic.Int64
+	cfg.Progress = func(n, k int) {
+		done.Store(int64(n))
+		ok.Store(int64(k))
+	}
+	stopProgress := reportProgress(emit, events, &done, &ok)
+	recs, conns, err := rdmacm.Run(ctx, cfg)
+	stopProgress()
+	if err != nil {
+		return failf(err)
+	}
+	defer conns.Close()
+	connected := 0
+	for _, r := range recs {
+		if r.Outcome == result.OutcomeOK {
+			connected++
+		}
+	}
+	if events {
+		usage := selfUsage(spec.Proc, "", "")
+		emit.Emit(protocol.Event{Event: "done", OK: connected, Records: recs, Usage: &usage})
+		// Hold every connection until the runner releases them.
+		released := make(chan struct{})
+		go func() {
+			watchRelease(in, protocol.HeartbeatLost, func(string) {})
+			close(released)
+		}()
+		select {
+		case <-released:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	printCounts(out, recs, connected)
+	if spec.HoldStdin && connected < len(recs) {
+		return fmt.Errorf("%d of %d clients did not connect", len(recs)-connected, len(recs))
+	}
+	if spec.HoldStdin {
+		io.Copy(io.Discard, in)
+	} else if spec.Hold > 0 {
+		t := time.NewTimer(spec.Hold)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	return nil
+}
