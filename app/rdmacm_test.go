@@ -96,3 +96,45 @@ func TestVMRDMACMServers(t *testing.T) {
 		})
 	}
 }
+
+// The capped rdma_cm fixture (testdata/cmcapserver), holding 5 and
+// rejecting above: search with rdma_cm clients finds exactly 5, and the
+// diagnosis names REJECTED with the reason the server gave.
+func TestVMRDMACMCap(t *testing.T) {
+	needVM(t)
+	needTool(t, "gcc", "gcc")
+	src, err := filepath.Abs("../testdata/cmcapserver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	out, errOut, code := run(t, "search", "--backend", "vm", "--lo", "1", "--hi", "16", "--calibrate", "0",
+		"--vm-mem", "2048", "--results", root, "--timeout", "30s", "--client-kind", "rdmacm", "--cm-private-data", "72647072",
+		"--server-build", "make -s -C "+src+" OUT={build}", "--server-build-cache", t.TempDir(),
+		"--server-cmd", "{build}/cmcapserver -a {addr} -p {port} -c 5")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	run := loadOnlyRun(t, root)
+	if s := run.Search; s == nil || s.Capacity != 5 || s.FirstFail != 6 {
+		t.Fatalf("search %+v, want capacity 5 and first failure 6\n%s", run.Search, out)
+	}
+	for _, p := range run.Points {
+		if p.Clients == 6 {
+			if p.Connected != 5 || p.Outcomes[result.OutcomeRejected] != 1 {
+				t.Errorf("6 clients: %d connected, outcomes %v", p.Connected, p.Outcomes)
+			}
+			for _, r := range p.Records {
+				if r.Outcome == result.OutcomeRejected && !strings.Contains(r.Error, "reason 28 (consumer defined)") {
+					t.Errorf("rejected client: %q, want the reason named", r.Error)
+				}
+			}
+		}
+	}
+	d := run.Diagnosis
+	if d == nil || !strings.Contains(d.Summary+" "+strings.Join(d.Evidence, " "), result.OutcomeRejected) {
+		t.Errorf("diagnosis %+v does not name %s", d, result.OutcomeRejected)
+	}
+	t.Logf("diagnosis: %+v", d)
+	noChildren(t)
+}
