@@ -91,7 +91,7 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 	for _, found := range []func(*diagCase) bool{
 		(*diagCase).harness, (*diagCase).generators, (*diagCase).atMaxClients,
 		(*diagCase).mapGuard, (*diagCase).mapCount, (*diagCase).openFiles,
-		(*diagCase).deviceCap, (*diagCase).listenBacklog, (*diagCase).serverError,
+		(*diagCase).deviceCap, (*diagCase).cmEvents, (*diagCase).listenBacklog, (*diagCase).serverError,
 	} {
 		if found(c) {
 			return c.d
@@ -288,16 +288,19 @@ func (c *diagCase) listenBacklog() bool {
 	f := c.f
 	overflows := c.after.ListenOverflows - c.before.ListenOverflows
 	drops := c.after.ListenDrops - c.before.ListenDrops
-	if (overflows <= 0 && drops <= 0) || (f.class != result.OutcomeTCPConnect && f.class != result.OutcomeTimeout && f.class != result.OutcomeTLS) {
+	if (overflows <= 0 && drops <= 0) || cmClients(c.pt) || (f.class != result.OutcomeTCPConnect && f.class != result.OutcomeTimeout && f.class != result.OutcomeTLS) {
 		return false
 	}
 	c.d.Limit = "listen-backlog"
 	c.d.Summary = fmt.Sprintf("%s clients lost at %s while the listen queue overflowed %s times (somaxconn %s)",
 		Thousands(f.count), f.class, Thousands(int(overflows)), Thousands(int(c.before.Somaxconn)))
 	c.ev("TcpExtListenOverflows +%s, TcpExtListenDrops +%s during the point", Thousands(int(overflows)), Thousands(int(drops)))
-	c.d.Suggestion = "raise the server's --backlog and net.core.somaxconn, or pace launches with --rate"
+	c.d.Suggestion = backlogAdvice(c.pt)
 	return true
 }
+
+// cmEvents: what the CM events of rdma_cm clients say plainly.
+func (c *diagCase) cmEvents() bool { return cmDiagnosis(c.pt, c.f, c.d) }
 
 // serverError: a server command that printed errors while its clients
 // failed; its own words are the best evidence there is, kept even when

@@ -99,7 +99,7 @@ func TestVMRDMACMServers(t *testing.T) {
 
 // The capped rdma_cm fixture (testdata/cmcapserver), holding 5 and
 // rejecting above: search with rdma_cm clients finds exactly 5, and the
-// diagnosis names REJECTED with the reason the server gave.
+// diagnosis names REJECTED, the server's own cap and the reason it gave.
 func TestVMRDMACMCap(t *testing.T) {
 	needVM(t)
 	needTool(t, "gcc", "gcc")
@@ -132,7 +132,7 @@ func TestVMRDMACMCap(t *testing.T) {
 		}
 	}
 	d := run.Diagnosis
-	if d == nil || !strings.Contains(d.Summary+" "+strings.Join(d.Evidence, " "), result.OutcomeRejected) {
+	if d == nil || d.Limit != "server-rejected" || !strings.Contains(d.Summary+" "+strings.Join(d.Evidence, " "), result.OutcomeRejected) {
 		t.Errorf("diagnosis %+v does not name %s", d, result.OutcomeRejected)
 	}
 	t.Logf("diagnosis: %+v", d)
