@@ -53,6 +53,7 @@ var flagCategory = map[string]string{
 	"hosts": catHosts, "hostfile": catHosts, "launcher": catHosts, "ssh": catHosts, "srun": catHosts, "server-host": catHosts,
 
 	"results": catOutput, "profile": catOutput, "calibrate": catOutput, "sample-interval": catOutput,
+	"metrics-addr": catOutput, "metrics-linger": catOutput, "events": catOutput,
 
 	"serve/listen": catServer, "serve/msg-size": catServer, "serve/depth": catServer, "serve/busy-poll": catServer,
 	"serve/remote": catServer, "serve/ready-file": catOutput, "serve/debug-addr": catOutput,

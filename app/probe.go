@@ -16,6 +16,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 
+	"github.com/rdmaprobe/rdmaprobe/live"
 	"github.com/rdmaprobe/rdmaprobe/probe"
 	"github.com/rdmaprobe/rdmaprobe/report"
 	"github.com/rdmaprobe/rdmaprobe/result"
@@ -49,7 +50,7 @@ func probeFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "stop-on-error", Usage: "stop at the first point that itself fails (server died, load generator crashed or hung) instead of counting it as failed and going on"},
 		&cli.DurationFlag{Name: "calibrate", Value: runner.DefaultCalibration, Usage: "measure this machine's speed (serial TLS handshakes in one process) for this long before and after each point, to tell a slow host from a slow server (0 = off)"},
 		&cli.DurationFlag{Name: "sample-interval", Value: 500 * time.Millisecond, Usage: "how often the collectors sample resources, processes and the host (0 = off)"},
-	}, append(append(append(append(append(append(trafficFlags(), vmFlags()...), simInVMFlag(), vmPeerFlag()), limitFlags()...), fabricFlags()...), targetFlags()...), remoteFlags()...)...)
+	}, append(append(append(append(append(append(append(trafficFlags(), liveFlags()...), vmFlags()...), simInVMFlag(), vmPeerFlag()), limitFlags()...), fabricFlags()...), targetFlags()...), remoteFlags()...)...)
 }
 
 func searchCommand(s Streams) *cli.Command {
@@ -129,7 +130,7 @@ func parseCounts(s string) ([]int, error) {
 
 // runProbe is search and ramp: flags to one session.Options, then the
 // session runs and saves the points while this prints them.
-func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) error {
+func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) (err error) {
 	be, spec, err := probeBackend(c, s)
 	if err != nil {
 		return err
@@ -138,8 +139,24 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 	if err != nil {
 		return err
 	}
+	lv, err := openLive(c, &s)
+	if err != nil {
+		return err
+	}
+	be.out = s.Out
+	var ss *session.Session
+	defer func() {
+		if ss == nil {
+			lv.events.RunEnds(nil, "", err)
+		} else {
+			lv.events.RunEnds(ss.Run, ss.Path, err)
+		}
+		if e := lv.close(context.WithoutCancel(c.Context), s.Err); err == nil && e != nil {
+			err = fail(ExitRunError, "%v", e)
+		}
+	}()
 	prog := newProgress(s.Err)
-	o := sessionOptions(c, s, mode, strat, be, spec, prog)
+	o := sessionOptions(c, s, mode, strat, be, spec, prog, lv)
 	o.SLOs, o.Criterion = slos, criterion
 	if err := o.Check(); err != nil {
 		return fail(ExitUsage, "%v", err)
@@ -155,7 +172,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) er
 		stop()
 		prog.say("interrupted: stopping the point in progress and saving what it measured (Ctrl-C again quits at once)")
 	})()
-	ss, err := session.Run(ctx, o)
+	ss, err = session.Run(ctx, o)
 	prog.clear()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -224,18 +241,30 @@ func probeBackend(c *cli.Context, s Streams) (*backend, runner.Spec, error) {
 // sessionOptions are the session's options for a search or ramp: the
 // spec and backend, the counts to run, and how each point, note and
 // decision is printed as it comes.
-func sessionOptions(c *cli.Context, s Streams, mode string, strat session.Strategy, be *backend, spec runner.Spec, prog *progress) session.Options {
+func sessionOptions(c *cli.Context, s Streams, mode string, strat session.Strategy, be *backend, spec runner.Spec, prog *progress, lv *liveViews) session.Options {
 	o := session.Options{
 		Mode: mode, Command: os.Args, ToolVersion: Version, ResultsDir: c.String("results"),
 		Backend: be.Backend, Spec: spec, Trials: c.Int("trials"), StopOnError: c.Bool("stop-on-error"),
 		Target:   targetRecord(spec, c.StringSlice("target-dir"), be.targetDevice(spec), be.targetAddr(spec)),
 		Strategy: strat, Open: be.open, ProfileDir: c.String("profile"),
-		SLOText:  c.String("slo"),
-		Progress: prog.update,
+		SLOText: c.String("slo"),
+		Progress: func(p runner.Progress) {
+			lv.metrics.Progress(p.Clients, p.Done, p.OK)
+			lv.events.Progress(p.Done, p.OK)
+			prog.update(p)
+		},
 		PointStarts: func(n, trial int) {
+			lv.metrics.PointStarts(n, trial)
+			lv.events.PointStarts(n, trial)
 			prog.start(n, trial, c.Int("trials"))
 		},
+		Started: func(id string, run *result.Run) {
+			lv.metrics.Start(live.Labels{RunID: id, Backend: run.Backend.Name, Mode: mode})
+			lv.events.RunStarts(id, run)
+		},
 		Point: func(pt result.Point) {
+			lv.metrics.PointEnds(pt)
+			lv.events.PointEnds(pt)
 			prog.clear()
 			fmt.Fprintln(s.Out, pointLine(pt, be.Backend.Simulated))
 			for _, l := range hostLines(pt) {
@@ -246,10 +275,12 @@ func sessionOptions(c *cli.Context, s Streams, mode string, strat session.Strate
 			}
 		},
 		Note: func(note string) {
+			lv.events.Note(note)
 			prog.clear()
 			fmt.Fprintln(s.Out, "note: "+note)
 		},
 		Decision: func(n int, why string) {
+			lv.events.Decision(n, why)
 			prog.clear()
 			fmt.Fprintf(s.Out, "next: %d clients (%s)\n", n, why)
 		},

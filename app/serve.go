@@ -43,6 +43,7 @@ func serveCommand(s Streams) *cli.Command {
 			&cli.BoolFlag{Name: "tls-tickets", Usage: "issue TLS session tickets so that returning clients can resume (default: off, every client does a full handshake)"},
 			&cli.StringFlag{Name: "ready-file", Usage: "write the listening address to this file once ready"},
 			&cli.StringFlag{Name: "debug-addr", Usage: "serve the retained heap and the server's counters as JSON at /debug/memory, and Go's profiles at /debug/pprof/, on this address (e.g. 127.0.0.1:6060; port 0 picks one, printed at start)"},
+			metricsAddrFlag("serve the admission counters and the RDMA objects held (Prometheus/OpenMetrics) at /metrics on this `HOST:PORT` (docs/metrics.md)"),
 			&cli.IntFlag{Name: "depth", Value: 1, Usage: "messages a client may have outstanding (sizes each client's queues and echo buffers)"},
 			&cli.DurationFlag{Name: "busy-poll", Usage: "keep polling an empty completion queue this long after its last completion before sleeping on its completion channel (0 = sleep at once)"},
 			&cli.BoolFlag{Name: "remote", Usage: "lend each client depth × msg-size bytes of one buffer registered at start for RDMA WRITE and READ (its address and rkey are in the accept)"},
@@ -97,7 +98,7 @@ func serverSpec(c *cli.Context) (protocol.ServerSpec, error) {
 		MsgSize: c.Int("msg-size"), Backlog: c.Int("backlog"), HandshakeTimeout: c.Duration("handshake-timeout"),
 		ExchangeTimeout: c.Duration("exchange-timeout"), TLSKex: c.String("tls-kex"), Detach: c.Bool("detach"),
 		TLSTickets: c.Bool("tls-tickets"), NoFile: c.Uint64("nofile"), MemLock: c.Uint64("memlock"),
-		CPUProfile: c.String("cpuprofile"), ReadyFile: c.String("ready-file"), DebugAddr: c.String("debug-addr"),
+		CPUProfile: c.String("cpuprofile"), ReadyFile: c.String("ready-file"), DebugAddr: c.String("debug-addr"), MetricsAddr: c.String("metrics-addr"),
 		Depth: c.Int("depth"), Remote: c.Bool("remote"), BusyPoll: c.Duration("busy-poll")}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -77,6 +78,9 @@ type Options struct {
 	// Decision, if set, is told before each count is measured why the
 	// strategy chose it.
 	Decision func(n int, why string)
+	// Started, if set, is told the run's ID (its directory's name) and
+	// the run as created, before the runner opens; it must not keep run.
+	Started func(id string, run *result.Run)
 }
 
 // Session is a run that was saved.
@@ -101,6 +105,9 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 	}
 	s := &Session{Dir: dir, Run: newRun(o)}
 	run := s.Run
+	if o.Started != nil {
+		o.Started(filepath.Base(dir), run)
+	}
 	pairs, err := certs.NewPairs()
 	if err != nil {
 		return nil, s.notStarted(err)

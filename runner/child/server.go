@@ -19,6 +19,7 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/certs"
 	"github.com/rdmaprobe/rdmaprobe/collectors"
+	"github.com/rdmaprobe/rdmaprobe/live"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 	"github.com/rdmaprobe/rdmaprobe/server"
@@ -75,6 +76,21 @@ func Serve(ctx context.Context, spec protocol.ServerSpec, in *bufio.Reader, out 
 		}
 		defer stopDebug()
 	}
+	metrics := ""
+	if spec.MetricsAddr != "" {
+		m, err := live.ServeServer(spec.MetricsAddr, live.ServerSource{InUse: inUse,
+			Stats: func() (result.ServerStats, bool) {
+				if s := served.Load(); s != nil {
+					return s.Stats(), true
+				}
+				return result.ServerStats{}, false
+			}})
+		if err != nil {
+			return failf(err)
+		}
+		defer m.Close(ctx, 0)
+		metrics = m.Addr()
+	}
 	srv, err := server.New(ctx, scfg)
 	if err != nil {
 		return failf(err)
@@ -106,6 +122,9 @@ func Serve(ctx context.Context, spec protocol.ServerSpec, in *bufio.Reader, out 
 			addr, dev.Name(), sim, spec.MaxClients, spec.Mode, detached)
 		if debug != "" {
 			fmt.Fprintf(out, "%s%s/debug/memory (and /debug/pprof/)\n", DebugLinePrefix, debug)
+		}
+		if metrics != "" {
+			fmt.Fprintf(out, "metrics: http://%s/metrics\n", metrics)
 		}
 	}
 	err = srv.Serve(ctx)

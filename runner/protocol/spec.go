@@ -56,6 +56,9 @@ type ServerSpec struct {
 	// DebugAddr, if set, serves /debug/memory and /debug/pprof/ there
 	// (child.Serve).
 	DebugAddr string `json:"debug_addr,omitempty"`
+	// MetricsAddr, if set, serves the server's admission counters and
+	// the objects it holds at /metrics there (live.ServeServer).
+	MetricsAddr string `json:"metrics_addr,omitempty"`
 }
 
 // ServerRequestUsage is the line that asks a running `serve` for its CPU

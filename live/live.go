@@ -1,0 +1,300 @@
+// Package live exposes a run while it happens: Prometheus/OpenMetrics
+// metrics of each point on an HTTP endpoint (Metrics), the same for a
+// standalone server's admission counters (ServeServer), and a stream of
+// JSON-line events (Events). Everything here is off unless asked for:
+// a nil *Metrics or *Events takes every call and does nothing.
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// Labels are the run's constant labels, on every series of a run.
+type Labels struct {
+	RunID, Backend, Mode string
+}
+
+// Classic buckets, which Prometheus 2.42 and histogram_quantile read;
+// the native buckets beside them cost little and aggregate exactly.
+var (
+	phaseBuckets   = prometheus.ExponentialBuckets(0.0001, 2, 20)   // 100 µs to 52 s
+	latencyBuckets = prometheus.ExponentialBuckets(0.000002, 2, 22) // 2 µs to 8 s
+)
+
+const nativeFactor = 1.1
+
+// Metrics is a run's registry and the endpoint that serves it. Its
+// methods are safe for concurrent use and do nothing on a nil *Metrics.
+type Metrics struct {
+	reg *prometheus.Registry
+	srv *http.Server
+	ln  net.Listener
+
+	mu      sync.Mutex
+	point   prometheus.Labels
+	started time.Time
+
+	clients, attempted, connected, rate *prometheus.GaugeVec
+	failed, objects                     *prometheus.GaugeVec
+	cpu, rss                            *prometheus.GaugeVec
+	messages, bytes, msgRate            *prometheus.GaugeVec
+	phases, latency                     *prometheus.HistogramVec
+	points                              *prometheus.CounterVec
+}
+
+// MetricNames are the names a run's registry exposes (histograms by
+// their base name): what a dashboard may query.
+var MetricNames = []string{
+	"rdmaprobe_point_clients", "rdmaprobe_point_attempted", "rdmaprobe_point_connected",
+	"rdmaprobe_point_failed", "rdmaprobe_point_connects_per_second",
+	"rdmaprobe_connect_phase_seconds", "rdmaprobe_server_objects",
+	"rdmaprobe_process_cpu_percent", "rdmaprobe_process_rss_bytes",
+	"rdmaprobe_traffic_messages", "rdmaprobe_traffic_bytes", "rdmaprobe_traffic_messages_per_second",
+	"rdmaprobe_traffic_latency_seconds", "rdmaprobe_points_total",
+}
+
+// NewRegistry returns a run's metrics without serving them.
+func NewRegistry(l Labels) *Metrics {
+	m := &Metrics{}
+	m.start(l)
+	return m
+}
+
+func (m *Metrics) start(l Labels) {
+	reg := prometheus.NewRegistry()
+	cl := prometheus.Labels{"run_id": l.RunID, "backend": l.Backend, "mode": l.Mode}
+	pl := []string{"point", "trial"}
+	gauge := func(name, help string, extra ...string) *prometheus.GaugeVec {
+		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: cl}, append(append([]string{}, pl...), extra...))
+		reg.MustRegister(g)
+		return g
+	}
+	hist := func(name, help string, buckets []float64, extra ...string) *prometheus.HistogramVec {
+		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: name, Help: help, ConstLabels: cl, Buckets: buckets,
+			NativeHistogramBucketFactor: nativeFactor, NativeHistogramMaxBucketNumber: 160,
+		}, append(append([]string{}, pl...), extra...))
+		reg.MustRegister(h)
+		return h
+	}
+	m.clients = gauge("rdmaprobe_point_clients", "Clients the point launches.")
+	m.attempted = gauge("rdmaprobe_point_attempted", "Clients of the point that have an outcome so far.")
+	m.connected = gauge("rdmaprobe_point_connected", "Clients of the point connected so far.")
+	m.failed = gauge("rdmaprobe_point_failed", "Clients of the point that failed, by outcome class.", "class")
+	m.rate = gauge("rdmaprobe_point_connects_per_second", "Clients connected per second since the point's first outcome.")
+	m.objects = gauge("rdmaprobe_server_objects", "RDMA objects the server holds, by type (qp, cq, mr, pd, srq, ctx).", "type")
+	m.cpu = gauge("rdmaprobe_process_cpu_percent", "CPU of the point's processes, percent of one core, by role (server, clients-N).", "role", "host")
+	m.rss = gauge("rdmaprobe_process_rss_bytes", "Resident memory of the point's processes, by role.", "role", "host")
+	m.messages = gauge("rdmaprobe_traffic_messages", "Messages the traffic phase verified.")
+	m.msgRate = gauge("rdmaprobe_traffic_messages_per_second", "Messages the traffic phase verified per second of its window.")
+	m.bytes = gauge("rdmaprobe_traffic_bytes", "Payload bytes of the messages the traffic phase verified.")
+	m.phases = hist("rdmaprobe_connect_phase_seconds", "Duration of each connect phase of the point's clients.", phaseBuckets, "phase")
+	m.latency = hist("rdmaprobe_traffic_latency_seconds", "Round-trip time of the traffic phase's messages.", latencyBuckets)
+	m.points = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rdmaprobe_points_total", Help: "Points finished, by whether they passed.", ConstLabels: cl}, []string{"passed"})
+	reg.MustRegister(m.points)
+	m.reg = reg
+}
+
+// Listen binds addr (HOST:PORT; port 0 picks one, Addr says which) and
+// serves /metrics there until Close: nothing until Start gives the
+// run's labels, then the run's metrics. Binding first lets a bad
+// address fail before the run starts.
+func Listen(addr string) (*Metrics, error) {
+	m := &Metrics{}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.mu.Lock()
+		reg := m.reg
+		m.mu.Unlock()
+		if reg == nil {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			return
+		}
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true}).ServeHTTP(w, r)
+	})
+	if err := m.listen(addr, h); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Start creates the run's series, labelled l.
+func (m *Metrics) Start(l Labels) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.start(l)
+}
+
+func (m *Metrics) listen(addr string, h http.Handler) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+	m.ln = ln
+	m.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go m.srv.Serve(ln)
+	return nil
+}
+
+// Registry is the registry behind m.
+func (m *Metrics) Registry() *prometheus.Registry {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reg
+}
+
+// Addr is the address the endpoint listens on; "" when not serving.
+func (m *Metrics) Addr() string {
+	if m == nil || m.ln == nil {
+		return ""
+	}
+	return m.ln.Addr().String()
+}
+
+// Close stops the endpoint after linger, so that a last scrape sees the
+// final point, or at once when ctx ends first.
+func (m *Metrics) Close(ctx context.Context, linger time.Duration) error {
+	if m == nil || m.srv == nil {
+		return nil
+	}
+	if linger > 0 {
+		t := time.NewTimer(linger)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	err := m.srv.Close()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// PointStarts starts the series of the point of n clients, trial.
+func (m *Metrics) PointStarts(n, trial int) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.reg == nil {
+		return
+	}
+	m.point = prometheus.Labels{"point": strconv.Itoa(n), "trial": strconv.Itoa(trial)}
+	m.started = time.Time{}
+	m.clients.With(m.point).Set(float64(n))
+	m.attempted.With(m.point).Set(0)
+	m.connected.With(m.point).Set(0)
+}
+
+// Progress sets the point's counts so far.
+func (m *Metrics) Progress(clients, done, ok int) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.point == nil {
+		return
+	}
+	if m.started.IsZero() && done > 0 {
+		m.started = time.Now()
+	}
+	m.attempted.With(m.point).Set(float64(done))
+	m.connected.With(m.point).Set(float64(ok))
+	if s := time.Since(m.started).Seconds(); !m.started.IsZero() && s > 0 {
+		m.rate.With(m.point).Set(float64(ok) / s)
+	}
+}
+
+// PointEnds sets the point's figures from its record: the final counts,
+// the outcome classes, the connect phases, the server's objects, the
+// processes' CPU and memory, and the traffic phase.
+func (m *Metrics) PointEnds(pt result.Point) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.reg == nil {
+		return
+	}
+	p := prometheus.Labels{"point": strconv.Itoa(pt.Clients), "trial": strconv.Itoa(pt.Trial)}
+	m.point = nil
+	m.clients.With(p).Set(float64(pt.Clients))
+	m.attempted.With(p).Set(float64(pt.Attempted))
+	m.connected.With(p).Set(float64(pt.Connected))
+	if pt.ConnectSec > 0 {
+		m.rate.With(p).Set(float64(pt.Connected) / pt.ConnectSec)
+	}
+	// Every class, zeros too, so that a query by class has a series.
+	for _, class := range result.Outcomes {
+		if class != result.OutcomeOK {
+			m.failed.With(with(p, "class", class)).Set(float64(pt.Outcomes[class]))
+		}
+	}
+	m.phases.DeletePartialMatch(p)
+	for _, r := range pt.Records {
+		for ph, us := range r.PhasesUS {
+			m.phases.With(with(p, "phase", ph)).Observe(float64(us) / 1e6)
+		}
+	}
+	objs := pt.Server.Resources
+	if pt.Peak != nil && len(pt.Peak.Resources) > 0 {
+		objs = pt.Peak.Resources
+	}
+	for typ, c := range objs {
+		m.objects.With(with(p, "type", typ)).Set(float64(c))
+	}
+	if n := len(pt.Samples); n > 0 {
+		for _, ps := range pt.Samples[n-1].Procs {
+			l := with(with(p, "role", ps.Role), "host", "")
+			m.cpu.With(l).Set(ps.CPU)
+			m.rss.With(l).Set(float64(ps.RSS))
+		}
+	}
+	if t := pt.Traffic; t != nil {
+		m.messages.With(p).Set(float64(t.Messages))
+		m.bytes.With(p).Set(float64(t.Bytes))
+		if t.DurationSec > 0 {
+			m.msgRate.With(p).Set(float64(t.Messages) / t.DurationSec)
+		}
+	}
+	lat := m.latency.With(p)
+	for _, r := range pt.Records {
+		for _, us := range r.RTTsUS {
+			lat.Observe(us / 1e6)
+		}
+	}
+	m.points.WithLabelValues(strconv.FormatBool(pt.Passed)).Inc()
+}
+
+func with(l prometheus.Labels, k, v string) prometheus.Labels {
+	c := make(prometheus.Labels, len(l)+1)
+	for a, b := range l {
+		c[a] = b
+	}
+	c[k] = v
+	return c
+}

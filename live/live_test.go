@@ -1,0 +1,203 @@
+package live
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// committedSim is a committed sim run with a traffic phase: real
+// records, samples and round trips to feed the registry.
+const committedSim = "../results/20261126T231340Z-sim/run.json"
+
+// fed is a registry fed every point of the committed sim run, as a
+// run's callbacks feed it.
+func fed(t *testing.T) (*Metrics, *result.Run) {
+	t.Helper()
+	run, err := result.Load(committedSim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewRegistry(Labels{RunID: "r1", Backend: run.Backend.Name, Mode: run.Mode})
+	for _, pt := range run.Points {
+		m.PointStarts(pt.Clients, pt.Trial)
+		m.Progress(pt.Clients, pt.Attempted/2, pt.Connected/2)
+		m.PointEnds(pt)
+	}
+	return m, run
+}
+
+func gather(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		out[mf.GetName()] = mf
+	}
+	return out
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+func TestRegistryHoldsEveryPoint(t *testing.T) {
+	m, run := fed(t)
+	fams := gather(t, m)
+	for _, name := range MetricNames {
+		if fams[name] == nil {
+			t.Errorf("%s not gathered after a run with a traffic phase", name)
+		}
+	}
+	for _, pt := range run.Points {
+		var got float64 = -1
+		for _, s := range fams["rdmaprobe_point_connected"].GetMetric() {
+			if label(s, "point") == itoa(pt.Clients) && label(s, "run_id") == "r1" && label(s, "backend") == "sim" {
+				got = s.GetGauge().GetValue()
+			}
+		}
+		if got != float64(pt.Connected) {
+			t.Errorf("point %d: connected %v, run.json says %d", pt.Clients, got, pt.Connected)
+		}
+	}
+	h := fams["rdmaprobe_traffic_latency_seconds"]
+	var n uint64
+	for _, s := range h.GetMetric() {
+		n += s.GetHistogram().GetSampleCount()
+		if len(s.GetHistogram().GetBucket()) == 0 {
+			t.Error("latency histogram without classic buckets")
+		}
+	}
+	want := 0
+	for _, pt := range run.Points {
+		for _, r := range pt.Records {
+			want += len(r.RTTsUS)
+		}
+	}
+	if n != uint64(want) || want == 0 {
+		t.Errorf("latency histogram counts %d round trips, the records hold %d", n, want)
+	}
+}
+
+// TestDashboardQueriesExist parses the Grafana dashboard and checks that
+// every metric its queries name is one the registry exposes.
+func TestDashboardQueriesExist(t *testing.T) {
+	b, err := os.ReadFile("../grafana/rdmaprobe.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title, Description string
+			Targets            []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("dashboard: %v", err)
+	}
+	m, _ := fed(t)
+	fams := gather(t, m)
+	name := regexp.MustCompile(`rdmaprobe_[a-z_]+`)
+	queried := 0
+	for _, p := range d.Panels {
+		if p.Description == "" || len(p.Targets) == 0 {
+			t.Errorf("panel %q: no description or no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			for _, n := range name.FindAllString(tg.Expr, -1) {
+				queried++
+				base := n
+				if fams[n] == nil {
+					for _, suf := range []string{"_bucket", "_sum", "_count"} {
+						base = strings.TrimSuffix(base, suf)
+					}
+					if f := fams[base]; f == nil || (base != n && f.GetType() != dto.MetricType_HISTOGRAM) {
+						t.Errorf("panel %q queries %s, which the registry does not expose", p.Title, n)
+					}
+				}
+			}
+		}
+	}
+	if queried < len(d.Panels) {
+		t.Errorf("%d metric names in %d panels", queried, len(d.Panels))
+	}
+	// The dashboard covers every series but the points counter.
+	for _, n := range MetricNames {
+		if n != "rdmaprobe_points_total" && !bytes.Contains(b, []byte(n)) {
+			t.Errorf("dashboard does not show %s", n)
+		}
+	}
+}
+
+func TestEventsLines(t *testing.T) {
+	run, err := result.Load(committedSim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	e := NewEvents(&buf)
+	e.RunStarts("r1", run)
+	e.PointStarts(run.Points[0].Clients, 1)
+	e.PointEnds(run.Points[0])
+	e.RunEnds(run, "x/run.json", nil)
+	var types []string
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var ev Event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if ev.TS.IsZero() {
+			t.Errorf("%s without ts", ev.Type)
+		}
+		if ev.Point != nil && (ev.Point.Records != nil || ev.Point.Samples != nil) {
+			t.Error("point_end carries records or samples")
+		}
+		types = append(types, ev.Type)
+	}
+	if want := []string{EventRunStart, EventPointStart, EventPointEnd, EventRunEnd}; !slices.Equal(types, want) {
+		t.Errorf("types %v, want %v", types, want)
+	}
+	if run.Points[0].Records == nil {
+		t.Error("PointEnds changed the caller's point")
+	}
+}
+
+// TestOffIsNil: every call on the views that are off does nothing.
+func TestOffIsNil(t *testing.T) {
+	var m *Metrics
+	var e *Events
+	m.Start(Labels{})
+	m.PointStarts(1, 1)
+	m.Progress(1, 1, 1)
+	m.PointEnds(result.Point{})
+	e.RunStarts("", nil)
+	e.PointStarts(1, 1)
+	e.Progress(1, 1)
+	e.PointEnds(result.Point{})
+	e.Decision(1, "")
+	e.Note("")
+	e.RunEnds(nil, "", nil)
+	if m.Addr() != "" || m.Registry() != nil || m.Close(context.Background(), 0) != nil || e.Err() != nil {
+		t.Error("a nil view answered")
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
