@@ -151,7 +151,10 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) (e
 		} else {
 			lv.events.RunEnds(ss.Run, ss.Path, err)
 		}
-		if e := lv.close(context.WithoutCancel(c.Context), s.Err); err == nil && e != nil {
+		// A signal ends the linger at once, as it would the run.
+		lctx, lstop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+		defer lstop()
+		if e := lv.close(lctx, s.Err); err == nil && e != nil {
 			err = fail(ExitRunError, "%v", e)
 		}
 	}()

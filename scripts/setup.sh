@@ -21,6 +21,7 @@ pkgs=(
   openssh-client       # ssh: the SSH launcher, and the test hosts' readiness check
   slurm-wlm            # slurmctld, slurmd, srun: the Slurm launcher's one-node test cluster (scripts/testslurm.sh)
   munge                # Slurm's authentication, started by scripts/testslurm.sh
+  prometheus           # scrapes a run's --metrics-addr in app's TestPrometheusScrapesRun, started by the test on loopback
   ca-certificates
 )
 
@@ -39,11 +40,12 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-# openssh-server, munge and slurm-wlm would start their system services
-# when installed (sshd on port 22 of every interface); the tests start
-# their own, in network namespaces, and need none of them. A
-# policy-rc.d that refuses (exit 101) keeps invoke-rc.d from starting
-# anything during this install; it is removed afterwards.
+# openssh-server, munge, slurm-wlm and prometheus would start their
+# system services when installed (sshd on port 22 of every interface);
+# the tests start their own (in network namespaces; Prometheus on
+# loopback) and need none of them. A policy-rc.d that refuses (exit 101)
+# keeps invoke-rc.d from starting anything during this install; it is
+# removed afterwards.
 if [ ! -e /usr/sbin/policy-rc.d ]; then
   printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
   chmod 755 /usr/sbin/policy-rc.d
