@@ -252,8 +252,8 @@ func sessionOptions(c *cli.Context, s Streams, mode string, strat session.Strate
 		Strategy: strat, Open: be.open, ProfileDir: c.String("profile"),
 		SLOText: c.String("slo"),
 		Progress: func(p runner.Progress) {
-			lv.metrics.Progress(p.Clients, p.Done, p.OK)
-			lv.events.Progress(p.Done, p.OK)
+			lv.metrics.Progress(p.Clients, p.Done, p.OK, p.Failed)
+			lv.events.Progress(p.Done, p.OK, p.Failed)
 			prog.update(p)
 		},
 		PointStarts: func(n, trial int) {

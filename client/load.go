@@ -27,6 +27,9 @@ type Load struct {
 	// handshakes. The lead is one of the N and its connect is timed like
 	// the others.
 	Lead bool
+	// Ended, if set, is told each client's record as its attempt ends
+	// (before progress), from the client's goroutine.
+	Ended func(rec *result.ClientRecord)
 }
 
 // Run launches l.N clients concurrently, paced by l.Rate, and waits until
@@ -57,6 +60,9 @@ func Run(ctx context.Context, d *Dialer, l Load, progress func(done, ok int)) ([
 			return
 		}
 		recs[i], conns[i] = rec, c
+		if l.Ended != nil {
+			l.Ended(&recs[i])
+		}
 		n := done.Add(1)
 		k := ok.Load()
 		if c != nil {

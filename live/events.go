@@ -33,9 +33,11 @@ type Event struct {
 	Clients int `json:"clients,omitempty"`
 	Trial   int `json:"trial,omitempty"`
 	// progress: clients with an outcome so far, and connected of them.
-	Done      int     `json:"done,omitempty"`
-	Connected int     `json:"connected,omitempty"`
-	Elapsed   float64 `json:"elapsed_sec,omitempty"`
+	Done int `json:"done,omitempty"`
+	// progress: failed clients so far by outcome class.
+	Failed    map[string]int `json:"failed,omitempty"`
+	Connected int            `json:"connected,omitempty"`
+	Elapsed   float64        `json:"elapsed_sec,omitempty"`
 	// point_end: the point as run.json records it, without its per-client
 	// records and its collector samples.
 	Point *result.Point `json:"point,omitempty"`
@@ -108,7 +110,7 @@ func (e *Events) PointStarts(n, trial int) {
 }
 
 // Progress writes progress at most once per ProgressEvery.
-func (e *Events) Progress(done, ok int) {
+func (e *Events) Progress(done, ok int, failed map[string]int) {
 	if e == nil {
 		return
 	}
@@ -118,7 +120,7 @@ func (e *Events) Progress(done, ok int) {
 		return
 	}
 	e.lastProg = time.Now()
-	e.emit(Event{Type: EventProgress, Clients: e.clients, Trial: e.trial, Done: done, Connected: ok,
+	e.emit(Event{Type: EventProgress, Clients: e.clients, Trial: e.trial, Done: done, Connected: ok, Failed: failed,
 		Elapsed: time.Since(e.started).Seconds()})
 }
 

@@ -208,8 +208,9 @@ func (m *Metrics) PointStarts(n, trial int) {
 	m.connected.With(m.point).Set(0)
 }
 
-// Progress sets the point's counts so far.
-func (m *Metrics) Progress(clients, done, ok int) {
+// Progress sets the point's counts so far, failed ones by outcome class
+// (nil when the generators do not say).
+func (m *Metrics) Progress(clients, done, ok int, failed map[string]int) {
 	if m == nil {
 		return
 	}
@@ -223,6 +224,9 @@ func (m *Metrics) Progress(clients, done, ok int) {
 	}
 	m.attempted.With(m.point).Set(float64(done))
 	m.connected.With(m.point).Set(float64(ok))
+	for class, n := range failed {
+		m.failed.With(with(m.point, "class", class)).Set(float64(n))
+	}
 	if s := time.Since(m.started).Seconds(); !m.started.IsZero() && s > 0 {
 		m.rate.With(m.point).Set(float64(ok) / s)
 	}

@@ -31,7 +31,7 @@ func fed(t *testing.T) (*Metrics, *result.Run) {
 	m := NewRegistry(Labels{RunID: "r1", Backend: run.Backend.Name, Mode: run.Mode})
 	for _, pt := range run.Points {
 		m.PointStarts(pt.Clients, pt.Trial)
-		m.Progress(pt.Clients, pt.Attempted/2, pt.Connected/2)
+		m.Progress(pt.Clients, pt.Attempted/2, pt.Connected/2, nil)
 		m.PointEnds(pt)
 	}
 	return m, run
@@ -186,11 +186,11 @@ func TestOffIsNil(t *testing.T) {
 	var e *Events
 	m.Start(Labels{})
 	m.PointStarts(1, 1)
-	m.Progress(1, 1, 1)
+	m.Progress(1, 1, 1, map[string]int{"timeout": 1})
 	m.PointEnds(result.Point{})
 	e.RunStarts("", nil)
 	e.PointStarts(1, 1)
-	e.Progress(1, 1)
+	e.Progress(1, 1, nil)
 	e.PointEnds(result.Point{})
 	e.Decision(1, "")
 	e.Note("")

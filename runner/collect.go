@@ -184,7 +184,7 @@ func (c *collection) onGenerator(t tagged, addr string) {
 		c.report()
 	case "done":
 		c.st[i].recs = ev.Records
-		c.st[i].progress = protocol.Event{Done: len(ev.Records), OK: ev.OK}
+		c.st[i].progress = protocol.Event{Done: len(ev.Records), OK: ev.OK, Failed: failedOf(ev.Records)}
 		c.st[i].done = true
 		c.st[i].doneAt = time.Now()
 		c.st[i].usage = ev.Usage
@@ -330,6 +330,12 @@ func (c *collection) report() {
 	for _, s := range c.st {
 		p.Done += s.progress.Done
 		p.OK += s.progress.OK
+		for class, n := range s.progress.Failed {
+			if p.Failed == nil {
+				p.Failed = map[string]int{}
+			}
+			p.Failed[class] += n
+		}
 	}
 	c.progress(p)
 }
@@ -342,4 +348,18 @@ func (c *collection) records() []result.ClientRecord {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// failedOf counts records' failures by outcome class.
+func failedOf(recs []result.ClientRecord) map[string]int {
+	var m map[string]int
+	for _, r := range recs {
+		if r.Outcome != result.OutcomeOK {
+			if m == nil {
+				m = map[string]int{}
+			}
+			m[r.Outcome]++
+		}
+	}
+	return m
 }

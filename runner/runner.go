@@ -242,6 +242,9 @@ func (s Spec) MaxClientsAt(n int) int {
 // Progress is a live view of a running point.
 type Progress struct {
 	Clients, Done, OK int
+	// Failed counts the failed clients so far by outcome class, where
+	// the generators report them (the built-in clients do).
+	Failed map[string]int `json:"failed,omitempty"`
 }
 
 // GoMaxProcs policies (Spec.GoMaxProcs, --gomaxprocs).

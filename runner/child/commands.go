@@ -65,7 +65,7 @@ func generateCommands(ctx context.Context, spec protocol.GeneratorSpec, in *bufi
 	}
 
 	var done, connected atomic.Int64
-	stopProgress := reportProgress(emit, events, &done, &connected)
+	stopProgress := reportProgress(emit, events, &done, &connected, nil)
 
 	recs := make([]result.ClientRecord, spec.N)
 	procs := make([]*command.Proc, spec.N)

@@ -201,9 +201,10 @@ func standalone(ctx context.Context, d *client.Dialer, spec protocol.GeneratorSp
 // 250 ms while it changes.
 func runClients(ctx context.Context, d *client.Dialer, spec protocol.GeneratorSpec, emit *protocol.Emitter, events bool) ([]result.ClientRecord, []*client.Conn) {
 	var done, ok atomic.Int64
-	stopProgress := reportProgress(emit, events, &done, &ok)
+	failed := &tally{}
+	stopProgress := reportProgress(emit, events, &done, &ok, failed)
 	recs, conns := client.Run(ctx, d, client.Load{N: spec.N, IDBase: spec.IDBase,
-		Proc: spec.Proc, Rate: spec.Rate, InFlight: spec.InFlight, Lead: spec.TLSResume}, func(n, k int) {
+		Proc: spec.Proc, Rate: spec.Rate, InFlight: spec.InFlight, Lead: spec.TLSResume, Ended: failed.add}, func(n, k int) {
 		done.Store(int64(n))
 		ok.Store(int64(k))
 	})
@@ -213,7 +214,7 @@ func runClients(ctx context.Context, d *client.Dialer, spec protocol.GeneratorSp
 
 // reportProgress emits a "progress" event (with events) every 250 ms
 // while done changes, until the returned stop is called.
-func reportProgress(emit *protocol.Emitter, events bool, done, ok *atomic.Int64) (stop func()) {
+func reportProgress(emit *protocol.Emitter, events bool, done, ok *atomic.Int64, failed *tally) (stop func()) {
 	tick := time.NewTicker(250 * time.Millisecond)
 	stopTick := make(chan struct{})
 	ticked := make(chan struct{})
@@ -225,7 +226,7 @@ func reportProgress(emit *protocol.Emitter, events bool, done, ok *atomic.Int64)
 			case <-tick.C:
 				if n := done.Load(); events && n != last {
 					last = n
-					emit.Emit(protocol.Event{Event: "progress", Done: int(n), OK: int(ok.Load())})
+					emit.Emit(protocol.Event{Event: "progress", Done: int(n), OK: int(ok.Load()), Failed: failed.counts()})
 				}
 			case <-stopTick:
 				return

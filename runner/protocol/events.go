@@ -56,10 +56,13 @@ type Event struct {
 	// stats
 	Server *result.ServerStats `json:"server,omitempty"`
 	// progress, done
-	Done    int                    `json:"done,omitempty"`
-	OK      int                    `json:"ok,omitempty"`
-	Records []result.ClientRecord  `json:"records,omitempty"`
-	Usage   *result.GeneratorUsage `json:"usage,omitempty"`
+	Done    int                   `json:"done,omitempty"`
+	OK      int                   `json:"ok,omitempty"`
+	Records []result.ClientRecord `json:"records,omitempty"`
+	// progress: the failed clients so far by outcome class, cumulative
+	// (bounded by the classes, however many clients)
+	Failed map[string]int         `json:"failed,omitempty"`
+	Usage  *result.GeneratorUsage `json:"usage,omitempty"`
 	// usage: the server's answer to a "usage" request (ServerRequestUsage)
 	ServerUsage *result.ServerUsage `json:"server_usage,omitempty"`
 	// traffic: a generator's clients' traffic phase
