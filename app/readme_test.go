@@ -264,6 +264,13 @@ func TestDocExamples(t *testing.T) {
 					capQP, hasCap = strconv.Itoa(3*n), true
 					e.set("sim-max-qp", capQP)
 				}
+				// A fixed metrics port could be taken; lingering only waits.
+				if _, ok := e.get("metrics-addr"); ok {
+					e.set("metrics-addr", "127.0.0.1:0")
+				}
+				if _, ok := e.get("metrics-linger"); ok {
+					e.set("metrics-linger", "0s")
+				}
 				for _, kv := range [][2]string{{"backend", "sim"}, {"rounds", "1"}, {"msg-size", "64"},
 					{"calibrate", "0"}, {"sample-interval", "0"}, {"results", results}} {
 					e.set(kv[0], kv[1])
