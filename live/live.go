@@ -278,6 +278,13 @@ func (m *Metrics) PointEnds(pt result.Point) {
 			m.rss.With(l).Set(float64(ps.RSS))
 		}
 	}
+	// Generators on other hosts measure themselves; the collectors here
+	// see only local processes.
+	for _, h := range pt.Hosts {
+		for _, u := range h.Usage {
+			m.rss.With(with(with(p, "role", "clients-"+strconv.Itoa(u.Generator)), "host", h.Host)).Set(float64(u.RSS))
+		}
+	}
 	if t := pt.Traffic; t != nil {
 		m.messages.With(p).Set(float64(t.Messages))
 		m.bytes.With(p).Set(float64(t.Bytes))

@@ -201,3 +201,17 @@ func TestOffIsNil(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A remote generator's memory is labelled with its host.
+func TestRemoteGeneratorHost(t *testing.T) {
+	m := NewRegistry(Labels{RunID: "r1", Backend: "sim", Mode: "ramp"})
+	m.PointStarts(4, 1)
+	m.PointEnds(result.Point{Clients: 4, Trial: 1, Hosts: []result.HostPoint{
+		{Host: "node7", Generators: []int{1}, Usage: []result.GeneratorUsage{{Generator: 1, RSS: 12345}}}}})
+	for _, s := range gather(t, m)["rdmaprobe_process_rss_bytes"].GetMetric() {
+		if label(s, "host") == "node7" && label(s, "role") == "clients-1" && s.GetGauge().GetValue() == 12345 {
+			return
+		}
+	}
+	t.Error("no rdmaprobe_process_rss_bytes{host=\"node7\",role=\"clients-1\"} 12345")
+}
