@@ -252,7 +252,7 @@ func sessionOptions(c *cli.Context, s Streams, mode string, strat session.Strate
 		Strategy: strat, Open: be.open, ProfileDir: c.String("profile"),
 		SLOText: c.String("slo"),
 		Progress: func(p runner.Progress) {
-			lv.metrics.Progress(p.Clients, p.Done, p.OK, p.Failed)
+			lv.metrics.Progress(p.Clients, p.Done, p.OK, p.Failed, p.Phases)
 			lv.events.Progress(p.Done, p.OK, p.Failed)
 			prog.update(p)
 		},

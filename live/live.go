@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 // Labels are the run's constant labels, on every series of a run.
@@ -29,7 +30,7 @@ type Labels struct {
 // Classic buckets, which Prometheus 2.42 and histogram_quantile read;
 // the native buckets beside them cost little and aggregate exactly.
 var (
-	phaseBuckets   = prometheus.ExponentialBuckets(0.0001, 2, 20)   // 100 µs to 52 s
+	phaseBuckets   = protocol.PhaseBounds                           // the generators' own, 100 µs to 52 s
 	latencyBuckets = prometheus.ExponentialBuckets(0.000002, 2, 22) // 2 µs to 8 s
 )
 
@@ -45,6 +46,8 @@ type Metrics struct {
 	mu      sync.Mutex
 	point   prometheus.Labels
 	started time.Time
+	// seen are the phase bucket counts of the point observed so far.
+	seen map[string][]int
 
 	clients, attempted, connected, rate *prometheus.GaugeVec
 	failed, objects                     *prometheus.GaugeVec
@@ -202,15 +205,17 @@ func (m *Metrics) PointStarts(n, trial int) {
 		return
 	}
 	m.point = prometheus.Labels{"point": strconv.Itoa(n), "trial": strconv.Itoa(trial)}
-	m.started = time.Time{}
+	m.started, m.seen = time.Time{}, map[string][]int{}
 	m.clients.With(m.point).Set(float64(n))
 	m.attempted.With(m.point).Set(0)
 	m.connected.With(m.point).Set(0)
 }
 
-// Progress sets the point's counts so far, failed ones by outcome class
-// (nil when the generators do not say).
-func (m *Metrics) Progress(clients, done, ok int, failed map[string]int) {
+// Progress sets the point's counts so far, failed ones by outcome class,
+// and adds the connect phases that ended since the last call (phases:
+// cumulative counts in protocol.PhaseBounds' buckets). Generators that
+// do not say leave failed and phases nil.
+func (m *Metrics) Progress(clients, done, ok int, failed map[string]int, phases map[string][]int) {
 	if m == nil {
 		return
 	}
@@ -226,6 +231,9 @@ func (m *Metrics) Progress(clients, done, ok int, failed map[string]int) {
 	m.connected.With(m.point).Set(float64(ok))
 	for class, n := range failed {
 		m.failed.With(with(m.point, "class", class)).Set(float64(n))
+	}
+	for ph, counts := range phases {
+		m.observePhases(ph, counts)
 	}
 	if s := time.Since(m.started).Seconds(); !m.started.IsZero() && s > 0 {
 		m.rate.With(m.point).Set(float64(ok) / s)
@@ -308,4 +316,26 @@ func with(l prometheus.Labels, k, v string) prometheus.Labels {
 	}
 	c[k] = v
 	return c
+}
+
+// observePhases adds the clients of phase ph that counts has beyond what
+// was seen, each at its bucket's upper bound: the classic buckets come
+// out exact, the sum an upper bound until the point's end replaces them
+// with the records' own durations.
+func (m *Metrics) observePhases(ph string, counts []int) {
+	seen := m.seen[ph]
+	if seen == nil {
+		seen = make([]int, len(counts))
+		m.seen[ph] = seen
+	}
+	o := m.phases.With(with(m.point, "phase", ph))
+	for i := range min(len(counts), len(seen)) {
+		v := 2 * phaseBuckets[len(phaseBuckets)-1]
+		if i < len(phaseBuckets) {
+			v = phaseBuckets[i]
+		}
+		for ; seen[i] < counts[i]; seen[i]++ {
+			o.Observe(v)
+		}
+	}
 }

@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 // committedSim is a committed sim run with a traffic phase: real
@@ -31,7 +32,7 @@ func fed(t *testing.T) (*Metrics, *result.Run) {
 	m := NewRegistry(Labels{RunID: "r1", Backend: run.Backend.Name, Mode: run.Mode})
 	for _, pt := range run.Points {
 		m.PointStarts(pt.Clients, pt.Trial)
-		m.Progress(pt.Clients, pt.Attempted/2, pt.Connected/2, nil)
+		m.Progress(pt.Clients, pt.Attempted/2, pt.Connected/2, nil, nil)
 		m.PointEnds(pt)
 	}
 	return m, run
@@ -186,7 +187,7 @@ func TestOffIsNil(t *testing.T) {
 	var e *Events
 	m.Start(Labels{})
 	m.PointStarts(1, 1)
-	m.Progress(1, 1, 1, map[string]int{"timeout": 1})
+	m.Progress(1, 1, 1, map[string]int{"timeout": 1}, nil)
 	m.PointEnds(result.Point{})
 	e.RunStarts("", nil)
 	e.PointStarts(1, 1)
@@ -214,4 +215,35 @@ func TestRemoteGeneratorHost(t *testing.T) {
 		}
 	}
 	t.Error("no rdmaprobe_process_rss_bytes{host=\"node7\",role=\"clients-1\"} 12345")
+}
+
+// Phase counts streamed during a point fill the classic buckets once
+// each, however often the same cumulative counts arrive.
+func TestProgressPhasesStream(t *testing.T) {
+	m := NewRegistry(Labels{RunID: "r1", Backend: "sim", Mode: "ramp"})
+	m.PointStarts(10, 1)
+	counts := make([]int, len(protocol.PhaseBounds)+1)
+	counts[5] = 3
+	m.Progress(10, 3, 3, nil, map[string][]int{"tls": slices.Clone(counts)})
+	m.Progress(10, 3, 3, nil, map[string][]int{"tls": slices.Clone(counts)})
+	counts[5], counts[len(counts)-1] = 4, 1
+	m.Progress(10, 5, 5, nil, map[string][]int{"tls": counts})
+	var h *dto.Histogram
+	for _, s := range gather(t, m)["rdmaprobe_connect_phase_seconds"].GetMetric() {
+		if label(s, "phase") == "tls" && label(s, "point") == "10" {
+			h = s.GetHistogram()
+		}
+	}
+	if h == nil || h.GetSampleCount() != 5 {
+		t.Fatalf("tls histogram %v, want 5 clients", h)
+	}
+	for _, b := range h.GetBucket() {
+		want := uint64(0)
+		if b.GetUpperBound() >= protocol.PhaseBounds[5] {
+			want = 4
+		}
+		if b.GetCumulativeCount() != want {
+			t.Errorf("bucket le=%g: %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), want)
+		}
+	}
 }

@@ -184,7 +184,7 @@ func (c *collection) onGenerator(t tagged, addr string) {
 		c.report()
 	case "done":
 		c.st[i].recs = ev.Records
-		c.st[i].progress = protocol.Event{Done: len(ev.Records), OK: ev.OK, Failed: failedOf(ev.Records)}
+		c.st[i].progress = protocol.Event{Done: len(ev.Records), OK: ev.OK, Failed: failedOf(ev.Records), Phases: phasesOf(ev.Records)}
 		c.st[i].done = true
 		c.st[i].doneAt = time.Now()
 		c.st[i].usage = ev.Usage
@@ -330,6 +330,19 @@ func (c *collection) report() {
 	for _, s := range c.st {
 		p.Done += s.progress.Done
 		p.OK += s.progress.OK
+		for ph, c := range s.progress.Phases {
+			if p.Phases == nil {
+				p.Phases = map[string][]int{}
+			}
+			sum := p.Phases[ph]
+			if sum == nil {
+				sum = make([]int, len(c))
+				p.Phases[ph] = sum
+			}
+			for i := range min(len(c), len(sum)) {
+				sum[i] += c[i]
+			}
+		}
 		for class, n := range s.progress.Failed {
 			if p.Failed == nil {
 				p.Failed = map[string]int{}
@@ -359,6 +372,24 @@ func failedOf(recs []result.ClientRecord) map[string]int {
 				m = map[string]int{}
 			}
 			m[r.Outcome]++
+		}
+	}
+	return m
+}
+
+// phasesOf counts records' connect phases in protocol.PhaseBounds'
+// buckets, as a generator's progress does.
+func phasesOf(recs []result.ClientRecord) map[string][]int {
+	var m map[string][]int
+	for _, r := range recs {
+		for ph, us := range r.PhasesUS {
+			if m == nil {
+				m = map[string][]int{}
+			}
+			if m[ph] == nil {
+				m[ph] = make([]int, len(protocol.PhaseBounds)+1)
+			}
+			m[ph][protocol.PhaseBucket(us)]++
 		}
 	}
 	return m

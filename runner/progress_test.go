@@ -8,14 +8,15 @@ import (
 	"testing"
 )
 
-// Failures by class reach the parent while the point runs: the sum of
-// what each generator's "progress" says, before any generator is done.
+// Failures by class and phase counts reach the parent while the point
+// runs: the sum of what each generator's "progress" says, before any
+// generator is done.
 func TestProgressStreamsFailures(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "gate")
 	// Each generator reports one timeout, then holds its "done" until
 	// the test has seen both generators' failures.
 	clients := strings.Replace(goodClients, "recs=\"\"\n",
-		"echo '{\"event\":\"progress\",\"done\":1,\"ok\":0,\"failed\":{\"timeout\":1}}'\n"+
+		"echo '{\"event\":\"progress\",\"done\":1,\"ok\":0,\"failed\":{\"timeout\":1},\"phases\":{\"tcp\":[0,1]}}'\n"+
 			"until [ -e "+gate+" ]; do sleep 0.05; done\nrecs=\"\"\n", 1)
 	r := newRunner(t, fake(t, goodServer, clients), 2)
 	var during []Progress
@@ -23,7 +24,7 @@ func TestProgressStreamsFailures(t *testing.T) {
 		if p.Done < p.Clients {
 			during = append(during, p)
 		}
-		if p.Failed["timeout"] == 2 && p.Done < p.Clients {
+		if p.Failed["timeout"] == 2 && len(p.Phases["tcp"]) == 2 && p.Phases["tcp"][1] == 2 && p.Done < p.Clients {
 			if err := os.WriteFile(gate, nil, 0o644); err != nil {
 				t.Error(err)
 			}

@@ -245,6 +245,10 @@ type Progress struct {
 	// Failed counts the failed clients so far by outcome class, where
 	// the generators report them (the built-in clients do).
 	Failed map[string]int `json:"failed,omitempty"`
+	// Phases counts the clients' connect phases so far in the buckets
+	// of protocol.PhaseBounds, per phase, where the generators report
+	// them.
+	Phases map[string][]int `json:"phases,omitempty"`
 }
 
 // GoMaxProcs policies (Spec.GoMaxProcs, --gomaxprocs).

@@ -226,7 +226,7 @@ func reportProgress(emit *protocol.Emitter, events bool, done, ok *atomic.Int64,
 			case <-tick.C:
 				if n := done.Load(); events && n != last {
 					last = n
-					emit.Emit(protocol.Event{Event: "progress", Done: int(n), OK: int(ok.Load()), Failed: failed.counts()})
+					emit.Emit(protocol.Event{Event: "progress", Done: int(n), OK: int(ok.Load()), Failed: failed.counts(), Phases: failed.phaseCounts()})
 				}
 			case <-stopTick:
 				return
