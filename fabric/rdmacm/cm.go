@@ -132,6 +132,9 @@ func Run(ctx context.Context, cfg Config) ([]result.ClientRecord, *Conns, error)
 		}
 		pending--
 		ended++
+		if cfg.Ended != nil {
+			cfg.Ended(r)
+		}
 		if cfg.Progress != nil {
 			cfg.Progress(ended, ok)
 		}

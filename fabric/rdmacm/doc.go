@@ -12,6 +12,8 @@ package rdmacm
 import (
 	"fmt"
 	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
 // MaxPrivateData is the most private data an RC connect request carries
@@ -35,6 +37,9 @@ type Config struct {
 	PrivateData []byte
 	// Progress, if set, is told the attempts ended and connected so far.
 	Progress func(done, ok int)
+	// Ended, if set, is given each attempt's record as it ends (from the
+	// one goroutine that runs the event loop).
+	Ended func(*result.ClientRecord)
 }
 
 // Check refuses a config no attempt could run.

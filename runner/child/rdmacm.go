@@ -54,7 +54,9 @@ func generateCM(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Read
 		done.Store(int64(n))
 		ok.Store(int64(k))
 	}
-	stopProgress := reportProgress(emit, events, &done, &ok)
+	failed := &tally{}
+	cfg.Ended = failed.add
+	stopProgress := reportProgress(emit, events, &done, &ok, failed)
 	recs, conns, err := rdmacm.Run(ctx, cfg)
 	stopProgress()
 	if err != nil {
