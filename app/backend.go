@@ -83,7 +83,7 @@ func (b *backend) open(ctx context.Context, spec runner.Spec, dir string, local 
 			if err != nil {
 				return nil, err
 			}
-			local.Launcher, local.ServerHost = l, srv
+			local.Launcher, local.ServerHost, local.Out = l, srv, b.out
 		}
 		return runner.NewLocal(spec, local)
 	}

@@ -260,11 +260,19 @@ func referenceWhere(run *result.Run, r result.Reference) string {
 	return ""
 }
 
-// crossedUnlike reports whether the run's traffic crossed to other hosts
-// while its reference stayed in one guest (referenceWhere): such a ratio
-// would set unlike against unlike.
-func crossedUnlike(run *result.Run, r result.Reference) bool {
-	return r.Where == "" && len(run.Hosts) > 0 && run.Backend.Name == "vm"
+// unlikeRatio says why the run's traffic and reference r ran on unlike
+// paths, "" when they ran on the same one: an old --vm-peer run's traffic
+// crossed to the other guest while its reference stayed in one
+// (referenceWhere), and a run over several generator hosts has its
+// traffic summed over all their paths while each reference times one.
+func unlikeRatio(run *result.Run, r result.Reference) string {
+	switch {
+	case r.Where == "" && len(run.Hosts) > 0 && run.Backend.Name == "vm":
+		return "rdmaprobe's traffic crossed to the other guest"
+	case strings.HasPrefix(r.Where, "server host ") && len(run.Hosts) > 1:
+		return fmt.Sprintf("rdmaprobe's traffic is the sum over %d generator hosts, perftest's one host's path", len(run.Hosts))
+	}
+	return ""
 }
 
 // trafficReference sets the run's figures beside perftest's where the
@@ -296,19 +304,25 @@ func trafficReference(run *result.Run) string {
 	}
 	// Each tool's runs, in the order they ran.
 	var tools []string
+	// Each tool's runs in one place, in the order they ran: one per
+	// generator host with --hosts.
 	byTool := map[string][]result.Reference{}
 	for _, r := range refs {
-		if _, ok := byTool[r.Tool]; !ok {
-			tools = append(tools, r.Tool)
+		key := r.Tool + "\x00" + r.Where
+		if _, ok := byTool[key]; !ok {
+			tools = append(tools, key)
 		}
-		byTool[r.Tool] = append(byTool[r.Tool], r)
+		byTool[key] = append(byTool[key], r)
 	}
 	var parts []string
-	for _, tool := range tools {
+	for _, key := range tools {
+		tool, _, _ := strings.Cut(key, "\x00")
 		var ok []result.Reference
-		for _, r := range byTool[tool] {
-			if r.Error != "" {
-				parts = append(parts, fmt.Sprintf("%s failed%s: %s", r.Tool, whenSuffix(r, len(byTool[tool])), r.Error))
+		for _, r := range byTool[key] {
+			if r.Absent {
+				parts = append(parts, r.Error)
+			} else if r.Error != "" {
+				parts = append(parts, fmt.Sprintf("%s%s failed%s: %s", r.Tool, whereSuffix(run, r), whenSuffix(r, len(byTool[key])), r.Error))
 			} else {
 				ok = append(ok, r)
 			}
@@ -329,12 +343,12 @@ func trafficReference(run *result.Run) string {
 			}
 			return strings.Join(vs, " and "), strings.Join(rs, " and ")
 		}
-		cmd, unlike := ok[0].Command, crossedUnlike(run, ok[0])
+		cmd, unlike := ok[0].Command, unlikeRatio(run, ok[0])
 		at := ""
 		if w := referenceWhere(run, ok[0]); w != "" {
 			at = " " + w
 		}
-		const noRatio = " (no ratio: rdmaprobe's traffic crossed to the other guest)"
+		noRatio := " (no ratio: " + unlike + ")"
 		if _, lat := ok[0].Figures["t_typical"]; lat {
 			var ours float64
 			if small != nil {
@@ -344,7 +358,7 @@ func trafficReference(run *result.Run) string {
 			p99, _ := figure("99%", latency, 0, nil)
 			s := fmt.Sprintf("`%s`%s: t_typical %s, p99 %s", cmd, at, vals, p99)
 			switch {
-			case unlike:
+			case unlike != "":
 				s += noRatio
 			case small != nil && small.Clients == 1:
 				// What t_typical times (perftest halves a ping-pong's
@@ -373,7 +387,7 @@ func trafficReference(run *result.Run) string {
 			vals, pcts := figure("msg/s", func(v float64) string { return fmt.Sprintf("%.0f msg/s", v) }, ours, Pct)
 			mbs, _ := figure("BW average", func(v float64) string { return f2(v) + " MB/s" }, 0, nil)
 			s := fmt.Sprintf("`%s`%s: %s, %s", cmd, at, vals, mbs)
-			if unlike {
+			if unlike != "" {
 				s += noRatio
 			} else if peak != nil {
 				clients := "clients"
@@ -428,6 +442,14 @@ func turnsReference(run *result.Run) string {
 		s += fmt.Sprintf("; median %.2f×", analysis.Percentiles(ratios).P50)
 	}
 	return s + "."
+}
+
+// whereSuffix is " <where>" for a reference that says where it ran.
+func whereSuffix(run *result.Run, r result.Reference) string {
+	if w := referenceWhere(run, r); w != "" {
+		return " " + w
+	}
+	return ""
 }
 
 // whenSuffix says when a reference ran, if its tool ran more than once.

@@ -105,6 +105,33 @@ func TestTrafficReferenceWhere(t *testing.T) {
 	}
 }
 
+// TestTrafficReferenceHosts: with --hosts on the verbs backend each
+// generator host's reference names its path, a host without the tool is
+// said, and the ratio is given only when the traffic crossed that one
+// path (one generator host).
+func TestTrafficReferenceHosts(t *testing.T) {
+	const where = "server host srv ↔ generator host h1"
+	bw := result.Reference{Tool: "ib_send_bw", Command: "ib_send_bw -F -x 3 -p 18516 -s 4096 -n 5000 10.0.0.1", Where: where,
+		Figures: map[string]float64{"msg/s": 5000, "BW average": 20.48}}
+	absent := result.Reference{Tool: "ib_send_bw", Where: "server host srv ↔ generator host h2", Absent: true,
+		Error: "h2 has no ib_send_bw: no reference across that path"}
+	run := &result.Run{Backend: result.Backend{Name: "verbs"}, Hosts: []result.Host{{Name: "h1"}},
+		Points: []result.Point{{Clients: 100, Traffic: &result.Traffic{Messages: 100, MsgRate: 2500}}}}
+	run.Environment.DataPath = []result.Reference{bw}
+	if got, want := trafficReference(run), "perftest at the traffic's message size: `"+bw.Command+"` "+where+
+		": 5000 msg/s, 20.48 MB/s (rdmaprobe's peak: 2500 msg/s at 100 clients, 50%)."; got != want {
+		t.Errorf("one generator host:\n got %s\nwant %s", got, want)
+	}
+	run.Hosts = append(run.Hosts, result.Host{Name: "h2"})
+	run.Environment.DataPath = []result.Reference{bw, absent}
+	got := trafficReference(run)
+	if !strings.Contains(got, where+": 5000 msg/s") || strings.Contains(got, "50%") ||
+		!strings.Contains(got, "no ratio: rdmaprobe's traffic is the sum over 2 generator hosts") ||
+		!strings.Contains(got, "; h2 has no ib_send_bw: no reference across that path.") {
+		t.Errorf("two generator hosts, one without ib_send_bw: %s", got)
+	}
+}
+
 // TestTrafficReferenceInTurns: each 1-client point is set against the
 // latency tool's reading taken just before it, with the median ratio;
 // a failed reading is said, points of more clients are left out, and a

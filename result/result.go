@@ -173,12 +173,16 @@ type Reference struct {
 	Command string `json:"command"`
 	// Where names where the tool ran, its two sides: "in one guest, rxe0
 	// over its loopback", or across the link between the generators'
-	// guest and the server's. Empty in runs before schema version 4,
-	// whose references all ran in one guest.
+	// guest and the server's, or "server host A ↔ generator host B"
+	// with --hosts on the verbs backend. Empty in runs before schema
+	// version 4, whose references all ran in one guest.
 	Where   string             `json:"where,omitempty"`
 	Figures map[string]float64 `json:"figures,omitempty"`
 	Output  string             `json:"output,omitempty"`
 	Error   string             `json:"error,omitempty"`
+	// Absent: the tool was not on one side's PATH, so it did not run
+	// there; Error says which host lacks it.
+	Absent bool `json:"absent,omitempty"`
 	// When a data-path reference ran: ReferenceBefore the run's points
 	// (also when empty, in runs before it was recorded),
 	// ReferenceAfter them, so a drifting host shows in the comparison,

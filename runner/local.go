@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -44,6 +46,8 @@ type LocalOptions struct {
 	// WorkDir holds each point's working directory ({dir} of server and
 	// client commands); default a directory under os.TempDir.
 	WorkDir string
+	// Out, if set, is told the data-path references' figures.
+	Out io.Writer
 }
 
 // Local runs points with a Target and load generators placed by a
@@ -58,6 +62,10 @@ type Local struct {
 	// sampleDevice is the RDMA device whose resources the collectors
 	// count ("" = none, as on sim).
 	sampleDevice string
+	// dataRef is perftest's data path between this host and each
+	// generator host (Referencer), taken before the first point.
+	dataRef  []result.Reference
+	refTaken bool
 }
 
 // NewLocal returns a runner of spec's points.
@@ -140,6 +148,9 @@ func (l *Local) Describe(run *result.Run) {
 		}
 		run.Config.ServerAddr = l.spec.ListenAddr()
 	}
+	if l.dataRef != nil {
+		run.Environment.DataPath = l.dataRef
+	}
 	if d := l.device; d != nil && run.Backend.Name == "verbs" {
 		run.Backend.Description = fmt.Sprintf("verbs: %s port %d (%s) on Linux %s",
 			d.Name, d.Port.Port, d.Port.LinkLayer, ShortRelease(run.Environment.Kernel))
@@ -149,6 +160,10 @@ func (l *Local) Describe(run *result.Run) {
 // RunPoint runs one trial with n clients (Runner.RunPoint).
 func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error) {
 	spec := l.spec
+	if !l.refTaken {
+		l.refTaken = true
+		l.dataRef = l.dataPathReference(ctx)
+	}
 	pt, err := l.beginPoint(ctx, n, trial)
 	if err != nil {
 		return pt, err
@@ -370,6 +385,34 @@ func (l *Local) launch(i int, gs protocol.GeneratorSpec, env []string) (*process
 		g.remoteKill = func(pid int) { r.Kill(i, pid) }
 	}
 	return g, nil
+}
+
+// dataPathReference is perftest's data path between this host and each
+// generator host, when the launcher can take it (Referencer): on a real
+// device, with a traffic phase to set it against, and the server here
+// (with --server-host the server's host is another machine).
+func (l *Local) dataPathReference(ctx context.Context) []result.Reference {
+	r, ok := l.launcher.(Referencer)
+	spec := l.spec
+	if !ok || spec.Fabric.Backend != "verbs" || spec.Traffic.Duration <= 0 || l.opts.ServerHost != nil {
+		return nil
+	}
+	size := spec.MsgSize
+	if size <= 0 {
+		size = 4096
+	}
+	addr := spec.ListenAddr()
+	if spec.Server != nil && spec.Server.Addr != "" {
+		addr = spec.Server.Addr
+	}
+	ip, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		ip = addr
+	}
+	if a, err := netip.ParseAddr(ip); err != nil || a.IsLoopback() || a.IsUnspecified() {
+		return nil // no address the generator hosts reach this one at
+	}
+	return r.DataPathReference(ctx, spec.Fabric.Generators(), spec.Traffic.Op, size, ip, l.opts.Out)
 }
 
 // remote is the launcher when it places generators on other hosts.

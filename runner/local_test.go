@@ -3,6 +3,8 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -330,5 +332,56 @@ func TestChildOutputBeforeEvents(t *testing.T) {
 	}
 	if !strings.Contains(pt.Error, "wrote unreadable output") {
 		t.Errorf("point error %q, want the unreadable output named", pt.Error)
+	}
+}
+
+// referencer is a launcher that records what the runner asks of it.
+type referencer struct {
+	localLauncher
+	asked []string
+}
+
+func (r *referencer) DataPathReference(_ context.Context, f protocol.Fabric, op string, size int, serverIP string, _ io.Writer) []result.Reference {
+	r.asked = append(r.asked, fmt.Sprintf("%s gid %d %s %d %s", f.Device, f.GIDIndex, op, size, serverIP))
+	return []result.Reference{{Tool: "ib_write_bw", Where: "server host a ↔ generator host b"}}
+}
+
+// noHosts is a server host that describes no host.
+type noHosts struct{ RemoteLauncher }
+
+func (noHosts) Hosts() []result.Host { return nil }
+
+// TestLocalDataPathReference: a verbs run with a traffic phase asks its
+// launcher for the reference once, with the generators' device and GID,
+// the phase's operation and message size and the address the hosts
+// dial; Describe records it. Without a traffic phase, on sim, with the
+// server on another host or on loopback it asks nothing.
+func TestLocalDataPathReference(t *testing.T) {
+	base := Spec{Fabric: protocol.Fabric{Backend: "verbs", Device: "mlx5_0", GIDIndex: 3}, Listen: "10.0.0.1:0", MsgSize: 64}
+	base.Traffic.Op, base.Traffic.Duration = "write", time.Second
+	for _, tc := range []struct {
+		name string
+		mod  func(*Spec, *LocalOptions)
+		want string
+	}{
+		{"verbs", func(*Spec, *LocalOptions) {}, "mlx5_0 gid 3 write 64 10.0.0.1"},
+		{"no traffic", func(s *Spec, _ *LocalOptions) { s.Traffic.Duration = 0 }, ""},
+		{"sim", func(s *Spec, _ *LocalOptions) { s.Fabric.Backend = "sim" }, ""},
+		{"loopback", func(s *Spec, _ *LocalOptions) { s.Listen = "127.0.0.1:0" }, ""},
+		{"server host", func(_ *Spec, o *LocalOptions) { o.ServerHost = noHosts{} }, ""},
+	} {
+		spec, opts := base, LocalOptions{}
+		tc.mod(&spec, &opts)
+		r := &referencer{}
+		l := &Local{spec: spec, opts: opts, launcher: r}
+		l.dataRef = l.dataPathReference(context.Background())
+		if got := strings.Join(r.asked, "; "); got != tc.want {
+			t.Errorf("%s: asked %q, want %q", tc.name, got, tc.want)
+		}
+		var run result.Run
+		l.Describe(&run)
+		if (len(run.Environment.DataPath) == 1) != (tc.want != "") {
+			t.Errorf("%s: recorded %+v", tc.name, run.Environment.DataPath)
+		}
 	}
 }

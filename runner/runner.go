@@ -40,6 +40,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -78,6 +79,14 @@ type Describer interface {
 // that was not interrupted, then Describe.
 type Finisher interface {
 	Finish(ctx context.Context)
+}
+
+// Referencer is a RemoteLauncher that can measure the data path between
+// this host and each of its generator hosts with perftest (launch.SSH):
+// the Local runner asks it once, before its first point, on a real
+// device with a traffic phase, and records what it returns.
+type Referencer interface {
+	DataPathReference(ctx context.Context, f protocol.Fabric, op string, size int, serverIP string, out io.Writer) []result.Reference
 }
 
 // Spec is what every point of a run does, wherever it runs. It holds no
