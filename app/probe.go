@@ -252,6 +252,10 @@ func sessionOptions(c *cli.Context, s Streams, mode string, strat session.Strate
 		Strategy: strat, Open: be.open, ProfileDir: c.String("profile"),
 		SLOText: c.String("slo"),
 		Progress: func(p runner.Progress) {
+			if p.Sample != nil {
+				lv.metrics.Sample(*p.Sample)
+				return
+			}
 			lv.metrics.Progress(p.Clients, p.Done, p.OK, p.Failed, p.Phases)
 			lv.events.Progress(p.Done, p.OK, p.Failed)
 			prog.update(p)

@@ -43,6 +43,9 @@ type Config struct {
 	// NoHost skips the host CPU and memory collector (the vm backend's
 	// host-side session only watches QEMU).
 	NoHost bool
+	// OnSample, if set, is given each reading as it is taken (live
+	// metrics); it must not call back into the session.
+	OnSample func(result.Sample)
 }
 
 // Session samples until Stop.
@@ -61,8 +64,9 @@ type Session struct {
 	samples []result.Sample
 	errs    map[string]string // first error per collector
 
-	cancel context.CancelFunc
-	done   chan struct{}
+	cancel   context.CancelFunc
+	done     chan struct{}
+	onSample func(result.Sample)
 }
 
 // Start takes the RDMA baseline and a first sample, then samples every
@@ -71,7 +75,7 @@ func Start(ctx context.Context, cfg Config) *Session {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
-	s := &Session{start: time.Now(), errs: map[string]string{}, done: make(chan struct{})}
+	s := &Session{start: time.Now(), errs: map[string]string{}, done: make(chan struct{}), onSample: cfg.OnSample}
 	if cfg.Device != "" {
 		s.rdma = newRDMACollector(cfg.Device)
 		if err := s.rdma.baseline(); err != nil {
@@ -149,6 +153,9 @@ func (s *Session) sample(full bool) {
 	s.mu.Lock()
 	s.samples = append(s.samples, smp)
 	s.mu.Unlock()
+	if s.onSample != nil {
+		s.onSample(smp)
+	}
 }
 
 // Split dumps the device's resources by process and maps them to the

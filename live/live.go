@@ -240,6 +240,29 @@ func (m *Metrics) Progress(clients, done, ok int, failed map[string]int, phases 
 	}
 }
 
+// Sample sets the point in progress's process CPU and memory (by role,
+// this host's processes) and the device's RDMA objects from a reading
+// just taken, so that they move while the point runs; PointEnds sets
+// the point's final figures.
+func (m *Metrics) Sample(s result.Sample) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.point == nil {
+		return
+	}
+	for _, ps := range s.Procs {
+		l := with(with(m.point, "role", ps.Role), "host", "")
+		m.cpu.With(l).Set(ps.CPU)
+		m.rss.With(l).Set(float64(ps.RSS))
+	}
+	for typ, c := range s.RDMA {
+		m.objects.With(with(m.point, "type", typ)).Set(float64(c))
+	}
+}
+
 // PointEnds sets the point's figures from its record: the final counts,
 // the outcome classes, the connect phases, the server's objects, the
 // processes' CPU and memory, and the traffic phase.

@@ -247,3 +247,28 @@ func TestProgressPhasesStream(t *testing.T) {
 		}
 	}
 }
+
+// A reading during the point sets its processes' CPU and memory and the
+// device's objects at once; outside a point it is dropped.
+func TestSampleDuringPoint(t *testing.T) {
+	m := NewRegistry(Labels{RunID: "r1", Backend: "vm", Mode: "ramp"})
+	reading := result.Sample{RDMA: map[string]int{"qp": 40}, Procs: []result.ProcSample{{Role: "server", CPU: 55, RSS: 7 << 20}}}
+	m.Sample(reading) // no point yet
+	if n := len(gather(t, m)["rdmaprobe_process_rss_bytes"].GetMetric()); n != 0 {
+		t.Fatalf("a reading outside a point made %d series", n)
+	}
+	m.PointStarts(100, 1)
+	m.Sample(reading)
+	mfs := gather(t, m)
+	rss := mfs["rdmaprobe_process_rss_bytes"].GetMetric()
+	if len(rss) != 1 || label(rss[0], "point") != "100" || label(rss[0], "role") != "server" || rss[0].GetGauge().GetValue() != 7<<20 {
+		t.Errorf("rss series %v", rss)
+	}
+	if cpu := mfs["rdmaprobe_process_cpu_percent"].GetMetric(); len(cpu) != 1 || cpu[0].GetGauge().GetValue() != 55 {
+		t.Errorf("cpu series %v", cpu)
+	}
+	objs := mfs["rdmaprobe_server_objects"].GetMetric()
+	if len(objs) != 1 || label(objs[0], "type") != "qp" || objs[0].GetGauge().GetValue() != 40 {
+		t.Errorf("objects series %v", objs)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
@@ -393,4 +394,35 @@ func phasesOf(recs []result.ClientRecord) map[string][]int {
 		}
 	}
 	return m
+}
+
+// progressFeed sends a point's live counts on, and each reading of the
+// collectors with the latest counts beside it, so that a consumer of
+// Progress sees the processes' CPU and memory and the device's objects
+// while the point runs, not only at its end.
+type progressFeed struct {
+	out  func(Progress)
+	mu   sync.Mutex
+	last Progress
+}
+
+func (f *progressFeed) counts(p Progress) {
+	if f.out == nil {
+		return
+	}
+	f.mu.Lock()
+	f.last = p
+	f.mu.Unlock()
+	f.out(p)
+}
+
+func (f *progressFeed) sample(s result.Sample) {
+	if f.out == nil {
+		return
+	}
+	f.mu.Lock()
+	p := f.last
+	f.mu.Unlock()
+	p.Sample = &s
+	f.out(p)
 }

@@ -169,7 +169,8 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		return pt, err
 	}
 	max := spec.MaxClientsAt(n)
-	smp := startSampler(ctx, spec.SampleInterval, l.sampleDevice)
+	feed := &progressFeed{out: l.opts.Progress}
+	smp := startSampler(ctx, spec.SampleInterval, l.sampleDevice, feed.sample)
 	started := time.Now()
 	// A server command's build, start or readiness failing is the
 	// point's failure (PointError), not the run's.
@@ -214,7 +215,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	}
 	l.device = dev
 	l.sampleProcesses(smp, srv, gens, dev)
-	c := newCollection(spec, n, gens, l.opts.Progress)
+	c := newCollection(spec, n, gens, feed.counts)
 	c.remote = l.remote()
 	// rdmaprobe's own server gets the generators' timer slack while
 	// clients connect and through a closed-loop phase (slackenThreads

@@ -258,6 +258,9 @@ type Progress struct {
 	// of protocol.PhaseBounds, per phase, where the generators report
 	// them.
 	Phases map[string][]int `json:"phases,omitempty"`
+	// Sample, when set, is a reading of the point's processes and device
+	// just taken; the counts beside it are those of the last report.
+	Sample *result.Sample `json:"sample,omitempty"`
 }
 
 // GoMaxProcs policies (Spec.GoMaxProcs, --gomaxprocs).

@@ -28,14 +28,16 @@ type sampler struct {
 	byRole    map[string]map[string]int
 }
 
-func startSampler(ctx context.Context, interval time.Duration, device string) *sampler {
+// startSampler starts the point's collectors; onSample (may be nil)
+// gets each reading as it is taken.
+func startSampler(ctx context.Context, interval time.Duration, device string, onSample func(result.Sample)) *sampler {
 	s := &sampler{}
 	if interval < 0 {
 		return s
 	}
 	s.started = time.Now()
 	s.sess = collectors.Start(ctx, collectors.Config{Interval: interval,
-		Device: device, Procs: s.list})
+		Device: device, Procs: s.list, OnSample: onSample})
 	return s
 }
 

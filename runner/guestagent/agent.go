@@ -103,10 +103,18 @@ func (a *agent) point(ctx context.Context, req vm.GuestPointRequest, progress fu
 			return nil, err
 		}
 	}
-	// Progress crosses the serial line: at most every 250 ms, and the
-	// last count always.
-	var lastSent time.Time
+	// Progress crosses the serial line: counts at most every 250 ms, and
+	// the last count always; readings of the collectors at most once a
+	// second.
+	var lastSent, lastSample time.Time
 	opts.Progress = func(p runner.Progress) {
+		if p.Sample != nil {
+			if time.Since(lastSample) >= time.Second {
+				lastSample = time.Now()
+				progress(p)
+			}
+			return
+		}
 		if time.Since(lastSent) > 250*time.Millisecond || p.Done == p.Clients {
 			lastSent = time.Now()
 			progress(p)
