@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -292,4 +293,49 @@ func TestPrometheusScrapesRun(t *testing.T) {
 	if len(ends) != 2 || ends[1] != last {
 		t.Errorf("point_end connected counts %v", ends)
 	}
+}
+
+// The traffic phase's messages reach /metrics while its window is open,
+// not only when the point ends: a scrape during a 4 s phase of a sim
+// ramp sees them rise.
+func TestMetricsTrafficDuringPhase(t *testing.T) {
+	metrics := freePort(t)
+	var out, errb bytes.Buffer
+	done := make(chan struct{})
+	code := -1
+	go func() {
+		defer close(done)
+		code = MainContext(context.Background(), []string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "4",
+			"--duration", "4s", "--max-duration", "4s", "--msg-size", "64", "--calibrate", "0", "--results", t.TempDir(),
+			"--metrics-addr", metrics}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errb})
+	}()
+	line := regexp.MustCompile(`(?m)^rdmaprobe_traffic_messages\{[^}]*point="4"[^}]*\} ([0-9.e+]+)$`)
+	var during float64
+	eventually.True(t, 2*time.Minute, "a scrape during the phase shows its messages", func() bool {
+		select {
+		case <-done:
+			t.Fatalf("the run ended (exit %d) before a scrape saw its traffic: %s", code, errb.String())
+		default:
+		}
+		r, err := http.Get("http://" + metrics + "/metrics")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		// Only a scrape before the point ended counts: points_total
+		// gets its first sample when it does.
+		if bytes.Contains(b, []byte("rdmaprobe_points_total{")) {
+			t.Fatalf("the point ended before a scrape saw its traffic:\n%s", b)
+		}
+		if m := line.FindSubmatch(b); m != nil {
+			during, _ = strconv.ParseFloat(string(m[1]), 64)
+		}
+		return during > 0
+	})
+	<-done
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	t.Logf("%.0f messages scraped during the phase", during)
 }

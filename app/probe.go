@@ -256,6 +256,10 @@ func sessionOptions(c *cli.Context, s Streams, mode string, strat session.Strate
 				lv.metrics.Sample(*p.Sample)
 				return
 			}
+			if t := p.Traffic; t != nil {
+				lv.metrics.Traffic(t.Messages, t.Bytes, t.Sec)
+				return
+			}
 			lv.metrics.Progress(p.Clients, p.Done, p.OK, p.Failed, p.Phases)
 			lv.events.Progress(p.Done, p.OK, p.Failed)
 			prog.update(p)

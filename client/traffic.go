@@ -73,6 +73,10 @@ type TrafficConfig struct {
 	// (the runner's): the window ends when every generator's clients are
 	// measured, not only these.
 	Shared *SharedWindow `json:"-"`
+	// Progress, if set, is told once a second while the window is open
+	// how many messages its clients have completed in it so far (live
+	// metrics); reading the count takes each client's lock once.
+	Progress func(messages int64) `json:"-"`
 }
 
 // SharedWindow is a window that ends across generators at once.
@@ -211,7 +215,9 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 		}
 		f.mu.Unlock()
 	}
+	stopProgress := e.reportProgress()
 	e.tick(ctx)
+	stopProgress()
 	elapsed := time.Since(e.start)
 	for _, f := range e.flows {
 		f.c.flow.Store(nil)
@@ -400,4 +406,33 @@ func (e *engine) allMeasured() {
 		return
 	}
 	e.settle(time.Now())
+}
+
+// reportProgress tells cfg.Progress the messages counted so far once a
+// second until the returned stop is called.
+func (e *engine) reportProgress() (stop func()) {
+	if e.cfg.Progress == nil {
+		return func() {}
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				n := int64(0)
+				for _, f := range e.flows {
+					f.mu.Lock()
+					n += f.count
+					f.mu.Unlock()
+				}
+				e.cfg.Progress(n)
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
 }

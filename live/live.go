@@ -263,6 +263,25 @@ func (m *Metrics) Sample(s result.Sample) {
 	}
 }
 
+// Traffic sets the point in progress's traffic phase so far: messages
+// completed in its window, their bytes, and their rate over sec, the
+// time since the phase started.
+func (m *Metrics) Traffic(messages, bytes int64, sec float64) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.point == nil {
+		return
+	}
+	m.messages.With(m.point).Set(float64(messages))
+	m.bytes.With(m.point).Set(float64(bytes))
+	if sec > 0 {
+		m.msgRate.With(m.point).Set(float64(messages) / sec)
+	}
+}
+
 // PointEnds sets the point's figures from its record: the final counts,
 // the outcome classes, the connect phases, the server's objects, the
 // processes' CPU and memory, and the traffic phase.

@@ -272,3 +272,18 @@ func TestSampleDuringPoint(t *testing.T) {
 		t.Errorf("objects series %v", objs)
 	}
 }
+
+// The traffic phase so far sets the point's messages, bytes and rate.
+func TestTrafficDuringPoint(t *testing.T) {
+	m := NewRegistry(Labels{RunID: "r1", Backend: "sim", Mode: "ramp"})
+	m.Traffic(10, 640, 1) // no point yet: dropped
+	m.PointStarts(8, 1)
+	m.Traffic(3000, 3000*64, 1.5)
+	mfs := gather(t, m)
+	for name, want := range map[string]float64{"rdmaprobe_traffic_messages": 3000, "rdmaprobe_traffic_bytes": 3000 * 64, "rdmaprobe_traffic_messages_per_second": 2000} {
+		ms := mfs[name].GetMetric()
+		if len(ms) != 1 || label(ms[0], "point") != "8" || ms[0].GetGauge().GetValue() != want {
+			t.Errorf("%s: %v, want one series of point 8 at %g", name, ms, want)
+		}
+	}
+}

@@ -397,7 +397,8 @@ func phasesOf(recs []result.ClientRecord) map[string][]int {
 }
 
 // progressFeed sends a point's live counts on, and each reading of the
-// collectors with the latest counts beside it, so that a consumer of
+// collectors and the traffic phase's progress with the latest counts
+// beside them, so that a consumer of
 // Progress sees the processes' CPU and memory and the device's objects
 // while the point runs, not only at its end.
 type progressFeed struct {
@@ -406,12 +407,19 @@ type progressFeed struct {
 	last Progress
 }
 
-func (f *progressFeed) counts(p Progress) {
+// send passes p on: counts become the last ones; a traffic phase's
+// progress goes with them.
+func (f *progressFeed) send(p Progress) {
 	if f.out == nil {
 		return
 	}
 	f.mu.Lock()
-	f.last = p
+	if tp := p.Traffic; tp != nil {
+		p = f.last
+		p.Traffic = tp
+	} else {
+		f.last = p
+	}
 	f.mu.Unlock()
 	f.out(p)
 }
@@ -425,4 +433,18 @@ func (f *progressFeed) sample(s result.Sample) {
 	f.mu.Unlock()
 	p.Sample = &s
 	f.out(p)
+}
+
+// trafficProgress passes the traffic phase so far on to Progress: the
+// sum of each generator's last count.
+func (c *collection) trafficProgress(sofar []int64, size int, since time.Duration) {
+	if c.progress == nil {
+		return
+	}
+	tp := &TrafficProgress{Sec: since.Seconds()}
+	for _, n := range sofar {
+		tp.Messages += n
+	}
+	tp.Bytes = tp.Messages * int64(size)
+	c.progress(Progress{Traffic: tp})
 }

@@ -215,7 +215,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	}
 	l.device = dev
 	l.sampleProcesses(smp, srv, gens, dev)
-	c := newCollection(spec, n, gens, feed.counts)
+	c := newCollection(spec, n, gens, feed.send)
 	c.remote = l.remote()
 	// rdmaprobe's own server gets the generators' timer slack while
 	// clients connect and through a closed-loop phase (slackenThreads

@@ -261,6 +261,18 @@ type Progress struct {
 	// Sample, when set, is a reading of the point's processes and device
 	// just taken; the counts beside it are those of the last report.
 	Sample *result.Sample `json:"sample,omitempty"`
+	// Traffic, when set, is the traffic phase so far: the messages every
+	// generator's clients completed in the window, once a second.
+	Traffic *TrafficProgress `json:"traffic,omitempty"`
+}
+
+// TrafficProgress is a traffic phase while its window is open.
+type TrafficProgress struct {
+	Messages int64 `json:"messages"`
+	// Bytes are the messages' payload bytes.
+	Bytes int64 `json:"bytes"`
+	// Sec is the time since the phase started.
+	Sec float64 `json:"sec"`
 }
 
 // GoMaxProcs policies (Spec.GoMaxProcs, --gomaxprocs).

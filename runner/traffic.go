@@ -46,13 +46,14 @@ func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, sam
 	defer close(quit)
 	reports := fanIn(gens, quit,
 		func(ev protocol.Event) bool {
-			return ev.Event == "traffic" || ev.Event == "measured" || ev.Event == "error"
+			return ev.Event == "traffic" || ev.Event == "measured" || ev.Event == "error" || ev.Event == "traffic-progress"
 		},
 		func(ev protocol.Event) bool { return ev.Event == "traffic" })
 	// The window ends for all once every generator's clients are
 	// measured (or its phase over): one that reported or died holds
 	// no one's window open.
 	settled := make([]bool, len(gens))
+	sofar := make([]int64, len(gens)) // each generator's last traffic-progress
 	unsettled := len(gens)
 	settle := func(i int) {
 		if settled[i] {
@@ -85,6 +86,9 @@ func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, sam
 				settle(t.i)
 			case t.ev.Event == "measured":
 				settle(t.i)
+			case t.ev.Event == "traffic-progress":
+				sofar[t.i] = t.ev.Messages
+				c.trafficProgress(sofar, l.spec.MsgSize, time.Since(start))
 			case t.ev.Event == "error":
 				setErr(g.name + ": " + t.ev.Error)
 			case t.ev.Traffic != nil:

@@ -156,6 +156,7 @@ func holdForRunner(ctx context.Context, d *client.Dialer, conns []*client.Conn, 
 			cfg := traffic
 			cfg.Shared = &client.SharedWindow{End: endWindow,
 				Measured: func() { emit.Emit(protocol.Event{Event: "measured"}) }}
+			cfg.Progress = func(n int64) { emit.Emit(protocol.Event{Event: "traffic-progress", Messages: n}) }
 			tr := d.Traffic(ctx, conns, cfg)
 			emit.Emit(protocol.Event{Event: "traffic", Traffic: &tr})
 		case <-released:

@@ -104,13 +104,17 @@ func (a *agent) point(ctx context.Context, req vm.GuestPointRequest, progress fu
 		}
 	}
 	// Progress crosses the serial line: counts at most every 250 ms, and
-	// the last count always; readings of the collectors at most once a
-	// second.
-	var lastSent, lastSample time.Time
+	// the last count always; readings of the collectors and the traffic
+	// phase's progress at most once a second each.
+	var lastSent, lastSample, lastTraffic time.Time
 	opts.Progress = func(p runner.Progress) {
-		if p.Sample != nil {
-			if time.Since(lastSample) >= time.Second {
-				lastSample = time.Now()
+		if p.Sample != nil || p.Traffic != nil {
+			last := &lastSample
+			if p.Traffic != nil {
+				last = &lastTraffic
+			}
+			if time.Since(*last) >= time.Second {
+				*last = time.Now()
 				progress(p)
 			}
 			return

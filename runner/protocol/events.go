@@ -27,8 +27,9 @@ import (
 // records, and holds them until its stdin closes. With a traffic phase
 // (GeneratorSpec.Traffic), the runner writes "traffic" on its stdin once
 // every generator is done: the generator runs the phase, says "traffic"
-// with its clients' result.Traffic, and holds them again until its stdin
-// closes. Its phase's window lasts until every generator's clients are
+// with its clients' result.Traffic (and "traffic-progress" with the
+// messages so far once a second before that), and holds them again until
+// its stdin closes. Its phase's window lasts until every generator's clients are
 // measured: a generator says "measured" when its own are, and the
 // runner writes "traffic-end" once all have (client.SharedWindow). A server says "stats"
 // when it stops (SIGTERM); asked "usage" on its stdin after its spec, it
@@ -43,7 +44,7 @@ import (
 // when it ends (RemoteCommand), which tells a generator that died from a
 // launcher that lost its connection.
 type Event struct {
-	Event string `json:"event"` // "started", "ready", "stats", "usage", "progress", "done", "measured", "traffic", "error", "exit"
+	Event string `json:"event"` // "started", "ready", "stats", "usage", "progress", "done", "measured", "traffic-progress", "traffic", "error", "exit"
 
 	// started, ready
 	PID int `json:"pid,omitempty"`
@@ -69,6 +70,9 @@ type Event struct {
 	Usage  *result.GeneratorUsage `json:"usage,omitempty"`
 	// usage: the server's answer to a "usage" request (ServerRequestUsage)
 	ServerUsage *result.ServerUsage `json:"server_usage,omitempty"`
+	// traffic-progress: the messages its clients completed in the
+	// traffic window so far, once a second while it is open
+	Messages int64 `json:"messages,omitempty"`
 	// traffic: a generator's clients' traffic phase
 	Traffic *result.Traffic `json:"traffic,omitempty"`
 	// error
