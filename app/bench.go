@@ -216,7 +216,7 @@ func printBench(w io.Writer, run *bench.Run) error {
 		return err
 	}
 
-	if err := phaseTable(w, run, bench.FullConnectName, "Full connect phase (client)", result.Phases); err != nil {
+	if err := phaseTable(w, run, bench.FullConnectName, "Full connect phase (client)", result.BuiltinPhases); err != nil {
 		return err
 	}
 	if err := phaseTable(w, run, bench.RawVerbsName, "Raw verbs, per pair", bench.Verbs); err != nil {

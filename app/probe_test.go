@@ -168,7 +168,7 @@ func TestRampClassifiesRefusals(t *testing.T) {
 		if len(rec.RTTsUS) != 2 || rec.PhasesUS[result.PhaseTLS] <= 0 || rec.ConnectUS <= 0 {
 			t.Errorf("ok record without RTTs or timings: %+v", rec)
 		}
-		for _, ph := range result.Phases {
+		for _, ph := range result.BuiltinPhases {
 			if _, ok := rec.PhasesUS[ph]; !ok {
 				t.Errorf("ok record lacks phase %s: %+v", ph, rec)
 			}

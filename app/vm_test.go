@@ -64,7 +64,7 @@ func TestVMRealSoftRoCE(t *testing.T) {
 	if tr := one.Traffic; tr == nil || tr.Clients != 1 || tr.Messages < 1 || tr.Latency.P50 <= 0 {
 		t.Errorf("1-client traffic phase %+v", one.Traffic)
 	}
-	if !strings.Contains(out+errOut, "reference (before the point): ib_send_lat 4096 B on rxe0: t_typical ") ||
+	if !strings.Contains(out+errOut, "reference (before the point): ib_send_lat 4096 B in one guest, rxe0 over its loopback: t_typical ") ||
 		!strings.Contains(out+errOut, "s t_typical ") || !strings.Contains(out+errOut, ", read just before") {
 		t.Errorf("the reading and the ratio are not printed:\n%s\n%s", out, errOut)
 	}

@@ -228,7 +228,7 @@ func (m *BenchModel) benchTables(run *bench.Run) {
 		id, name, title string
 		phases          []string
 	}{
-		{"connect-phases", bench.FullConnectName, "Full connect phase (client)", result.Phases},
+		{"connect-phases", bench.FullConnectName, "Full connect phase (client)", result.BuiltinPhases},
 		{"verb-phases", bench.RawVerbsName, "Raw verb (both ends)", bench.Verbs},
 	} {
 		if t := phaseTable(run, p.id, p.name, p.title, p.phases); len(t.Rows) > 0 {

@@ -81,8 +81,11 @@ const (
 	PhaseEstablish    = "establish"
 )
 
-// Phases lists the phases in connection order.
+// Phases lists the phases in connection order, of either kind of client.
 var Phases = []string{PhaseResolveAddr, PhaseResolveRoute, PhaseTCP, PhaseTLS, PhasePSN, PhaseQPCreate, PhaseInit, PhaseExchange, PhaseRTR, PhaseRTS, PhaseEstablish, PhaseFirstRTT}
+
+// BuiltinPhases are the phases a built-in client times, in order.
+var BuiltinPhases = []string{PhaseTCP, PhaseTLS, PhasePSN, PhaseQPCreate, PhaseInit, PhaseExchange, PhaseRTR, PhaseRTS, PhaseFirstRTT}
 
 // Run is one saved run (run.json).
 type Run struct {
