@@ -245,21 +245,48 @@ func (m *Metrics) Progress(clients, done, ok int, failed map[string]int, phases 
 // just taken, so that they move while the point runs; PointEnds sets
 // the point's final figures.
 func (m *Metrics) Sample(s result.Sample) {
+	m.atPoint(func(p prometheus.Labels) {
+		m.setProcs(p, s.Procs)
+		m.setObjects(p, s.RDMA)
+	})
+}
+
+// atPoint calls f with the point in progress's labels, under the lock;
+// not at all without a point in progress.
+func (m *Metrics) atPoint(f func(p prometheus.Labels)) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.point == nil {
-		return
+	if m.point != nil {
+		f(m.point)
 	}
-	for _, ps := range s.Procs {
-		l := with(with(m.point, "role", ps.Role), "host", "")
+}
+
+// setProcs sets the CPU and memory of this host's processes, by role.
+func (m *Metrics) setProcs(p prometheus.Labels, procs []result.ProcSample) {
+	for _, ps := range procs {
+		l := with(with(p, "role", ps.Role), "host", "")
 		m.cpu.With(l).Set(ps.CPU)
 		m.rss.With(l).Set(float64(ps.RSS))
 	}
-	for typ, c := range s.RDMA {
-		m.objects.With(with(m.point, "type", typ)).Set(float64(c))
+}
+
+// setObjects sets the RDMA objects held, by type.
+func (m *Metrics) setObjects(p prometheus.Labels, objs map[string]int) {
+	for typ, c := range objs {
+		m.objects.With(with(p, "type", typ)).Set(float64(c))
+	}
+}
+
+// setTraffic sets a traffic phase's messages, bytes and their rate over
+// sec seconds.
+func (m *Metrics) setTraffic(p prometheus.Labels, messages, bytes int64, sec float64) {
+	m.messages.With(p).Set(float64(messages))
+	m.bytes.With(p).Set(float64(bytes))
+	if sec > 0 {
+		m.msgRate.With(p).Set(float64(messages) / sec)
 	}
 }
 
@@ -267,19 +294,7 @@ func (m *Metrics) Sample(s result.Sample) {
 // completed in its window, their bytes, and their rate over sec, the
 // time since the phase started.
 func (m *Metrics) Traffic(messages, bytes int64, sec float64) {
-	if m == nil {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.point == nil {
-		return
-	}
-	m.messages.With(m.point).Set(float64(messages))
-	m.bytes.With(m.point).Set(float64(bytes))
-	if sec > 0 {
-		m.msgRate.With(m.point).Set(float64(messages) / sec)
-	}
+	m.atPoint(func(p prometheus.Labels) { m.setTraffic(p, messages, bytes, sec) })
 }
 
 // PointEnds sets the point's figures from its record: the final counts,
@@ -318,15 +333,9 @@ func (m *Metrics) PointEnds(pt result.Point) {
 	if pt.Peak != nil && len(pt.Peak.Resources) > 0 {
 		objs = pt.Peak.Resources
 	}
-	for typ, c := range objs {
-		m.objects.With(with(p, "type", typ)).Set(float64(c))
-	}
+	m.setObjects(p, objs)
 	if n := len(pt.Samples); n > 0 {
-		for _, ps := range pt.Samples[n-1].Procs {
-			l := with(with(p, "role", ps.Role), "host", "")
-			m.cpu.With(l).Set(ps.CPU)
-			m.rss.With(l).Set(float64(ps.RSS))
-		}
+		m.setProcs(p, pt.Samples[n-1].Procs)
 	}
 	// Generators on other hosts measure themselves; the collectors here
 	// see only local processes.
@@ -336,11 +345,7 @@ func (m *Metrics) PointEnds(pt result.Point) {
 		}
 	}
 	if t := pt.Traffic; t != nil {
-		m.messages.With(p).Set(float64(t.Messages))
-		m.bytes.With(p).Set(float64(t.Bytes))
-		if t.DurationSec > 0 {
-			m.msgRate.With(p).Set(float64(t.Messages) / t.DurationSec)
-		}
+		m.setTraffic(p, t.Messages, t.Bytes, t.DurationSec)
 	}
 	lat := m.latency.With(p)
 	for _, r := range pt.Records {

@@ -185,6 +185,13 @@ func standalone(ctx context.Context, d *client.Dialer, spec protocol.GeneratorSp
 		tr := d.Traffic(ctx, conns, spec.Traffic)
 		printTraffic(out, tr)
 	}
+	holdStandalone(ctx, in, spec)
+	return nil
+}
+
+// holdStandalone holds a generator run by hand, without a runner: until
+// its stdin closes (--hold-stdin), for --hold, or not at all.
+func holdStandalone(ctx context.Context, in io.Reader, spec protocol.GeneratorSpec) {
 	if spec.HoldStdin {
 		io.Copy(io.Discard, in)
 	} else if spec.Hold > 0 {
@@ -195,7 +202,6 @@ func standalone(ctx context.Context, d *client.Dialer, spec protocol.GeneratorSp
 		}
 		t.Stop()
 	}
-	return nil
 }
 
 // runClients runs the load and, with events, reports progress every

@@ -8,7 +8,6 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/fabric/rdmacm"
 	"github.com/rdmaprobe/rdmaprobe/result"
@@ -88,15 +87,6 @@ func generateCM(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Read
 	if spec.HoldStdin && connected < len(recs) {
 		return fmt.Errorf("%d of %d clients did not connect", len(recs)-connected, len(recs))
 	}
-	if spec.HoldStdin {
-		io.Copy(io.Discard, in)
-	} else if spec.Hold > 0 {
-		t := time.NewTimer(spec.Hold)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
-	}
+	holdStandalone(ctx, in, spec)
 	return nil
 }
