@@ -162,6 +162,9 @@ func NewModel(run *result.Run) *Model {
 	m.method(run)
 	m.target(run)
 	m.hosts(run)
+	if run.Config.ClientKind == result.ClientRDMACM {
+		m.Notes = append(m.Notes, "the clients were rdma_cm connections (--client-kind rdmacm): no traffic phase ran, since a server that posts no receives (cmtime's) would answer every SEND with an RNR NAK; the figures are the connections held and the time of each rdma_cm step (resolve_addr, resolve_route, qp_create, establish)")
+	}
 	for _, p := range run.Points {
 		for _, e := range p.SamplerErrors {
 			m.Notes = append(m.Notes, fmt.Sprintf("%d clients, trial %d: collector failed: %s", p.Clients, p.Trial, e))

@@ -137,3 +137,21 @@ func TestClientRate(t *testing.T) {
 		}
 	}
 }
+
+// A run of rdma_cm clients says in its report that no traffic phase ran,
+// and why.
+func TestRDMACMRunSaysNoTraffic(t *testing.T) {
+	run := &result.Run{Mode: "ramp", Config: result.Config{ClientKind: result.ClientRDMACM},
+		Points: []result.Point{{Clients: 10, Trial: 1, Attempted: 10, Connected: 10, SuccessRate: 1, Passed: true}}}
+	md, err := Markdown(NewModel(run))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "no traffic phase ran") || !strings.Contains(string(md), "--client-kind rdmacm") {
+		t.Errorf("the report does not say that rdma_cm clients ran no traffic phase:\n%s", md)
+	}
+	md, _ = Markdown(NewModel(&result.Run{Mode: "ramp", Points: run.Points}))
+	if strings.Contains(string(md), "no traffic phase ran") {
+		t.Error("a run of the built-in clients says it had rdma_cm clients")
+	}
+}
