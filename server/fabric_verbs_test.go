@@ -26,7 +26,7 @@ var timeScale = func() time.Duration {
 }()
 
 // testFabric: built with the verbs tag and run where an RDMA device exists
-// (the Soft-RoCE guest: TestGuestSuites in app), the server and clients
+// (the Soft-RoCE guest: TestGuestSuites in internal/guestsuites), the server and clients
 // share the real device and the kernel's own resource count is watched.
 // Elsewhere it falls back to sim (with caps; a real device has its own).
 func testFabric(t *testing.T, opts sim.Options) fabricUnderTest {

@@ -12,7 +12,7 @@ import (
 )
 
 // TestConformance holds the device to what every fabric must do, the
-// suite fabric/sim runs too; app's TestGuestSuites runs it on rxe0 in
+// suite fabric/sim runs too; internal/guestsuites' TestGuestSuites runs it on rxe0 in
 // the Soft-RoCE guest and fails unless it passed there.
 func TestConformance(t *testing.T) {
 	dev := openDev(t, -1)
