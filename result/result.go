@@ -12,7 +12,7 @@ import (
 )
 
 // SchemaVersion is the version written by this build.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // Outcome classes of one client attempt.
 const (
@@ -125,6 +125,29 @@ type Run struct {
 	// not start.
 	Complete bool   `json:"complete"`
 	Error    string `json:"error,omitempty"`
+	// Designs are each server design's search and findings, in
+	// Config.Designs' order, when the run measured several (--mode with
+	// a list); Search and Diagnosis above are then absent, since each
+	// design has its own.
+	Designs []Design `json:"designs,omitempty"`
+}
+
+// Design is what one server design (resource mode) of a run that
+// measured several reached: its search, the largest count it held by
+// each criterion among the counts tested (analysis.Capacity), and what
+// limited it.
+type Design struct {
+	Mode   string  `json:"mode"`
+	Search *Search `json:"search,omitempty"`
+	// MaxConnected is the largest count that connected at the threshold
+	// with every smaller tested count; MaxSustainable the largest whose
+	// traffic phase also met the SLOs, 0 when no traffic phase ran.
+	MaxConnected   int `json:"max_connected"`
+	MaxSustainable int `json:"max_sustainable,omitempty"`
+	// Diagnosis is the limiting factor at LimitAt clients, nil when no
+	// point of the design failed.
+	Diagnosis *Diagnosis `json:"diagnosis,omitempty"`
+	LimitAt   int        `json:"limit_at,omitempty"`
 }
 
 // NotStarted begins the Error of a run that could not start (a guest
@@ -203,7 +226,7 @@ const (
 
 // Config is what the points were run with.
 type Config struct {
-	ResourceMode  string       `json:"resource_mode"` // "per-client", "shared-cq"
+	ResourceMode  string       `json:"resource_mode"` // "per-client", "shared-cq"; the list as given ("per-client,srq") when several
 	Rounds        int          `json:"rounds"`        // verified round trips per client
 	PayloadBytes  int          `json:"payload_bytes"`
 	ClientTimeout float64      `json:"client_timeout_sec"`
@@ -221,6 +244,9 @@ type Config struct {
 	RampClients   []int        `json:"ramp_clients,omitempty"`
 	MaxClients    int          `json:"max_clients,omitempty"` // server cap; 0 = the probe point's N
 	SimCaps       *fabric.Caps `json:"sim_caps,omitempty"`
+	// Designs are the server designs (resource modes) a run measured in
+	// turns, when --mode named more than one (Run.Designs).
+	Designs []string `json:"designs,omitempty"`
 	// Launcher is how the load generators were started on other hosts
 	// ("ssh", "slurm"; empty: on this one), and ServerAddr the address
 	// the server listened on for them.
@@ -270,7 +296,11 @@ func (c *Calibration) HS() float64 {
 
 // Point is one trial at one client count.
 type Point struct {
-	Clients     int       `json:"clients"`
+	Clients int `json:"clients"`
+	// Design is the server design (resource mode) the point ran; empty
+	// in runs before schema version 5, whose points all ran
+	// Config.ResourceMode.
+	Design      string    `json:"design,omitempty"`
 	Trial       int       `json:"trial"`
 	StartedAt   time.Time `json:"started_at"`
 	DurationSec float64   `json:"duration_sec"`
