@@ -141,6 +141,9 @@ type Event struct {
 	Point *result.Point
 	Step  *result.Step
 	Note  string
+	// Design is the server design the event is of, in a probe of
+	// several (RampDesigns, SearchDesigns); empty otherwise.
+	Design string
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -270,6 +273,12 @@ type prober struct {
 	cfg     Config
 	measure Measure
 	observe func(Event)
+	// turns, when set, is shared with the probes of the other designs
+	// measured in the same run: each count's trials wait for this
+	// design's turn (id), and the next count hands it on.
+	turns   *turns
+	id      int
+	ran     bool
 	tallies map[int]*tally
 	points  []result.Point
 	steps   []result.Step
@@ -417,6 +426,11 @@ func (p *prober) step(n int, note, why string) error {
 // far at n, Rate and Passed are pooled), so the last Step at an N is the
 // decision the search acted on.
 func (p *prober) run(n int, note, why string) error {
+	if p.turns != nil && p.ran {
+		p.turns.pass()
+		p.turns.wait(p.id)
+	}
+	p.ran = true
 	t := p.tallies[n]
 	if t == nil {
 		t = &tally{}
