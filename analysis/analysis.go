@@ -269,3 +269,33 @@ func joinComma(ns []int) string {
 	}
 	return s
 }
+
+// SummariseDesigns is Summarise for a run that measured several server
+// designs (result.Run.DesignModes): the run's Limits, and per design, in
+// Config.Designs' order, its search (searches, in the same order), the
+// largest count it held by each criterion (Capacity) and its limiting
+// factor (Limit of the design's points alone). Max sustainable is
+// counted only when a traffic phase ran.
+func SummariseDesigns(run *result.Run, searches []result.Search) {
+	for i := range run.Points {
+		if run.Points[i].Limits != nil {
+			run.Limits = run.Points[i].Limits
+			break
+		}
+	}
+	run.Search, run.Diagnosis, run.Designs = nil, nil, nil
+	for i, mode := range run.Config.Designs {
+		d := result.Design{Mode: mode}
+		if i < len(searches) {
+			s := searches[i]
+			d.Search = &s
+		}
+		sub := run.ForDesign(mode)
+		d.MaxConnected = Capacity(sub.Points, run.Config.Threshold, result.CriterionConnect)
+		if run.Config.Traffic != nil {
+			d.MaxSustainable = Capacity(sub.Points, run.Config.Threshold, result.CriterionTraffic)
+		}
+		d.Diagnosis, d.LimitAt = Limit(sub)
+		run.Designs = append(run.Designs, d)
+	}
+}

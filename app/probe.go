@@ -35,7 +35,7 @@ func probeFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "threshold", Value: 100, Usage: "success rate in percent a point must reach to pass"},
 		&cli.IntFlag{Name: "trials", Value: 1, Usage: "trials per client count (pooled for the pass decision)"},
 		&cli.IntFlag{Name: "max-clients", Usage: "server cap; default: each point's client count"},
-		&cli.StringFlag{Name: "mode", Value: runner.DefaultMode, Usage: "server resources per client: per-client (1 QP + 2 CQ + 2 MR), shared-cq (1 QP + 2 MR), pool (1 QP; one registered pool) or srq (1 QP without RQ; pool + shared receive queue)"},
+		&cli.StringFlag{Name: "mode", Value: runner.DefaultMode, Usage: "server resources per client: per-client (1 QP + 2 CQ + 2 MR), shared-cq (1 QP + 2 MR), pool (1 QP; one registered pool) or srq (1 QP without RQ; pool + shared receive queue); a comma-separated list (per-client,srq) measures each design in the same run: ramp in turns at every count, search one search per design, taking turns; --require then holds for each"},
 		&cli.StringFlag{Name: "gomaxprocs", Value: runner.GoMaxProcsSplit, Usage: "how the server's and load generators' Go runtimes share this machine's CPUs: split (server half, generators the rest) or all (Go's default: each sized to every CPU, their idle threads spin against each other)"},
 		&cli.IntFlag{Name: "procs", Value: 1, Usage: "load-generator processes the clients are spread over"},
 		&cli.Float64Flag{Name: "rate", Usage: "client launches per second over all generators (0 = all at once)"},
@@ -79,9 +79,9 @@ func searchCommand(s Streams) *cli.Command {
 			if err != nil {
 				return fail(ExitUsage, "--resolution %v", err)
 			}
-			return runProbe(c, s, "search", func(ctx context.Context, cfg probe.Config, m probe.Measure, obs func(probe.Event)) (result.Search, []result.Point, error) {
+			return runProbe(c, s, "search", func(ctx context.Context, designs []string, cfg probe.Config, m probe.DesignMeasure, obs func(probe.Event)) ([]result.Search, []result.Point, error) {
 				cfg.Lo, cfg.Hi, cfg.MaxN, cfg.Resolution = lo, hi, c.Int("max-n"), res
-				return probe.Search(ctx, cfg, m, obs)
+				return probe.SearchDesigns(ctx, designs, cfg, m, obs)
 			})
 		},
 	}
@@ -102,8 +102,8 @@ func rampCommand(s Streams) *cli.Command {
 			if err != nil {
 				return fail(ExitUsage, "--clients: %v", err)
 			}
-			return runProbe(c, s, "ramp", func(ctx context.Context, cfg probe.Config, m probe.Measure, obs func(probe.Event)) (result.Search, []result.Point, error) {
-				return probe.Ramp(ctx, list, cfg, m, obs)
+			return runProbe(c, s, "ramp", func(ctx context.Context, designs []string, cfg probe.Config, m probe.DesignMeasure, obs func(probe.Event)) ([]result.Search, []result.Point, error) {
+				return probe.RampDesigns(ctx, designs, list, cfg, m, obs)
 			})
 		},
 	}
@@ -202,7 +202,11 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) (e
 		if err := req.check(run); err != nil {
 			return err
 		}
-		fmt.Fprintf(s.Out, "requirement met: %d clients by %s\n", req.n, req.criterion)
+		if run.DesignModes() != nil {
+			fmt.Fprintf(s.Out, "requirement met: %d clients by %s in every design\n", req.n, req.criterion)
+		} else {
+			fmt.Fprintf(s.Out, "requirement met: %d clients by %s\n", req.n, req.criterion)
+		}
 	}
 	return nil
 }
@@ -245,7 +249,8 @@ func probeBackend(c *cli.Context, s Streams) (*backend, runner.Spec, error) {
 // spec and backend, the counts to run, and how each point, note and
 // decision is printed as it comes.
 func sessionOptions(c *cli.Context, s Streams, mode string, strat session.Strategy, be *backend, spec runner.Spec, prog *progress, lv *liveViews) session.Options {
-	o := session.Options{
+	var o session.Options
+	o = session.Options{
 		Mode: mode, Command: os.Args, ToolVersion: Version, ResultsDir: c.String("results"),
 		Backend: be.Backend, Spec: spec, Trials: c.Int("trials"), StopOnError: c.Bool("stop-on-error"),
 		Target:   targetRecord(spec, c.StringSlice("target-dir"), be.targetDevice(spec), be.targetAddr(spec)),
@@ -277,7 +282,11 @@ func sessionOptions(c *cli.Context, s Streams, mode string, strat session.Strate
 			lv.metrics.PointEnds(pt)
 			lv.events.PointEnds(pt)
 			prog.clear()
-			fmt.Fprintln(s.Out, pointLine(pt, be.Backend.Simulated))
+			line := pointLine(pt, be.Backend.Simulated)
+			if len(o.Designs) > 1 {
+				line = pt.Design + ": " + strings.TrimLeft(line, " ")
+			}
+			fmt.Fprintln(s.Out, line)
 			for _, l := range hostLines(pt) {
 				fmt.Fprintln(s.Out, l)
 			}
@@ -300,6 +309,9 @@ func sessionOptions(c *cli.Context, s Streams, mode string, strat session.Strate
 		// One generator per slot, as mpirun starts one rank per slot.
 		o.Spec.Procs = launch.Slots(be.remote.hosts)
 	}
+	if ds := modes(c); len(ds) > 1 {
+		o.Designs = ds
+	}
 	if mode == "search" {
 		o.Lo, o.Hi = c.Int("lo"), c.Int("hi")
 	} else {
@@ -317,6 +329,15 @@ func printFindings(w io.Writer, run *result.Run) {
 			fmt.Fprintf(w, " → %s", d.Suggestion)
 		}
 		fmt.Fprintln(w)
+	}
+	for _, ds := range run.Designs {
+		if d := ds.Diagnosis; d != nil {
+			fmt.Fprintf(w, "limiting factor of %s at %d clients: %s", ds.Mode, ds.LimitAt, d.Summary)
+			if d.Suggestion != "" {
+				fmt.Fprintf(w, " → %s", d.Suggestion)
+			}
+			fmt.Fprintln(w)
+		}
 	}
 	if t := run.Target; t != nil && len(t.Client) > 0 {
 		fmt.Fprintln(w, "PSNs: not seen (client commands exchange their own)")
@@ -345,10 +366,25 @@ func pointError(perr error, run *result.Run, path string) error {
 	return fail(ExitRunError, "%v (%s saved in %s)", perr, saved, path)
 }
 
+// modes are the server designs --mode names, in the order given: one,
+// or a comma-separated list measured in turns.
+func modes(c *cli.Context) []string {
+	var out []string
+	for _, m := range strings.Split(c.String("mode"), ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		return []string{""}
+	}
+	return out
+}
+
 // probeSpec is the workload the probe flags describe, on backend be.
 func probeSpec(c *cli.Context, be *backend) runner.Spec {
 	return runner.Spec{
-		Fabric: be.fabric, MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
+		Fabric: be.fabric, MaxClients: c.Int("max-clients"), Mode: modes(c)[0],
 		Procs: c.Int("procs"), Rate: c.Float64("rate"), Timeout: c.Duration("timeout"), Rounds: c.Int("rounds"),
 		MsgSize: c.Int("msg-size"), Threshold: c.Float64("threshold") / 100, InFlight: c.Int("inflight"),
 		TLSResume: c.Bool("tls-resume"), Detach: c.Bool("detach"), TLSKex: c.String("tls-kex"),

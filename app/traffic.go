@@ -38,7 +38,7 @@ func trafficFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "msg-timeout", Value: client.DefaultMsgTimeout, Usage: "a message outstanding this long fails its client as timeout (the peer stopped answering)"},
 		&cli.StringFlag{Name: "slo", Value: "errors=0", Usage: "the traffic phase's objectives, comma-separated: p50|p90|p99|p99.9|max|mean<=DURATION, errors=N, rate|client-rate|mbps>=X or >=F*base (base: the run's smallest N), e.g. p99<=2ms,errors=0"},
 		&cli.StringFlag{Name: "criterion", Value: result.CriterionConnect, Usage: "what a point must meet to pass: connect (its clients connect at --threshold) or traffic (and its traffic phase meets --slo): max connected or max sustainable"},
-		&cli.StringFlag{Name: "require", Usage: "exit with status 3 unless `N` clients pass, and every smaller count tested, by the criterion: --criterion's, or the one named as N:connect or N:traffic (a CI gate; without it a run exits 0 whatever it measured)"},
+		&cli.StringFlag{Name: "require", Usage: "exit with status 3 unless `N` clients pass, and every smaller count tested, by the criterion: --criterion's, or the one named as N:connect or N:traffic (a CI gate; without it a run exits 0 whatever it measured); with several --mode designs, every design must pass it"},
 	}
 }
 
@@ -110,15 +110,30 @@ func parseRequire(s, criterion string) (requirement, error) {
 // check is nil when the run met the requirement, otherwise the error that
 // makes the command exit with ExitRequirement.
 func (r *requirement) check(run *result.Run) error {
-	got := analysis.Capacity(run.Points, run.Config.Threshold, r.criterion)
 	what := "max connected"
 	if r.criterion == result.CriterionTraffic {
 		what = "max sustainable (--slo " + run.Config.SLO + ")"
 	}
-	if got >= r.n {
+	designs := run.DesignModes()
+	if designs == nil {
+		got := analysis.Capacity(run.Points, run.Config.Threshold, r.criterion)
+		if got >= r.n {
+			return nil
+		}
+		return fail(ExitRequirement, "requirement not met: %d clients by %s; %s among the counts tested: %d", r.n, r.criterion, what, got)
+	}
+	// Each design is required to hold N on its own.
+	var short []string
+	for _, d := range designs {
+		got := analysis.Capacity(run.ForDesign(d).Points, run.Config.Threshold, r.criterion)
+		if got < r.n {
+			short = append(short, fmt.Sprintf("%s %d", d, got))
+		}
+	}
+	if len(short) == 0 {
 		return nil
 	}
-	return fail(ExitRequirement, "requirement not met: %d clients by %s; %s among the counts tested: %d", r.n, r.criterion, what, got)
+	return fail(ExitRequirement, "requirement not met: %d clients by %s in every design; %s among the counts tested: %s", r.n, r.criterion, what, strings.Join(short, ", "))
 }
 
 // trafficLine is a point's traffic phase in one line, "" without one.

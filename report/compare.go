@@ -47,8 +47,10 @@ func Label(r *result.Run) string {
 }
 
 // NewComparison builds the side-by-side view; labels default to Label,
-// made unique with #i.
+// made unique with #i. A run of several server designs takes one column
+// per design.
 func NewComparison(runs []*result.Run) *Comparison {
+	runs = byDesign(runs)
 	c := &Comparison{Title: "rdmaprobe: comparison of " + fmt.Sprint(len(runs)) + " runs", Header: []string{"Clients"}}
 	seen := map[string]int{}
 	for i, r := range runs {
@@ -133,6 +135,23 @@ func NewComparison(runs []*result.Run) *Comparison {
 			logLinePlot("compare-latency", "Message latency p99 vs clients", "clients", "µs (log)", p99))
 	}
 	return c
+}
+
+// byDesign replaces each run of several server designs by one run per
+// design (result.Run.ForDesign), in the run's order.
+func byDesign(runs []*result.Run) []*result.Run {
+	var out []*result.Run
+	for _, r := range runs {
+		ds := r.DesignModes()
+		if ds == nil {
+			out = append(out, r)
+			continue
+		}
+		for _, d := range ds {
+			out = append(out, r.ForDesign(d))
+		}
+	}
+	return out
 }
 
 // lastRate gives the connect rate at the largest count with a timed

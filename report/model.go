@@ -55,6 +55,16 @@ type Model struct {
 	HostsNote  string
 	Plots      []Plot
 	Notes      []string // sampler errors and other caveats
+
+	// Designs is the capacity-by-design table of a run of several
+	// server designs, and Sections each design's own report; the
+	// per-count sections above are then empty, as they are each
+	// design's.
+	Designs  []DesignRow
+	Sections []*Model
+	// Design is the design a section reports on; Stem its files' name
+	// ("report-srq"), PlotPrefix its plots' ("srq-").
+	Design, Stem, PlotPrefix string
 }
 
 // Answer is the executive summary: analysis.Findings' capacities, with
@@ -144,6 +154,19 @@ func NewModel(run *result.Run) *Model {
 	m.Title = "rdmaprobe: RDMA client capacity on " + m.Backend
 	if m.Simulated && !strings.Contains(strings.ToLower(m.Backend), "simulated") {
 		m.Title += " (simulated)"
+	}
+	if run.DesignModes() != nil {
+		m.Title = "rdmaprobe: RDMA client capacity by server design on " + m.Backend
+		if m.Simulated && !strings.Contains(strings.ToLower(m.Backend), "simulated") {
+			m.Title += " (simulated)"
+		}
+		m.Sections, m.Designs = designSections(run), DesignRows(run)
+		m.designAnswer()
+		m.env(run)
+		m.method(run)
+		m.target(run)
+		m.hosts(run)
+		return m
 	}
 	f := analysis.Analyse(run)
 	for _, c := range f.Counts {

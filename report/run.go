@@ -1,6 +1,8 @@
 package report
 
 import (
+	"strings"
+
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -8,15 +10,36 @@ import (
 // and/or report.html with the plots inline as SVG. The output depends on
 // the run alone, so rendering a saved run again gives the same bytes. It
 // returns the files written.
+//
+// A run of several server designs gets an overview, report.md and
+// report.html with the capacity-by-design table, and each design's own
+// report beside it (report-<design>.md, .html).
 func WriteAll(run *result.Run, dir string, formats []string) ([]string, error) {
 	m := NewModel(run)
-	m.Plots = Figures(run, m)
-	return Write(dir, formats, m.Document())
+	if len(m.Sections) == 0 {
+		m.Plots = Figures(run, m)
+		return Write(dir, formats, m.Document())
+	}
+	m.Plots = designFigures(run, m)
+	var files []string
+	for _, doc := range m.designDocuments() {
+		fs, err := Write(dir, formats, doc)
+		files = append(files, fs...)
+		if err != nil {
+			return files, err
+		}
+	}
+	return files, nil
 }
 
-// Document is the run's report as report.md and report.html.
+// Document is the run's report as report.md and report.html (a
+// design's: its Stem's).
 func (m *Model) Document() Document {
-	return Document{Stem: "report", Plots: m.Plots,
+	stem := "report"
+	if m.Stem != "" {
+		stem = m.Stem
+	}
+	return Document{Stem: stem, Plots: m.Plots,
 		Markdown: func() ([]byte, error) { return Markdown(m) },
 		HTML:     func() ([]byte, error) { return HTML(m) }}
 }
@@ -64,6 +87,7 @@ func Markdown(m *Model) ([]byte, error) {
 	}
 	return execMarkdown("report", map[string]any{
 		"M":      m,
+		"P":      m.PlotPrefix,
 		"Source": resourceSource(m),
 		"Env":    mdTable([]string{"What", "Value"}, env),
 		"Table":  mdTable([]string{"Clients", "Connected", "Success", "95% CI", "QPs", "CQs", "MRs", "Status"}, rows),
@@ -86,7 +110,7 @@ func HTML(m *Model) ([]byte, error) {
 	}
 	plots := map[string]*Plot{}
 	for i := range m.Plots {
-		plots[m.Plots[i].Name] = &m.Plots[i]
+		plots[strings.TrimPrefix(m.Plots[i].Name, m.PlotPrefix)] = &m.Plots[i]
 	}
 	return execHTML("report", map[string]any{"M": m, "Plots": plots, "Source": resourceSource(m), "Cut": cut, "CutStatus": StatusInterrupted,
 		"Sentences": richText(m.Answer.Sentences), "Recs": richText(m.Recs)})

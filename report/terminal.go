@@ -71,8 +71,16 @@ func cutFailures(p result.Point) map[string]int {
 	return m
 }
 
-// Terminal writes the success-rate table and the verdict.
+// Terminal writes the success-rate table and the verdict; for a run of
+// several server designs, each design's and the capacity-by-design table.
 func Terminal(w io.Writer, run *result.Run) error {
+	if run.DesignModes() != nil {
+		return designTerminal(w, run)
+	}
+	return terminal(w, run)
+}
+
+func terminal(w io.Writer, run *result.Run) error {
 	rows := analysis.Pool(run.Points, run.Config.Threshold)
 	t := tablewriter.NewTable(w,
 		tablewriter.WithRenderer(renderer.NewBlueprint()),

@@ -157,6 +157,15 @@ func (l *Local) Describe(run *result.Run) {
 	}
 }
 
+// SetMode sets the server design of the points to come
+// (ModeSetter). A server command of the operator's has its own.
+func (l *Local) SetMode(mode string) {
+	l.spec.Mode = mode
+	if t, ok := l.target.(*builtinTarget); ok {
+		t.spec.Mode = mode
+	}
+}
+
 // RunPoint runs one trial with n clients (Runner.RunPoint).
 func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error) {
 	spec := l.spec

@@ -73,6 +73,13 @@ type Describer interface {
 	Describe(run *result.Run)
 }
 
+// ModeSetter is a Runner whose server design (resource mode) can change
+// between points, for a run that measures several designs in turns: the
+// session sets the next point's before it runs.
+type ModeSetter interface {
+	SetMode(mode string)
+}
+
 // Finisher is a Runner with work to do once the run's last point is in
 // and before the run is saved for the last time (a guest measures
 // perftest's data path again). The session calls Finish only for a run

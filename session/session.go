@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,9 +28,10 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/slo"
 )
 
-// Strategy chooses the points: probe.Search or probe.Ramp with their
-// arguments bound.
-type Strategy func(ctx context.Context, cfg probe.Config, m probe.Measure, obs func(probe.Event)) (result.Search, []result.Point, error)
+// Strategy chooses the points of every server design: probe.SearchDesigns
+// or probe.RampDesigns with their arguments bound. It returns one search
+// per design, in designs' order.
+type Strategy func(ctx context.Context, designs []string, cfg probe.Config, m probe.DesignMeasure, obs func(probe.Event)) ([]result.Search, []result.Point, error)
 
 // Opener returns the Runner of spec's points; dir is the run's directory
 // (a guest writes its console log there), local what a Local runner
@@ -49,6 +52,10 @@ type Options struct {
 	ResultsDir string
 	Backend    result.Backend
 	Spec       runner.Spec
+	// Designs are the server designs (resource modes) measured in turns
+	// when there are several; empty or one: Spec.Mode alone. The runner
+	// must then be a runner.ModeSetter.
+	Designs []string
 	// Trials per client count, and whether a point that itself failed
 	// stops the run (the threshold is Spec.Threshold).
 	Trials      int
@@ -74,7 +81,9 @@ type Options struct {
 	Progress    func(runner.Progress)
 	PointStarts func(n, trial int)
 	Point       func(result.Point)
-	Note        func(string)
+	// Note, and Decision's why, begin with the design they are of
+	// ("srq: ") in a run of several designs.
+	Note func(string)
 	// Decision, if set, is told before each count is measured why the
 	// strategy chose it.
 	Decision func(n int, why string)
@@ -119,6 +128,11 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 		return nil, s.notStarted(err)
 	}
 	defer r.Close()
+	designs := o.designs()
+	setMode, _ := r.(runner.ModeSetter)
+	if len(designs) > 1 && setMode == nil {
+		return nil, s.notStarted(fmt.Errorf("--mode with several designs: this runner cannot change the server's design between points"))
+	}
 	if s.Path, err = result.SaveRun(dir, run); err != nil {
 		return nil, err
 	}
@@ -150,11 +164,15 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 			o.Point(*pt)
 		}
 	}
-	record := func(ctx context.Context, n, trial int) (result.Point, error) {
+	record := func(ctx context.Context, design string, n, trial int) (result.Point, error) {
+		if setMode != nil {
+			setMode.SetMode(design)
+		}
 		if o.PointStarts != nil {
 			o.PointStarts(n, trial)
 		}
 		pt, err := r.RunPoint(ctx, n, trial)
+		pt.Design = design
 		if pt.Interrupted {
 			// Cut short (Ctrl-C, a dead guest): kept with what it
 			// measured, apart from the points, since it measured no
@@ -169,7 +187,7 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 			return pt, err // nothing measured: no point to keep
 		}
 		keep(&pt, func() {
-			judgeTraffic(&pt, run.Points, o.SLOs, o.Criterion)
+			judgeTraffic(&pt, run.ForDesign(design).Points, o.SLOs, o.Criterion)
 			analysis.Judge(&pt, o.Spec.Threshold)
 			run.Points = append(run.Points, pt)
 			run.PSN = result.CheckPSNs(run.Points)
@@ -177,22 +195,32 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 		return pt, err
 	}
 	obs := func(ev probe.Event) {
+		of := ""
+		if ev.Design != "" {
+			of = ev.Design + ": "
+		}
 		switch {
 		case ev.Kind == probe.EventNote && o.Note != nil:
-			o.Note(ev.Note)
+			o.Note(of + ev.Note)
 		case ev.Kind == probe.EventDecision && o.Decision != nil:
-			o.Decision(ev.Step.Clients, ev.Note)
+			o.Decision(ev.Step.Clients, of+ev.Note)
 		}
 	}
 	cfg := probe.Config{Threshold: o.Spec.Threshold, Trials: o.Trials, StopOnPointError: o.StopOnError}
-	srch, _, perr := o.Strategy(ctx, cfg, record, obs)
+	srch, _, perr := o.Strategy(ctx, designs, cfg, record, obs)
 	if f, ok := r.(runner.Finisher); ok && ctx.Err() == nil && run.Interrupted == nil {
 		f.Finish(ctx)
 		describe()
 	}
-	run.Search = &srch
 	run.FinishedAt = time.Now().UTC()
-	analysis.Summarise(run)
+	if len(designs) > 1 {
+		analysis.SummariseDesigns(run, srch)
+	} else {
+		if len(srch) == 1 {
+			run.Search = &srch[0]
+		}
+		analysis.Summarise(run)
+	}
 	run.PSN = result.CheckPSNs(run.Points)
 	if run.Interrupted != nil {
 		// Its clients connected too: their PSNs count.
@@ -271,11 +299,23 @@ func newRun(o Options) *result.Run {
 	} else {
 		run.Config.RampClients = o.Clients
 	}
+	if len(o.Designs) > 1 {
+		run.Config.ResourceMode = strings.Join(o.Designs, ",")
+		run.Config.Designs = o.Designs
+	}
 	if o.Backend.Name == "sim" {
 		caps := sp.Fabric.SimCaps()
 		run.Config.SimCaps = &caps
 	}
 	return run
+}
+
+// designs are the server designs the run measures, in turn order.
+func (o Options) designs() []string {
+	if len(o.Designs) > 0 {
+		return o.Designs
+	}
+	return []string{o.Spec.Mode}
 }
 
 // Check refuses options no run could use, before anything starts.
@@ -285,6 +325,19 @@ func (o Options) Check() error {
 	}
 	if o.Trials < 1 {
 		return fmt.Errorf("--trials must be at least 1")
+	}
+	if len(o.Designs) > 1 && o.Spec.Server != nil {
+		return fmt.Errorf("--mode with several designs needs rdmaprobe's own server: a --server-cmd has its own design")
+	}
+	for i, d := range o.Designs {
+		if slices.Contains(o.Designs[:i], d) {
+			return fmt.Errorf("--mode names %s twice", d)
+		}
+		sp := o.Spec
+		sp.Mode = d
+		if err := sp.Check(); err != nil {
+			return err
+		}
 	}
 	return o.Spec.Check()
 }

@@ -57,8 +57,8 @@ func options(t *testing.T, f *fakeRunner, opened *int) Options {
 		Backend: result.Backend{Name: "sim", Simulated: true},
 		Spec:    runner.Spec{Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Fabric: protocol.Fabric{Backend: "sim", SimMaxQP: 10}},
 		Trials:  1,
-		Strategy: func(ctx context.Context, cfg probe.Config, m probe.Measure, obs func(probe.Event)) (result.Search, []result.Point, error) {
-			return probe.Ramp(ctx, []int{5, 10, 20}, cfg, m, obs)
+		Strategy: func(ctx context.Context, designs []string, cfg probe.Config, m probe.DesignMeasure, obs func(probe.Event)) ([]result.Search, []result.Point, error) {
+			return probe.RampDesigns(ctx, designs, []int{5, 10, 20}, cfg, m, obs)
 		},
 		Open: func(ctx context.Context, spec runner.Spec, dir string, local runner.LocalOptions) (runner.Runner, error) {
 			*opened++

@@ -363,6 +363,11 @@ func (g *Guest) guests() []*softroce.Guest {
 	return []*softroce.Guest{g.g}
 }
 
+// SetMode sets the server design of the points to come
+// (runner.ModeSetter): each point's request carries the spec into the
+// guest, so the same guest runs every design.
+func (g *Guest) SetMode(mode string) { g.spec.Mode = mode }
+
 // RunPoint runs one point inside the guest (runner.Runner.RunPoint), with QEMU
 // sampled from the host beside the guest's own view: first the server's
 // build for its count, if any (prepareBuild), then for a 1-client point

@@ -1,0 +1,106 @@
+package app
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// One search over two server designs with different walls: on a sim
+// device with 12 CQs, per-client (2 CQs a client) holds 6 clients while
+// srq (shared CQs) holds every count up to --hi. Each design's search
+// finds its own, --require 10 fails for per-client alone (exit 3), the
+// capacity-by-design table is printed and rendered, each design gets its
+// report, and compare sets the designs side by side.
+func TestSearchOverTwoDesigns(t *testing.T) {
+	root := t.TempDir()
+	out, errOut, code := run(t, "search", "--backend", "sim", "--mode", "per-client,srq", "--lo", "2", "--hi", "16",
+		"--sim-max-cq", "12", "--duration", "0", "--rounds", "1", "--msg-size", "64", "--calibrate", "0",
+		"--results", root, "--require", "10")
+	if code != ExitRequirement {
+		t.Fatalf("exit %d, want %d (requirement not met by per-client)\nstdout:\n%s\nstderr:\n%s", code, ExitRequirement, out, errOut)
+	}
+	if !strings.Contains(errOut, "requirement not met: 10 clients by connect in every design; max connected among the counts tested: per-client 6\n") {
+		t.Errorf("stderr %q: want per-client's 6 named, and srq not", errOut)
+	}
+	r := loadOnlyRun(t, root)
+	if r.Search != nil || len(r.Designs) != 2 || r.Config.ResourceMode != "per-client,srq" {
+		t.Fatalf("search %+v, designs %+v, mode %q", r.Search, r.Designs, r.Config.ResourceMode)
+	}
+	pc, srq := r.Designs[0], r.Designs[1]
+	if pc.Mode != "per-client" || pc.MaxConnected != 6 || pc.Search == nil || pc.Search.FirstFail != 7 ||
+		pc.Diagnosis == nil || pc.Diagnosis.Limit != "device-cap:max_cq" || pc.LimitAt != 7 {
+		t.Errorf("per-client: %+v (search %+v, diagnosis %+v)", pc, pc.Search, pc.Diagnosis)
+	}
+	if srq.Mode != "srq" || srq.MaxConnected != 16 || srq.Search == nil || !srq.Search.AboveHi || srq.Diagnosis != nil {
+		t.Errorf("srq: %+v (search %+v)", srq, srq.Search)
+	}
+	var order []string
+	for _, p := range r.Points {
+		if p.Design == "" {
+			t.Errorf("%d clients: no design recorded", p.Clients)
+		}
+		order = append(order, p.Design+" "+itoa(p.Clients))
+	}
+	if len(order) < 4 || strings.Join(order[:4], ", ") != "per-client 2, srq 2, per-client 16, srq 16" {
+		t.Errorf("points in the order %v, want the designs in turns", order)
+	}
+	if !strings.Contains(out, "Capacity by server design:") || !strings.Contains(out, "│ per-client │ 6 ") || !strings.Contains(out, "│ srq        │ ≥ 16 ") {
+		t.Errorf("stdout lacks the design table:\n%s", out)
+	}
+	dir := filepath.Dir(loadPath(t, root))
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "## Capacity by server design") || !strings.Contains(string(md), "| per-client | 6 ") ||
+		!strings.Contains(string(md), "device-cap:max_cq at 7") || !strings.Contains(string(md), "(report-srq.md)") {
+		t.Errorf("report.md:\n%s", md)
+	}
+	for _, f := range []string{"report-per-client.md", "report-srq.html", "design-success.png", "srq-success.png"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("no %s beside the run: %v", f, err)
+		}
+	}
+	cmp := t.TempDir()
+	if _, errOut, code := run(t, "compare", "--out", cmp, "--format", "md", loadPath(t, root), "../report/testdata/published.json"); code != 0 {
+		t.Fatalf("compare: exit %d: %s", code, errOut)
+	}
+	c, err := os.ReadFile(filepath.Join(cmp, "compare.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(c), "sim (simulated) per-client") || !strings.Contains(string(c), "sim (simulated) srq") {
+		t.Errorf("compare.md does not set the designs side by side:\n%s", c)
+	}
+}
+
+// --require with several designs holds each to it.
+func TestRequireEveryDesign(t *testing.T) {
+	pt := func(design string, n, connected int) result.Point {
+		return result.Point{Design: design, Clients: n, Trial: 1, Attempted: n, Connected: connected}
+	}
+	r := &result.Run{Config: result.Config{Threshold: 1, ResourceMode: "per-client,srq", Designs: []string{"per-client", "srq"}},
+		Points: []result.Point{pt("per-client", 5, 5), pt("srq", 5, 5), pt("per-client", 10, 8), pt("srq", 10, 10)}}
+	if err := (&requirement{n: 5, criterion: result.CriterionConnect}).check(r); err != nil {
+		t.Errorf("5 clients, held by both: %v", err)
+	}
+	err := (&requirement{n: 10, criterion: result.CriterionConnect}).check(r)
+	var e *exitError
+	if !errors.As(err, &e) || e.code != ExitRequirement || !strings.Contains(err.Error(), "per-client 5") || strings.Contains(err.Error(), "srq") {
+		t.Errorf("10 clients, held by srq alone: %v", err)
+	}
+}
+
+func loadPath(t *testing.T, root string) string {
+	t.Helper()
+	runs, _ := filepath.Glob(filepath.Join(root, "*", result.FileName+"*"))
+	if len(runs) != 1 {
+		t.Fatalf("want one run under %s, found %v", root, runs)
+	}
+	return runs[0]
+}
