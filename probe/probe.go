@@ -426,9 +426,15 @@ func (p *prober) step(n int, note, why string) error {
 // far at n, Rate and Passed are pooled), so the last Step at an N is the
 // decision the search acted on.
 func (p *prober) run(n int, note, why string) error {
-	if p.turns != nil && p.ran {
-		p.turns.pass()
-		p.turns.wait(p.id)
+	if p.turns != nil {
+		if p.ran {
+			p.turns.pass()
+			p.turns.wait(p.id)
+		}
+		// Another design's search may have ended the run meanwhile.
+		if err := p.ctx.Err(); err != nil {
+			return err
+		}
 	}
 	p.ran = true
 	t := p.tallies[n]

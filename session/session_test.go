@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -309,5 +311,64 @@ func TestRunFinishes(t *testing.T) {
 		case !interrupt && (f.finished != 3 || len(r.Environment.DataPath) != 2 || r.Environment.DataPath[1].When != result.ReferenceAfter):
 			t.Errorf("finished after %d points (want 3), references %+v", f.finished, r.Environment.DataPath)
 		}
+	}
+}
+
+// modeRunner is a fakeRunner whose server design the session sets.
+type modeRunner struct {
+	fakeRunner
+	mode string
+	seen []string
+}
+
+func (m *modeRunner) SetMode(mode string) { m.mode = mode }
+
+func (m *modeRunner) RunPoint(ctx context.Context, n, trial int) (result.Point, error) {
+	m.seen = append(m.seen, m.mode+" "+strconv.Itoa(n))
+	return m.fakeRunner.RunPoint(ctx, n, trial)
+}
+
+// A ramp over two designs sets the runner's design before each point,
+// in turns at each count, and saves each design's findings.
+func TestRunMeasuresDesignsInTurns(t *testing.T) {
+	m := &modeRunner{fakeRunner: fakeRunner{cap: 10, path: func() string { return "" }}}
+	var opened int
+	o := options(t, &m.fakeRunner, &opened)
+	o.Designs = []string{"per-client", "srq"}
+	o.Open = func(ctx context.Context, spec runner.Spec, dir string, local runner.LocalOptions) (runner.Runner, error) {
+		return m, nil
+	}
+	s, err := Run(context.Background(), o)
+	if err != nil || s.Err != nil {
+		t.Fatalf("run: %v, probe: %v", err, s.Err)
+	}
+	want := []string{"per-client 5", "srq 5", "per-client 10", "srq 10", "per-client 20", "srq 20"}
+	if !slices.Equal(m.seen, want) {
+		t.Errorf("the runner ran %v, want %v", m.seen, want)
+	}
+	r, err := result.Load(s.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range r.Points {
+		if got := p.Design + " " + strconv.Itoa(p.Clients); got != want[i] {
+			t.Errorf("point %d is %s, want %s", i, got, want[i])
+		}
+	}
+	if r.Search != nil || len(r.Designs) != 2 || r.Designs[1].Mode != "srq" || r.Designs[1].MaxConnected != 10 ||
+		r.Designs[1].Diagnosis == nil || r.Designs[1].LimitAt != 20 || r.Config.ResourceMode != "per-client,srq" {
+		t.Errorf("search %+v, designs %+v, mode %q", r.Search, r.Designs, r.Config.ResourceMode)
+	}
+}
+
+// A runner that cannot change the server's design between points cannot
+// run several.
+func TestRunRefusesDesignsARunnerCannotSet(t *testing.T) {
+	f := &fakeRunner{cap: 10, path: func() string { return "" }}
+	var opened int
+	o := options(t, f, &opened)
+	o.Designs = []string{"per-client", "srq"}
+	if _, err := Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "cannot change the server's design") {
+		t.Fatalf("error %v", err)
 	}
 }
