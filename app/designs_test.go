@@ -104,3 +104,28 @@ func loadPath(t *testing.T, root string) string {
 	}
 	return runs[0]
 }
+
+// A list of designs no run could measure is refused in one line, before
+// anything starts.
+func TestDesignListErrors(t *testing.T) {
+	for _, tc := range []struct {
+		mode, extra, want string
+	}{
+		{"per-client,per-client", "", "rdmaprobe: --mode names per-client twice"},
+		{"per-client,bogus", "", `rdmaprobe: --mode: unknown resource mode "bogus"`},
+		{"per-client,srq", "--server-cmd=/bin/true {port}", "rdmaprobe: --mode with several designs needs rdmaprobe's own server"},
+	} {
+		root := t.TempDir()
+		args := []string{"ramp", "--backend", "sim", "--mode", tc.mode, "--clients", "2", "--results", root}
+		if tc.extra != "" {
+			args = append(args, tc.extra)
+		}
+		out, errOut, code := run(t, args...)
+		if code != ExitUsage || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, tc.want) {
+			t.Errorf("--mode %s %s: exit %d, stderr %q; want exit 2, one line starting %q", tc.mode, tc.extra, code, errOut, tc.want)
+		}
+		if left, _ := os.ReadDir(root); len(left) != 0 {
+			t.Errorf("--mode %s: left %v behind\n%s", tc.mode, left, out)
+		}
+	}
+}
