@@ -11,15 +11,15 @@ import (
 )
 
 // One search over two server designs with different walls: on a sim
-// device with 12 CQs, per-client (2 CQs a client) holds 6 clients while
-// srq (shared CQs) holds every count up to --hi. Each design's search
+// device with 12 CQs and 10 QPs, per-client (2 CQs a client) holds 6
+// clients and srq (shared CQs, 1 QP a client) 10. Each design's search
 // finds its own, --require 10 fails for per-client alone (exit 3), the
 // capacity-by-design table is printed and rendered, each design gets its
 // report, and compare sets the designs side by side.
 func TestSearchOverTwoDesigns(t *testing.T) {
 	root := t.TempDir()
 	out, errOut, code := run(t, "search", "--backend", "sim", "--mode", "per-client,srq", "--lo", "2", "--hi", "16",
-		"--sim-max-cq", "12", "--duration", "0", "--rounds", "1", "--msg-size", "64", "--calibrate", "0",
+		"--sim-max-cq", "12", "--sim-max-qp", "10", "--duration", "0", "--rounds", "1", "--msg-size", "64", "--calibrate", "0",
 		"--results", root, "--require", "10")
 	if code != ExitRequirement {
 		t.Fatalf("exit %d, want %d (requirement not met by per-client)\nstdout:\n%s\nstderr:\n%s", code, ExitRequirement, out, errOut)
@@ -36,8 +36,9 @@ func TestSearchOverTwoDesigns(t *testing.T) {
 		pc.Diagnosis == nil || pc.Diagnosis.Limit != "device-cap:max_cq" || pc.LimitAt != 7 {
 		t.Errorf("per-client: %+v (search %+v, diagnosis %+v)", pc, pc.Search, pc.Diagnosis)
 	}
-	if srq.Mode != "srq" || srq.MaxConnected != 16 || srq.Search == nil || !srq.Search.AboveHi || srq.Diagnosis != nil {
-		t.Errorf("srq: %+v (search %+v)", srq, srq.Search)
+	if srq.Mode != "srq" || srq.MaxConnected != 10 || srq.Search == nil || srq.Search.FirstFail != 11 ||
+		srq.Diagnosis == nil || srq.Diagnosis.Limit != "device-cap:max_qp" || srq.LimitAt != 11 {
+		t.Errorf("srq: %+v (search %+v, diagnosis %+v)", srq, srq.Search, srq.Diagnosis)
 	}
 	var order []string
 	for _, p := range r.Points {
@@ -49,7 +50,7 @@ func TestSearchOverTwoDesigns(t *testing.T) {
 	if len(order) < 4 || strings.Join(order[:4], ", ") != "per-client 2, srq 2, per-client 16, srq 16" {
 		t.Errorf("points in the order %v, want the designs in turns", order)
 	}
-	if !strings.Contains(out, "Capacity by server design:") || !strings.Contains(out, "│ per-client │ 6 ") || !strings.Contains(out, "│ srq        │ ≥ 16 ") {
+	if !strings.Contains(out, "Capacity by server design:") || !strings.Contains(out, "│ per-client │ 6 ") || !strings.Contains(out, "│ srq        │ 10 ") {
 		t.Errorf("stdout lacks the design table:\n%s", out)
 	}
 	dir := filepath.Dir(loadPath(t, root))
