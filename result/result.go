@@ -12,7 +12,7 @@ import (
 )
 
 // SchemaVersion is the version written by this build.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // Outcome classes of one client attempt.
 const (
@@ -27,6 +27,11 @@ const (
 	OutcomeRTS        = "RTS"
 	OutcomeMessage    = "message"
 	OutcomeTimeout    = "timeout"
+	// OutcomeSharedFate is a logical client that did nothing wrong but
+	// shares its QP (mux mode) with one whose message or echo failed, or
+	// whose QP broke: the QP ended, and every logical client on it with
+	// it.
+	OutcomeSharedFate = "shared-fate"
 )
 
 // Outcome classes of a client command (--client-cmd): what the harness
@@ -56,7 +61,7 @@ const (
 // Outcomes lists every outcome class in display order.
 var Outcomes = []string{OutcomeOK, OutcomeRefused, OutcomeTCPConnect, OutcomeTLS,
 	OutcomeExchange, OutcomeQPCreate, OutcomeInit, OutcomeRTR, OutcomeRTS,
-	OutcomeMessage, OutcomeTimeout, OutcomeExit, OutcomeSignal, OutcomeMismatch, OutcomeStart,
+	OutcomeMessage, OutcomeSharedFate, OutcomeTimeout, OutcomeExit, OutcomeSignal, OutcomeMismatch, OutcomeStart,
 	OutcomeRejected, OutcomeUnreachable, OutcomeConnectError, OutcomeAddrError, OutcomeRouteError, OutcomeDisconnected}
 
 // ClientRDMACM is Config.ClientKind of rdma_cm clients: RC connections
@@ -370,6 +375,10 @@ type ServerStats struct {
 	Connected  int `json:"connected"` // clients that reached RTS
 	Refused    int `json:"refused"`   // at capacity
 	PeakActive int `json:"peak_active"`
+	// PeakQPs is the most QPs the server held at once for its logical
+	// clients in mux mode, which PeakActive counts (absent in other
+	// modes, where each client is one QP).
+	PeakQPs int `json:"peak_qps,omitempty"`
 	// Resources are the fabric objects the server held at its peak
 	// ("qp", "cq", "mr", "pd"), as the fabric counts them.
 	Resources map[string]int `json:"resources,omitempty"`
@@ -406,9 +415,12 @@ type ClientRecord struct {
 	// TLSResumed is true when the handshake resumed a session (--tls-resume).
 	TLSResumed bool   `json:"tls_resumed,omitempty"`
 	LocalQPN   uint32 `json:"local_qpn,omitempty"`
-	RemoteQPN  uint32 `json:"remote_qpn,omitempty"`
-	LocalPSN   uint32 `json:"local_psn,omitempty"`
-	RemotePSN  uint32 `json:"remote_psn,omitempty"`
+	// Logical is the client's logical ID on LocalQPN, which it shares
+	// with other logical clients (mux mode; absent otherwise).
+	Logical   uint32 `json:"logical,omitempty"`
+	RemoteQPN uint32 `json:"remote_qpn,omitempty"`
+	LocalPSN  uint32 `json:"local_psn,omitempty"`
+	RemotePSN uint32 `json:"remote_psn,omitempty"`
 	// Command is what a client command did (--client-cmd); its
 	// ConnectUS is then spawn → the ok line (or exit), process start
 	// included, and no phase is timed.

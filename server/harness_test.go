@@ -109,6 +109,8 @@ type harnessOpts struct {
 	// tickets lets clients resume TLS sessions (serve --tls-tickets,
 	// ramp --tls-resume): a cheaper connect, for tests of many clients.
 	tickets bool
+	// mux is the server's and the dialer's Config.Mux (mux mode).
+	mux int
 }
 
 func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
@@ -148,7 +150,7 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 	h.srv, err = server.New(ctx, server.Config{Listen: "127.0.0.1:0", MaxClients: maxClients, Mode: o.mode,
 		TLS: stls, Provider: fab.server, Device: fabric.DeviceConfig{GIDIndex: -1}, MsgSize: o.size,
 		HandshakeTimeout: handshake, ExchangeTimeout: exchange, SRQDepth: o.srqDepth, Detach: o.detach,
-		Depth: o.depth, Remote: o.remote, BusyPoll: o.busy})
+		Depth: o.depth, Remote: o.remote, BusyPoll: o.busy, Mux: o.mux})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
