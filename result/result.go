@@ -225,6 +225,7 @@ type Config struct {
 	Hi            int          `json:"hi,omitempty"`
 	RampClients   []int        `json:"ramp_clients,omitempty"`
 	MaxClients    int          `json:"max_clients,omitempty"` // server cap; 0 = the probe point's N
+	Mux           int          `json:"mux,omitempty"`         // mux mode: logical clients per QP
 	SimCaps       *fabric.Caps `json:"sim_caps,omitempty"`
 	// Launcher is how the load generators were started on other hosts
 	// ("ssh", "slurm"; empty: on this one), and ServerAddr the address
@@ -302,6 +303,10 @@ type Point struct {
 	LatencyReference *Reference `json:"latency_reference,omitempty"`
 	Attempted        int        `json:"attempted"`
 	Connected        int        `json:"connected"`
+	// QPs is how many QPs the connected clients rode in mux mode, where
+	// they are logical clients and up to Config.Mux share one (a QP is
+	// a generator's local QPN); absent in other modes: one QP each.
+	QPs int `json:"qps,omitempty"`
 	// TLSResumed counts clients whose TLS handshake resumed a session.
 	TLSResumed  int     `json:"tls_resumed,omitempty"`
 	SuccessRate float64 `json:"success_rate"` // 0..1

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/exchange"
 	"github.com/rdmaprobe/rdmaprobe/fabric"
 	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
@@ -232,4 +233,40 @@ func TestMuxRefusesDetachAndRemote(t *testing.T) {
 			t.Errorf("%+v: %v, want an error saying %q", c.cfg, err, c.want)
 		}
 	}
+}
+
+// A load generator's logical clients fill one QP after another, --mux to
+// a QP: 7 logical clients with a mux of 3 ride 3 QPs, each verified on
+// its own, and leave nothing behind.
+func TestMuxClients(t *testing.T) {
+	const n, k = 7, 3
+	h := newHarnessOpts(t, n, harnessOpts{mode: server.ModeMux, mux: k})
+	recs, conns := client.Run(context.Background(), h.dialer, client.Load{N: n, InFlight: 4}, nil)
+	qps := map[uint32]map[uint32]bool{}
+	for _, r := range recs {
+		if r.Outcome != result.OutcomeOK {
+			t.Fatalf("logical client %d: %s: %s", r.ID, r.Outcome, r.Error)
+		}
+		if qps[r.LocalQPN] == nil {
+			qps[r.LocalQPN] = map[uint32]bool{}
+		}
+		if qps[r.LocalQPN][r.Logical] || r.Logical < 1 || r.Logical > k {
+			t.Errorf("logical client %d: ID %d on QP %d, taken or out of 1..%d", r.ID, r.Logical, r.LocalQPN, k)
+		}
+		qps[r.LocalQPN][r.Logical] = true
+		if len(r.RTTsUS) != h.rounds {
+			t.Errorf("logical client %d: %d round trips", r.ID, len(r.RTTsUS))
+		}
+	}
+	if len(recs) != n || len(qps) != (n+k-1)/k {
+		t.Errorf("%d logical clients on %d QPs, want %d on %d", len(recs), len(qps), n, (n+k-1)/k)
+	}
+	eventually.True(t, guard, "all connected", func() bool { return h.srv.Stats().Connected == n })
+	if st := h.srv.Stats(); st.PeakQPs != len(qps) || st.PeakActive != n || len(st.Failures) != 0 {
+		t.Errorf("server stats %+v: want %d logical clients on %d QPs, no failure", st, n, len(qps))
+	}
+	client.CloseAll(conns)
+	eventually.True(t, guard, "every logical client is released", func() bool {
+		return h.srv.Stats().Released == n && h.inUseIsBaseline()
+	})
 }
