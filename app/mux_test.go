@@ -1,6 +1,8 @@
 package app
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -27,6 +29,18 @@ func TestMuxRamp(t *testing.T) {
 	if !strings.Contains(out, "30 QPs") {
 		t.Errorf("terminal does not count the QPs:\n%s", out)
 	}
+	// The report says what its clients are, and that they share their
+	// QP's fate.
+	runs, _ := filepath.Glob(filepath.Join(root, "*", "report.md"))
+	if len(runs) != 1 {
+		t.Fatalf("reports %v", runs)
+	}
+	md, _ := os.ReadFile(runs[0])
+	for _, want := range []string{"10 logical clients per QP", "share its fate", "at most 300 logical clients connected, on 30 QPs"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
 
 	// What logical clients cannot do is refused before anything starts.
 	for _, c := range []struct {
@@ -42,3 +56,4 @@ func TestMuxRamp(t *testing.T) {
 		}
 	}
 }
+
