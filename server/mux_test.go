@@ -49,13 +49,21 @@ func newRawQP(h *harness, psn uint32) *rawQP {
 	if err := r.qp.ToInit(fabric.InitAttr{Port: h.cdev.Port().Port, Access: fabric.AccessLocalWrite}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		r.qp.Destroy()
-		r.mr.Dereg()
-		r.cq.Destroy()
-		r.pd.Dealloc()
-	})
+	t.Cleanup(r.close)
 	return r
+}
+
+// close releases the QP and what it used, once: on a real device they
+// are counted with the server's objects.
+func (r *rawQP) close() {
+	if r.qp == nil {
+		return
+	}
+	r.qp.Destroy()
+	r.mr.Dereg()
+	r.cq.Destroy()
+	r.pd.Dealloc()
+	r.qp = nil
 }
 
 // hello sends the hello of logical client id on a fresh connection.
@@ -190,6 +198,8 @@ func TestMuxLogicalClients(t *testing.T) {
 		t.Errorf("errors %v do not name logical client 2", st.Errors)
 	}
 	conns[3].Close()
+	a.close()
+	b.close()
 	eventually.True(t, guard, "every client is released", func() bool {
 		return h.srv.Stats().Released == 4 && h.inUseIsBaseline()
 	})
