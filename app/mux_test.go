@@ -56,4 +56,3 @@ func TestMuxRamp(t *testing.T) {
 		}
 	}
 }
-

@@ -550,6 +550,8 @@ type Step struct {
 // connection's sequence space is the (client PSN, server PSN) pair, and
 // that must never repeat.
 type PSNCheck struct {
+	// Connections counts RC connections: in mux mode a QP, however many
+	// logical clients ride it, since they share its PSNs.
 	Connections    int  `json:"connections"`
 	DistinctPairs  int  `json:"distinct_pairs"`
 	DuplicatePairs int  `json:"duplicate_pairs"`
