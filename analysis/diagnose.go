@@ -21,10 +21,10 @@ var capOfVerb = map[string][2]string{
 }
 
 // fewerPerClient says which server resource modes spend less of a device
-// resource per client (see package server): every mode uses one QP per
-// client and one PD in all.
+// resource per client (see package server): every mode but mux uses one
+// QP per client, and all one PD.
 var fewerPerClient = map[string]string{
-	"qp":  "every resource mode uses 1 QP per client: use a device with a larger max_qp or spread the clients over servers",
+	"qp":  "every resource mode but mux uses 1 QP per client: use --mode mux (--mux logical clients share a QP), a device with a larger max_qp, or spread the clients over servers",
 	"cq":  "use a mode without CQs per client (--mode shared-cq, pool or srq) or a device with a larger max_cq",
 	"mr":  "use a mode without MRs per client (--mode pool or srq: one registered pool) or a device with a larger max_mr",
 	"srq": "srq mode takes one SRQ per group of ⌊max_cqe/2⌋ clients: use --mode pool (no SRQ) or a device with a larger max_srq",

@@ -63,7 +63,7 @@ func TestDiagnose(t *testing.T) {
 			return p
 		}(), before: lim, after: after, max: 451, limit: "device-cap:max_qp",
 			summary:    []string{"ibv_create_qp: EINVAL from 450 clients", "450 QPs of max_qp 450"},
-			suggestion: "every resource mode uses 1 QP per client"},
+			suggestion: "every resource mode but mux uses 1 QP per client"},
 		{name: "sim SRQ cap", pt: func() result.Point {
 			p := failedPoint(30, 20, result.OutcomeQPCreate, "EINVAL", "server: qp-create: shared receive queue: ibv_create_srq: EINVAL (invalid argument): max_srq 2 reached")
 			p.Server.Resources = map[string]int{"qp": 20, "cq": 4, "srq": 2}

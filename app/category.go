@@ -34,7 +34,7 @@ var flagCategory = map[string]string{
 	"procs": catClients, "rate": catClients, "tls-resume": catClients, "inflight": catClients, "timeout": catClients,
 	"rounds": catClients, "msg-size": catClients, "tls-kex": catClients, "gomaxprocs": catClients,
 
-	"max-clients": catServer, "mode": catServer, "backlog": catServer, "detach": catServer, "nofile": catServer, "memlock": catServer,
+	"max-clients": catServer, "mode": catServer, "mux": catServer, "backlog": catServer, "detach": catServer, "nofile": catServer, "memlock": catServer,
 
 	"server-cmd": catCommands, "server-port": catCommands, "server-build": catCommands, "server-build-cache": catCommands,
 	"server-ready": catCommands, "server-stop-grace": catCommands, "server-start-timeout": catCommands,

@@ -35,7 +35,8 @@ func probeFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "threshold", Value: 100, Usage: "success rate in percent a point must reach to pass"},
 		&cli.IntFlag{Name: "trials", Value: 1, Usage: "trials per client count (pooled for the pass decision)"},
 		&cli.IntFlag{Name: "max-clients", Usage: "server cap; default: each point's client count"},
-		&cli.StringFlag{Name: "mode", Value: runner.DefaultMode, Usage: "server resources per client: per-client (1 QP + 2 CQ + 2 MR), shared-cq (1 QP + 2 MR), pool (1 QP; one registered pool) or srq (1 QP without RQ; pool + shared receive queue); a comma-separated list (per-client,srq) measures each design in the same run: ramp in turns at every count, search one search per design, taking turns; --require then holds for each"},
+		&cli.StringFlag{Name: "mode", Value: runner.DefaultMode, Usage: "server resources per client: per-client (1 QP + 2 CQ + 2 MR), shared-cq (1 QP + 2 MR), pool (1 QP; one registered pool), srq (1 QP without RQ; pool + shared receive queue) or mux (--mux logical clients per QP, each admitted on its own; 1 QP + 2 CQ + 2 MR per QP); a comma-separated list (per-client,srq) measures each design in the same run: ramp in turns at every count, search one search per design, taking turns; --require then holds for each"},
+		muxFlag(),
 		&cli.StringFlag{Name: "gomaxprocs", Value: runner.GoMaxProcsSplit, Usage: "how the server's and load generators' Go runtimes share this machine's CPUs: split (server half, generators the rest) or all (Go's default: each sized to every CPU, their idle threads spin against each other)"},
 		&cli.IntFlag{Name: "procs", Value: 1, Usage: "load-generator processes the clients are spread over"},
 		&cli.Float64Flag{Name: "rate", Usage: "client launches per second over all generators (0 = all at once)"},
@@ -383,8 +384,8 @@ func modes(c *cli.Context) []string {
 
 // probeSpec is the workload the probe flags describe, on backend be.
 func probeSpec(c *cli.Context, be *backend) runner.Spec {
-	return runner.Spec{
-		Fabric: be.fabric, MaxClients: c.Int("max-clients"), Mode: modes(c)[0],
+	sp := runner.Spec{
+		Fabric: be.fabric, MaxClients: c.Int("max-clients"), Mode: modes(c)[0], Mux: c.Int("mux"),
 		Procs: c.Int("procs"), Rate: c.Float64("rate"), Timeout: c.Duration("timeout"), Rounds: c.Int("rounds"),
 		MsgSize: c.Int("msg-size"), Threshold: c.Float64("threshold") / 100, InFlight: c.Int("inflight"),
 		TLSResume: c.Bool("tls-resume"), Detach: c.Bool("detach"), TLSKex: c.String("tls-kex"),
@@ -392,6 +393,12 @@ func probeSpec(c *cli.Context, be *backend) runner.Spec {
 		SampleInterval: offIfZero(c.Duration("sample-interval")), CalibrationWindow: offIfZero(c.Duration("calibrate")),
 		Profile: c.String("profile") != "", Traffic: trafficConfig(c),
 	}
+	if sp.Mode == runner.ModeMux && !c.IsSet("duration") {
+		// Logical clients take no traffic phase: the default one is off,
+		// and one asked for is refused (Spec.Check).
+		sp.Traffic.Duration = 0
+	}
+	return sp
 }
 
 func pointLine(pt result.Point, simulated bool) string {
@@ -413,6 +420,9 @@ func pointLine(pt result.Point, simulated bool) string {
 	}
 	if pt.TLSResumed > 0 {
 		rate += fmt.Sprintf(", %d TLS sessions resumed", pt.TLSResumed)
+	}
+	if pt.QPs > 0 {
+		rate += fmt.Sprintf(", logical clients on %d QPs", pt.QPs)
 	}
 	s := fmt.Sprintf("%6d clients: %d/%d connected (%s) connect p50 %.1f ms p99 %.1f ms, %.1f s%s%s",
 		pt.Clients, pt.Connected, pt.Attempted, report.Pct(pt.SuccessRate), pt.Connect.P50, pt.Connect.P99, pt.DurationSec, rate, tag)

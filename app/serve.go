@@ -27,7 +27,8 @@ func serveCommand(s Streams) *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:4433", Usage: "TCP address of the TLS exchange"},
 			&cli.IntFlag{Name: "max-clients", Usage: "clients admitted at once (required); client N+1 is refused as at capacity"},
-			&cli.StringFlag{Name: "mode", Value: runner.DefaultMode, Usage: "resources per client: per-client (1 QP + 2 CQ + 2 MR), shared-cq (1 QP + 2 MR), pool (1 QP; one registered pool) or srq (1 QP without RQ; pool + shared receive queue)"},
+			&cli.StringFlag{Name: "mode", Value: runner.DefaultMode, Usage: "resources per client: per-client (1 QP + 2 CQ + 2 MR), shared-cq (1 QP + 2 MR), pool (1 QP; one registered pool), srq (1 QP without RQ; pool + shared receive queue) or mux (--mux logical clients per QP, each admitted on its own; 1 QP + 2 CQ + 2 MR per QP)"},
+			muxFlag(),
 			&cli.StringFlag{Name: "cert", Usage: "server certificate PEM (default: a self-signed one generated at start)"},
 			&cli.StringFlag{Name: "key", Usage: "server key PEM"},
 			&cli.StringFlag{Name: "cert-out", Usage: "write the generated certificate here for clients to pin"},
@@ -99,7 +100,7 @@ func serverSpec(c *cli.Context) (protocol.ServerSpec, error) {
 		ExchangeTimeout: c.Duration("exchange-timeout"), TLSKex: c.String("tls-kex"), Detach: c.Bool("detach"),
 		TLSTickets: c.Bool("tls-tickets"), NoFile: c.Uint64("nofile"), MemLock: c.Uint64("memlock"),
 		CPUProfile: c.String("cpuprofile"), ReadyFile: c.String("ready-file"), DebugAddr: c.String("debug-addr"), MetricsAddr: c.String("metrics-addr"),
-		Depth: c.Int("depth"), Remote: c.Bool("remote"), BusyPoll: c.Duration("busy-poll")}, nil
+		Depth: c.Int("depth"), Remote: c.Bool("remote"), BusyPoll: c.Duration("busy-poll"), Mux: c.Int("mux")}, nil
 }
 
 // readSpec reads --spec: inline JSON, or with "-" the first line of in.
@@ -160,4 +161,10 @@ func clientCAs(c *cli.Context) ([]byte, error) {
 		}
 	}
 	return pair.CertPEM, nil
+}
+
+// muxFlag is --mux, of the server (serve, search, ramp) and of a load
+// generator run by hand (clients).
+func muxFlag() cli.Flag {
+	return &cli.IntFlag{Name: "mux", Usage: fmt.Sprintf("with --mode mux: logical clients per QP; a generator opens the next QP when one carries this many, and the server refuses more on one (0 = %d)", runner.DefaultMux)}
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -39,6 +40,9 @@ type Config struct {
 	// BusyPoll, if not 0, keeps polling an empty CQ this long before
 	// sleeping on its completion channel (fabric.Spin; server.Config).
 	BusyPoll time.Duration
+	// Mux, if not 0, makes the clients logical clients of a mux-mode
+	// server, Mux to a QP (mux.go).
+	Mux int
 }
 
 // Dialer connects clients over one device context and PD, as a
@@ -51,6 +55,11 @@ type Dialer struct {
 	bufs   *bufs
 	groups *groups
 	wr     int // each client QP's send and receive queue depth
+
+	// muxMu guards filling, the shared QP handing out logical IDs
+	// (Config.Mux).
+	muxMu   sync.Mutex
+	filling *sharedQP
 }
 
 // NewDialer allocates the shared PD on dev.
@@ -73,6 +82,10 @@ func NewDialer(dev fabric.Device, cfg Config) (*Dialer, error) {
 	}
 	// Twice Depth receives stay posted in the traffic phase (bufs).
 	wr := max(QPDepth, 2*cfg.Depth)
+	if cfg.Mux > 0 {
+		// A receive and a send for each logical client of a QP.
+		wr = max(wr, cfg.Mux)
+	}
 	return &Dialer{cfg: cfg, dev: dev, pd: pd, port: dev.Port(), bufs: newBufs(pd, cfg.MsgSize, cfg.Depth),
 		groups: newGroups(dev, wr, cfg.BusyPoll), wr: wr}, nil
 }
@@ -115,6 +128,11 @@ type Conn struct {
 	// (exchange.Detached); Close says goodbye over the QP instead.
 	detached bool
 	rts      bool // the QP reached RTS: a goodbye can be sent
+	// sq is the QP the client shares as logical client logical
+	// (Config.Mux, mux.go); sqDead is sq's, nil without one.
+	sq      *sharedQP
+	logical uint32
+	sqDead  chan struct{}
 }
 
 // Close releases the client's QP and CQ, gives its buffers back and
@@ -126,6 +144,15 @@ func (c *Conn) Close() {
 	}
 	if c.tls != nil {
 		c.tls.Close()
+	}
+	if c.sq != nil {
+		c.sq.leave(c.logical)
+		c.sq = nil
+		if c.held {
+			c.bufs.put(c.buf)
+			c.held = false
+		}
+		return
 	}
 	var qpn uint32
 	if c.qp != nil {
@@ -256,6 +283,9 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 	// Cancelling ctx must unblock reads too.
 	stop := context.AfterFunc(ctx, func() { tc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	if d.cfg.Mux > 0 {
+		return c, d.connectLogical(ctx, a, c, tc)
+	}
 
 	psn, err := randPSN()
 	if err != nil {

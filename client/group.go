@@ -44,6 +44,8 @@ type cqGroup struct {
 
 	mu    sync.RWMutex
 	conns map[uint32]*Conn // by local QPN
+	// shared holds the QPs of logical clients (mux.go), by local QPN.
+	shared map[uint32]*sharedQP
 
 	// pinging is the flow whose traffic the router runs in the provider
 	// (flow.ping); nil: none.
@@ -130,6 +132,29 @@ func (cg *cqGroup) bind(qpn uint32, c *Conn) {
 	cg.mu.Unlock()
 }
 
+// bindShared routes the completions of QP qpn to sq, whose logical
+// clients share it.
+func (cg *cqGroup) bindShared(qpn uint32, sq *sharedQP) {
+	cg.mu.Lock()
+	if cg.shared == nil {
+		cg.shared = map[uint32]*sharedQP{}
+	}
+	cg.shared[qpn] = sq
+	cg.mu.Unlock()
+}
+
+func (cg *cqGroup) unbindShared(qpn uint32) {
+	cg.mu.Lock()
+	delete(cg.shared, qpn)
+	cg.mu.Unlock()
+}
+
+func (cg *cqGroup) lookupShared(qpn uint32) *sharedQP {
+	cg.mu.RLock()
+	defer cg.mu.RUnlock()
+	return cg.shared[qpn]
+}
+
 func (cg *cqGroup) lookup(qpn uint32) *Conn {
 	cg.mu.RLock()
 	defer cg.mu.RUnlock()
@@ -188,6 +213,9 @@ func (g *groups) route(ctx context.Context, cg *cqGroup) {
 		for _, wc := range wcs[:n] {
 			c := cg.lookup(wc.QPN)
 			if c == nil {
+				if sq := cg.lookupShared(wc.QPN); sq != nil {
+					sq.take(wc)
+				}
 				continue
 			}
 			if f := c.flow.Load(); f != nil {
@@ -240,6 +268,8 @@ func (c *Conn) await(ctx context.Context) (fabric.WC, error) {
 	select {
 	case wc := <-c.wcs:
 		return wc, nil
+	case <-c.sqDead:
+		return fabric.WC{}, c.sq.fate(c.logical)
 	case <-c.group.dead:
 		return fabric.WC{}, fmt.Errorf("shared CQ: %w", c.group.err)
 	case <-ctx.Done():

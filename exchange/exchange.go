@@ -1,20 +1,25 @@
 // Package exchange is the connection-setup message carried over TLS between
-// a client and the server: who I am on the fabric (QPN, PSN, GID, LID, MTU),
-// or why the server will not take the client. Frames are length-prefixed
+// a client and the server: who I am on the fabric (QPN, PSN, GID, LID, MTU,
+// and which logical client of that QP I am), or why the server will not take the client. Frames are length-prefixed
 // and versioned so a malformed or foreign peer is rejected before any verbs
 // resource is touched.
 //
 // Wire format (big endian):
 //
 //	u16 body length | u8 version | u8 type | u32 QPN | u32 PSN | u16 LID |
-//	u8 MTU | 16 B GID | u16 reason length | reason bytes |
+//	u8 MTU | 16 B GID | u32 logical ID | u16 reason length | reason bytes |
 //	[u64 remote address | u32 rkey | u32 remote length]
 //
 // The bracketed block is present only in an Accept or Detached from a
 // server that lets its clients RDMA WRITE and READ a buffer of its own
 // (serve --remote): the client's region of that buffer. Without it the
-// frame is byte for byte what version 1 always was, so a server that
+// frame is byte for byte what it was before the block, so a server that
 // offers no buffer still speaks to clients built before the block.
+//
+// Version 2 added the logical ID: in mux mode (server.ModeMux) several
+// logical clients share one QP, so QPN, PSN, GID and LID no longer name
+// one client; the ID (from 1; 0 = the QP's only client) tells them apart,
+// in the hello, the accept and every message's payload (payload.MuxSeq).
 package exchange
 
 import (
@@ -27,12 +32,16 @@ import (
 )
 
 // Version is the protocol version this build speaks.
-const Version = 1
+const Version = 2
+
+// MaxLogical is the highest logical client ID: the payload's sequence
+// number carries it in 22 bits (payload.MuxSeq).
+const MaxLogical = 1<<22 - 1
 
 // MaxBody bounds a frame so a hostile peer cannot make us allocate much.
 const MaxBody = 1024
 
-const fixedLen = 1 + 1 + 4 + 4 + 2 + 1 + 16 + 2
+const fixedLen = 1 + 1 + 4 + 4 + 2 + 1 + 16 + 4 + 2
 
 // remoteLen is the size of the optional remote-buffer block.
 const remoteLen = 8 + 4 + 4
@@ -64,13 +73,17 @@ const (
 
 // Msg is one exchange message.
 type Msg struct {
-	Type   Type
-	QPN    uint32
-	PSN    uint32
-	LID    uint16
-	MTU    fabric.MTU
-	GID    fabric.GID
-	Reason string // Refuse only; "at capacity" or the server's error text
+	Type Type
+	QPN  uint32
+	PSN  uint32
+	LID  uint16
+	MTU  fabric.MTU
+	GID  fabric.GID
+	// Logical is the logical client on the QP (Hello, Accept, Detached):
+	// 0 for the QP's only client, from 1 for one of several sharing it
+	// (mux mode); the accept repeats the hello's.
+	Logical uint32
+	Reason  string // Refuse only; "at capacity" or the server's error text
 	// Remote is the client's region of a server buffer open to RDMA WRITE
 	// and READ (Accept and Detached only; zero when the server offers
 	// none).
@@ -105,6 +118,9 @@ func (m Msg) Validate() error {
 		}
 		if !m.MTU.Valid() {
 			return fmt.Errorf("invalid MTU %d", m.MTU)
+		}
+		if m.Logical > MaxLogical {
+			return fmt.Errorf("invalid logical client ID %d (max %d)", m.Logical, MaxLogical)
 		}
 	case Refuse:
 		if m.Reason == "" {
@@ -146,10 +162,11 @@ func Encode(m Msg) ([]byte, error) {
 	binary.BigEndian.PutUint16(p[10:], m.LID)
 	p[12] = byte(m.MTU)
 	copy(p[13:29], m.GID[:])
-	binary.BigEndian.PutUint16(p[29:], uint16(len(m.Reason)))
-	copy(p[31:], m.Reason)
+	binary.BigEndian.PutUint32(p[29:], m.Logical)
+	binary.BigEndian.PutUint16(p[33:], uint16(len(m.Reason)))
+	copy(p[35:], m.Reason)
 	if m.Remote != (Remote{}) {
-		r := p[31+len(m.Reason):]
+		r := p[35+len(m.Reason):]
 		binary.BigEndian.PutUint64(r, m.Remote.Addr)
 		binary.BigEndian.PutUint32(r[8:], m.Remote.RKey)
 		binary.BigEndian.PutUint32(r[12:], m.Remote.Len)
@@ -176,7 +193,8 @@ func Decode(p []byte) (Msg, error) {
 		MTU:  fabric.MTU(p[12]),
 	}
 	copy(m.GID[:], p[13:29])
-	n := int(binary.BigEndian.Uint16(p[29:]))
+	m.Logical = binary.BigEndian.Uint32(p[29:])
+	n := int(binary.BigEndian.Uint16(p[33:]))
 	switch len(p) - fixedLen - n {
 	case 0:
 	case remoteLen:
@@ -189,7 +207,7 @@ func Decode(p []byte) (Msg, error) {
 	default:
 		return Msg{}, fmt.Errorf("exchange reason length %d does not match frame (%d bytes)", n, len(p))
 	}
-	m.Reason = string(p[31 : 31+n])
+	m.Reason = string(p[35 : 35+n])
 	if err := m.Validate(); err != nil {
 		return Msg{}, err
 	}

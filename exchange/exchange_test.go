@@ -21,6 +21,8 @@ func gid(s string) fabric.GID {
 func TestRoundTrip(t *testing.T) {
 	msgs := []Msg{
 		{Type: Hello, QPN: 17, PSN: 0xabcdef, LID: 4433, MTU: fabric.MTU4096, GID: gid("::ffff:127.0.0.1")},
+		{Type: Hello, QPN: 17, PSN: 0xabcdef, MTU: fabric.MTU4096, Logical: MaxLogical},
+		{Type: Accept, QPN: 18, PSN: 5, MTU: fabric.MTU1024, Logical: 7},
 		{Type: Accept, QPN: 0xffffff, PSN: 0, LID: 0, MTU: fabric.MTU1024, GID: gid("fe80::1")},
 		{Type: Detached, QPN: 1, PSN: 0xffffff, LID: 3, MTU: fabric.MTU4096, GID: gid("::ffff:127.0.0.1")},
 		{Type: Refuse, Reason: ReasonAtCapacity},
@@ -71,7 +73,8 @@ func TestRejects(t *testing.T) {
 		{"QPN over 24 bits", mutate(func(b []byte) []byte { b[4] = 1; return b }), "invalid QPN"},
 		{"PSN over 24 bits", mutate(func(b []byte) []byte { b[8] = 1; return b }), "invalid PSN"},
 		{"bad MTU", mutate(func(b []byte) []byte { b[14] = 6; return b }), "invalid MTU 6"},
-		{"reason length lies", mutate(func(b []byte) []byte { b[32] = 5; return b }), "does not match"},
+		{"reason length lies", mutate(func(b []byte) []byte { b[36] = 5; return b }), "does not match"},
+		{"logical ID over 22 bits", mutate(func(b []byte) []byte { b[31] = 0x40; return b }), "invalid logical client ID"},
 		{"short body", frame([]byte{Version, byte(Hello), 0}), "too short"},
 		{"remote block in a hello", frame(append(append([]byte(nil), good[2:]...), 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 8)), "only an accept"},
 		{"empty remote block", frame(func() []byte {
@@ -86,7 +89,7 @@ func TestRejects(t *testing.T) {
 		{"refuse without reason", frame(func() []byte {
 			b, _ := Encode(Msg{Type: Refuse, Reason: "x"})
 			b = b[2 : len(b)-1]
-			b[30] = 0
+			b[34] = 0
 			return b
 		}()), "without a reason"},
 	}

@@ -11,6 +11,7 @@ func FuzzDecode(f *testing.F) {
 	for _, m := range []Msg{
 		{Type: Hello, QPN: 0x11, PSN: 0x123456, LID: 0, MTU: 3, GID: [16]byte{10: 0xff, 11: 0xff, 12: 127, 15: 1}},
 		{Type: Accept, QPN: 0xffffff, PSN: 0, LID: 7, MTU: 5},
+		{Type: Hello, QPN: 0x11, PSN: 2, MTU: 3, Logical: 12},
 		{Type: Refuse, Reason: ReasonAtCapacity},
 		{Type: Accept, QPN: 0x12, PSN: 1, MTU: 5, Remote: Remote{Addr: 1 << 40, RKey: 0x2301, Len: 4096}},
 	} {

@@ -157,3 +157,19 @@ func firstDiff(b []byte, seq uint64) int {
 // its slot can tell it from another client's region, or from memory the
 // server never filled. Never Bye, never a round trip's small number.
 func RegionSeq(qpn uint32, j int) uint64 { return 1<<62 | uint64(qpn)<<20 | uint64(j)&(1<<20-1) }
+
+// LogicalBits is the width of the logical-client ID a mux-mode message
+// carries in bits 40–61 of its sequence number (MuxSeq).
+const LogicalBits = 22
+
+// MuxSeq is the sequence number of round trip n (from 1, below 2^40) of
+// logical client id on a QP several logical clients share (mux mode):
+// the ID rides in the sequence, so the tag and the filler, which are
+// functions of the whole sequence, vouch for it as for the count. A
+// QP's only client sends ID 0, whose sequences are the plain counts.
+func MuxSeq(id uint32, n uint64) uint64 {
+	return uint64(id&(1<<LogicalBits-1))<<40 | n&(1<<40-1)
+}
+
+// Logical is the logical-client ID in sequence number seq (MuxSeq).
+func Logical(seq uint64) uint32 { return uint32(seq>>40) & (1<<LogicalBits - 1) }

@@ -148,3 +148,29 @@ func TestCheckSize(t *testing.T) {
 		}
 	}
 }
+
+func TestMuxSeq(t *testing.T) {
+	for _, c := range []struct {
+		id uint32
+		n  uint64
+	}{{0, 1}, {1, 1}, {7, 123456}, {1<<LogicalBits - 1, 1<<40 - 1}} {
+		seq := MuxSeq(c.id, c.n)
+		if Logical(seq) != c.id || seq&(1<<40-1) != c.n {
+			t.Errorf("MuxSeq(%d, %d) = %#x: logical %d", c.id, c.n, seq, Logical(seq))
+		}
+		b := make([]byte, 64)
+		Fill(b, seq, len(b))
+		if got, err := Check(b); err != nil || Logical(got) != c.id {
+			t.Errorf("message of logical %d checks as %#x, %v", c.id, got, err)
+		}
+		// Another logical client's message of the same count is another
+		// message: a rewritten ID fails the check.
+		b[2] ^= 1
+		if _, err := Check(b); err == nil {
+			t.Errorf("logical %d: a rewritten ID passed the check", c.id)
+		}
+	}
+	if MuxSeq(0, 5) != 5 {
+		t.Error("logical 0's sequences are not the plain counts")
+	}
+}

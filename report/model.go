@@ -363,6 +363,19 @@ func (m *Model) method(run *result.Run) {
 	} else if c.TLSResume {
 		mt.TLS = "sessions resumed within each load generator"
 	}
+	if c.Mux > 0 {
+		mt.Resource += fmt.Sprintf(", %d logical clients per QP, each admitted, echoed and counted on its own; "+
+			"the logical clients of one QP share its fate (a bad message or a broken QP ends them all: shared-fate)", c.Mux)
+		best := result.Point{}
+		for _, p := range run.Points {
+			if p.Connected > best.Connected {
+				best = p
+			}
+		}
+		if best.QPs > 0 {
+			mt.Resource += fmt.Sprintf("; at most %d logical clients connected, on %d QPs", best.Connected, best.QPs)
+		}
+	}
 	if c.Detach {
 		mt.Resource += ", control connection closed once a client is accepted (clients leave with a goodbye over their QP)"
 	}

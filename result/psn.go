@@ -6,10 +6,23 @@ func CheckPSNs(points []Point) PSNCheck {
 	pairs := map[pair]int{}
 	values := map[uint32]int{}
 	var c PSNCheck
+	type qp struct {
+		proc int
+		qpn  uint32
+	}
 	for _, p := range points {
+		// The logical clients of one QP (mux mode) share its connection
+		// and so its PSNs: the QP counts once.
+		shared := map[qp]bool{}
 		for _, r := range p.Records {
 			if _, cm := r.PhasesUS[PhaseEstablish]; r.Outcome != OutcomeOK || r.Command != nil || cm {
 				continue // a client command's PSNs are its own, an rdma_cm connection's the kernel's: unseen
+			}
+			if r.Logical != 0 {
+				if shared[qp{r.Proc, r.LocalQPN}] {
+					continue
+				}
+				shared[qp{r.Proc, r.LocalQPN}] = true
 			}
 			c.Connections++
 			pairs[pair{r.LocalPSN, r.RemotePSN}]++

@@ -10,6 +10,9 @@ func TestCheckPSNs(t *testing.T) {
 		}
 		return ClientRecord{Outcome: o, LocalPSN: l, RemotePSN: r}
 	}
+	logical := func(l, r uint32, proc int, qpn, id uint32) ClientRecord {
+		return ClientRecord{Outcome: OutcomeOK, LocalPSN: l, RemotePSN: r, Proc: proc, LocalQPN: qpn, Logical: id}
+	}
 	tests := []struct {
 		name    string
 		recs    []ClientRecord
@@ -22,6 +25,9 @@ func TestCheckPSNs(t *testing.T) {
 		{"value repeats, pairs distinct", []ClientRecord{rec(1, 2, true), rec(1, 3, true)}, 2, 0, 1, true},
 		{"pair repeats", []ClientRecord{rec(1, 2, true), rec(1, 2, true), rec(5, 6, true)}, 3, 1, 2, false},
 		{"failed clients ignored", []ClientRecord{rec(1, 2, true), rec(1, 2, false)}, 1, 0, 0, true},
+		// Logical clients of one QP share its connection: it counts once,
+		// but two QPs with one pair are a repeat.
+		{"logical clients of a QP", []ClientRecord{logical(1, 2, 0, 7, 1), logical(1, 2, 0, 7, 2), logical(1, 2, 1, 7, 1), logical(1, 2, 0, 8, 1)}, 3, 2, 4, false},
 	}
 	for _, tc := range tests {
 		c := CheckPSNs([]Point{{Records: tc.recs}})

@@ -27,6 +27,11 @@ const (
 	OutcomeRTS        = "RTS"
 	OutcomeMessage    = "message"
 	OutcomeTimeout    = "timeout"
+	// OutcomeSharedFate is a logical client that did nothing wrong but
+	// shares its QP (mux mode) with one whose message or echo failed, or
+	// whose QP broke: the QP ended, and every logical client on it with
+	// it.
+	OutcomeSharedFate = "shared-fate"
 )
 
 // Outcome classes of a client command (--client-cmd): what the harness
@@ -56,7 +61,7 @@ const (
 // Outcomes lists every outcome class in display order.
 var Outcomes = []string{OutcomeOK, OutcomeRefused, OutcomeTCPConnect, OutcomeTLS,
 	OutcomeExchange, OutcomeQPCreate, OutcomeInit, OutcomeRTR, OutcomeRTS,
-	OutcomeMessage, OutcomeTimeout, OutcomeExit, OutcomeSignal, OutcomeMismatch, OutcomeStart,
+	OutcomeMessage, OutcomeSharedFate, OutcomeTimeout, OutcomeExit, OutcomeSignal, OutcomeMismatch, OutcomeStart,
 	OutcomeRejected, OutcomeUnreachable, OutcomeConnectError, OutcomeAddrError, OutcomeRouteError, OutcomeDisconnected}
 
 // ClientRDMACM is Config.ClientKind of rdma_cm clients: RC connections
@@ -243,6 +248,7 @@ type Config struct {
 	Hi            int          `json:"hi,omitempty"`
 	RampClients   []int        `json:"ramp_clients,omitempty"`
 	MaxClients    int          `json:"max_clients,omitempty"` // server cap; 0 = the probe point's N
+	Mux           int          `json:"mux,omitempty"`         // mux mode: logical clients per QP
 	SimCaps       *fabric.Caps `json:"sim_caps,omitempty"`
 	// Designs are the server designs (resource modes) a run measured in
 	// turns, when --mode named more than one (Run.Designs).
@@ -327,6 +333,10 @@ type Point struct {
 	LatencyReference *Reference `json:"latency_reference,omitempty"`
 	Attempted        int        `json:"attempted"`
 	Connected        int        `json:"connected"`
+	// QPs is how many QPs the connected clients rode in mux mode, where
+	// they are logical clients and up to Config.Mux share one (a QP is
+	// a generator's local QPN); absent in other modes: one QP each.
+	QPs int `json:"qps,omitempty"`
 	// TLSResumed counts clients whose TLS handshake resumed a session.
 	TLSResumed  int     `json:"tls_resumed,omitempty"`
 	SuccessRate float64 `json:"success_rate"` // 0..1
@@ -400,6 +410,10 @@ type ServerStats struct {
 	Connected  int `json:"connected"` // clients that reached RTS
 	Refused    int `json:"refused"`   // at capacity
 	PeakActive int `json:"peak_active"`
+	// PeakQPs is the most QPs the server held at once for its logical
+	// clients in mux mode, which PeakActive counts (absent in other
+	// modes, where each client is one QP).
+	PeakQPs int `json:"peak_qps,omitempty"`
 	// Resources are the fabric objects the server held at its peak
 	// ("qp", "cq", "mr", "pd"), as the fabric counts them.
 	Resources map[string]int `json:"resources,omitempty"`
@@ -436,9 +450,12 @@ type ClientRecord struct {
 	// TLSResumed is true when the handshake resumed a session (--tls-resume).
 	TLSResumed bool   `json:"tls_resumed,omitempty"`
 	LocalQPN   uint32 `json:"local_qpn,omitempty"`
-	RemoteQPN  uint32 `json:"remote_qpn,omitempty"`
-	LocalPSN   uint32 `json:"local_psn,omitempty"`
-	RemotePSN  uint32 `json:"remote_psn,omitempty"`
+	// Logical is the client's logical ID on LocalQPN, which it shares
+	// with other logical clients (mux mode; absent otherwise).
+	Logical   uint32 `json:"logical,omitempty"`
+	RemoteQPN uint32 `json:"remote_qpn,omitempty"`
+	LocalPSN  uint32 `json:"local_psn,omitempty"`
+	RemotePSN uint32 `json:"remote_psn,omitempty"`
 	// Command is what a client command did (--client-cmd); its
 	// ConnectUS is then spawn → the ok line (or exit), process start
 	// included, and no phase is timed.
@@ -563,6 +580,8 @@ type Step struct {
 // connection's sequence space is the (client PSN, server PSN) pair, and
 // that must never repeat.
 type PSNCheck struct {
+	// Connections counts RC connections: in mux mode a QP, however many
+	// logical clients ride it, since they share its PSNs.
 	Connections    int  `json:"connections"`
 	DistinctPairs  int  `json:"distinct_pairs"`
 	DuplicatePairs int  `json:"duplicate_pairs"`

@@ -340,7 +340,7 @@ func (l *Local) startGenerators(n, trial int, build string) ([]*process, error) 
 		gs := protocol.GeneratorSpec{N: k, IDBase: base, Proc: i, Fabric: spec.Fabric.Generators(),
 			CA: l.opts.Certs.Server.CertPEM, Cert: l.opts.Certs.Client.CertPEM, Key: l.opts.Certs.Client.KeyPEM,
 			TLSResume: spec.TLSResume, TLSKex: spec.TLSKex, InFlight: spec.InFlight,
-			Timeout: spec.Timeout, Rounds: spec.Rounds, MsgSize: spec.MsgSize,
+			Timeout: spec.Timeout, Rounds: spec.Rounds, MsgSize: spec.MsgSize, Mux: spec.MuxOrDefault(),
 			Command: spec.Client, CM: spec.CM, Total: n, Build: build}
 		if spec.Traffic.Duration > 0 && spec.Client == nil && spec.CM == nil {
 			gs.Traffic = spec.traffic()

@@ -103,10 +103,13 @@ type Spec struct {
 	// Fabric is the fabric the server and generators open.
 	Fabric protocol.Fabric `json:"fabric"`
 	// MaxClients is the server's cap; 0 means each point's N.
-	MaxClients int     `json:"max_clients,omitempty"`
-	Mode       string  `json:"mode"`
-	Procs      int     `json:"procs"`
-	Rate       float64 `json:"rate,omitempty"`
+	MaxClients int    `json:"max_clients,omitempty"`
+	Mode       string `json:"mode"`
+	// Mux is how many logical clients share a QP in mux mode (0 =
+	// server.DefaultMux); only mux mode takes it.
+	Mux   int     `json:"mux,omitempty"`
+	Procs int     `json:"procs"`
+	Rate  float64 `json:"rate,omitempty"`
 	// Timeout is each client's deadline.
 	Timeout time.Duration `json:"timeout"`
 	Rounds  int           `json:"rounds"`
@@ -175,6 +178,9 @@ func (s Spec) Check() error {
 	if err := server.ValidMode(s.Mode); err != nil {
 		return fmt.Errorf("--mode: %w", err)
 	}
+	if err := s.checkMux(); err != nil {
+		return err
+	}
 	if s.Procs < 1 {
 		return fmt.Errorf("--procs must be at least 1")
 	}
@@ -194,6 +200,46 @@ func (s Spec) Check() error {
 		}
 	}
 	return s.checkTraffic()
+}
+
+// checkMux refuses --mux without mux mode, and what mux mode's logical
+// clients cannot do.
+func (s Spec) checkMux() error {
+	if s.Mode != server.ModeMux {
+		if s.Mux != 0 {
+			return fmt.Errorf("--mux %d: logical clients share QPs only with --mode %s", s.Mux, server.ModeMux)
+		}
+		return nil
+	}
+	switch {
+	case s.Mux < 0 || s.Mux > server.MaxMux:
+		return fmt.Errorf("--mux %d: want 1 to %d logical clients per QP", s.Mux, server.MaxMux)
+	case s.Detach:
+		return fmt.Errorf("--detach with --mode %s: a logical client's connection is how its server sees it leave", server.ModeMux)
+	case s.Traffic.Duration > 0:
+		return fmt.Errorf("--duration with --mode %s: its logical clients connect and echo, but take no traffic phase", server.ModeMux)
+	case s.Server != nil || s.Client != nil || s.CM != nil:
+		return fmt.Errorf("--mode %s is the built-in server's and clients' protocol: not with a server or client command or rdma_cm clients", server.ModeMux)
+	}
+	return nil
+}
+
+// ModeMux is the resource mode whose logical clients share QPs.
+const ModeMux = server.ModeMux
+
+// DefaultMux is mux mode's logical clients per QP without --mux.
+const DefaultMux = server.DefaultMux
+
+// MuxOrDefault is the logical clients per QP of a mux-mode spec (0
+// otherwise).
+func (s Spec) MuxOrDefault() int {
+	if s.Mode != server.ModeMux {
+		return 0
+	}
+	if s.Mux == 0 {
+		return server.DefaultMux
+	}
+	return s.Mux
 }
 
 // checkTraffic refuses a traffic phase no client could run.

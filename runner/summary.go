@@ -20,6 +20,11 @@ func Summarise(pt *result.Point, threshold float64) {
 	errs := map[string]int{}
 	phases := map[string][]float64{}
 	var connect, rtt []float64
+	type qp struct {
+		proc int
+		qpn  uint32
+	}
+	qps := map[qp]bool{}
 	for _, r := range pt.Records {
 		pt.Outcomes[r.Outcome]++
 		if r.TLSResumed {
@@ -27,6 +32,9 @@ func Summarise(pt *result.Point, threshold float64) {
 		}
 		if r.Outcome == result.OutcomeOK {
 			pt.Connected++
+			if r.Logical != 0 {
+				qps[qp{r.Proc, r.LocalQPN}] = true
+			}
 			connect = append(connect, float64(r.ConnectUS)/1e3)
 		} else if r.Error != "" {
 			errs[r.Error]++
@@ -36,6 +44,7 @@ func Summarise(pt *result.Point, threshold float64) {
 		}
 		rtt = append(rtt, r.RTTsUS...)
 	}
+	pt.QPs = len(qps)
 	pt.Errors = topErrors(errs, maxErrorTexts)
 	pt.Phases = map[string]result.Percentiles{}
 	for name, s := range phases {

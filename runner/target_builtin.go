@@ -38,7 +38,7 @@ func (t *builtinTarget) Start(ctx context.Context, n, trial int) (Server, error)
 		// The server waits for a client as long as the client itself may
 		// take, so a slow client is the client's timeout, not the server's.
 		HandshakeTimeout: s.Timeout, ExchangeTimeout: s.Timeout,
-		TLSKex: s.TLSKex, Detach: s.Detach, TLSTickets: s.TLSResume,
+		TLSKex: s.TLSKex, Detach: s.Detach, TLSTickets: s.TLSResume, Mux: s.MuxOrDefault(),
 		NoFile: s.NoFile, MemLock: s.MemLock}
 	if ss.Fabric.Addr == "" {
 		// A simulated port on the address the clients reach the server

@@ -37,6 +37,8 @@ type helloKey struct {
 	QPN, PSN uint32
 	GID      fabric.GID
 	LID      uint16
+	// Logical tells apart the logical clients sharing one QP (mux mode).
+	Logical uint32
 }
 
 // claimHello records key; false means a client with the same endpoint is
@@ -58,6 +60,22 @@ func (s *Server) releaseHello(k helloKey) {
 	s.mu.Lock()
 	delete(s.hellos, k)
 	s.mu.Unlock()
+}
+
+// connected counts a client connected, and the fabric objects in use
+// then.
+func (s *Server) connected() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.Connected++
+	if s.cfg.InUse != nil {
+		if s.stats.Resources == nil {
+			s.stats.Resources = map[string]int{}
+		}
+		for k, v := range s.cfg.InUse() {
+			s.stats.Resources[k] = max(s.stats.Resources[k], v)
+		}
+	}
 }
 
 func (s *Server) handle(ctx context.Context, raw net.Conn) {
@@ -86,7 +104,13 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 		return
 	}
 	tc.SetWriteDeadline(time.Now().Add(s.cfg.ExchangeTimeout))
-	key := helloKey{QPN: hello.QPN, PSN: hello.PSN, GID: hello.GID, LID: hello.LID}
+	if hello.Logical != 0 && s.cfg.Mode != ModeMux {
+		err := fmt.Errorf("a hello of logical client %d: logical clients share a QP only with a server in mux mode (this one is %s)", hello.Logical, s.cfg.Mode)
+		s.fail(result.OutcomeExchange, err)
+		exchange.Write(tc, exchange.Msg{Type: exchange.Refuse, Reason: result.OutcomeExchange + ": " + err.Error()})
+		return
+	}
+	key := helloKey{QPN: hello.QPN, PSN: hello.PSN, GID: hello.GID, LID: hello.LID, Logical: hello.Logical}
 	if !s.claimHello(key) {
 		s.fail(result.OutcomeExchange, errors.New(exchange.ReasonReplayed))
 		exchange.Write(tc, exchange.Msg{Type: exchange.Refuse, Reason: exchange.ReasonReplayed})
@@ -98,6 +122,10 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 		s.stats.Refused++
 		s.mu.Unlock()
 		exchange.Write(tc, exchange.Msg{Type: exchange.Refuse, Reason: exchange.ReasonAtCapacity})
+		return
+	}
+	if s.cfg.Mode == ModeMux {
+		s.serveLogical(ctx, raw, tc, hello, key)
 		return
 	}
 
@@ -130,17 +158,7 @@ func (s *Server) handle(ctx context.Context, raw net.Conn) {
 		// sealed and written per client; ramp --detach profiles on rxe0).
 		raw.Close()
 	}
-	s.mu.Lock()
-	s.stats.Connected++
-	if s.cfg.InUse != nil {
-		if s.stats.Resources == nil {
-			s.stats.Resources = map[string]int{}
-		}
-		for k, v := range s.cfg.InUse() {
-			s.stats.Resources[k] = max(s.stats.Resources[k], v)
-		}
-	}
-	s.mu.Unlock()
+	s.connected()
 
 	// The connection lives as long as the client: its end is the signal to
 	// release the client's QP. Nothing travels over TLS after the

@@ -48,6 +48,27 @@ type conn struct {
 	hello  helloKey
 	psn    uint32
 	hasPSN bool
+
+	// mux is the QP's logical clients in mux mode (mux.go): the conn is
+	// then a QP, not a client, and holds no admission of its own.
+	mux *muxQP
+}
+
+// depth is how many messages c's QP may have outstanding: Config.Depth
+// for each of its logical clients.
+func (c *conn) depth() int {
+	if c.mux != nil {
+		return c.s.cfg.Mux * c.s.cfg.Depth
+	}
+	return c.s.cfg.Depth
+}
+
+// wr is c's QP's send and receive queue depth.
+func (c *conn) wr() int {
+	if c.mux != nil {
+		return max(QPMaxSendWR, c.depth())
+	}
+	return c.s.wr
 }
 
 func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
@@ -64,14 +85,14 @@ func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
 		}
 		c.sendCQ, c.recvCQ = c.sub.group.send, c.sub.group.recv
 	} else {
-		if c.sendCQ, err = s.cqs.create(s.wr); err != nil {
+		if c.sendCQ, err = s.cqs.create(c.wr()); err != nil {
 			return exchange.Msg{}, result.OutcomeQPCreate, err
 		}
-		if c.recvCQ, err = s.cqs.create(s.wr); err != nil {
+		if c.recvCQ, err = s.cqs.create(c.wr()); err != nil {
 			return exchange.Msg{}, result.OutcomeQPCreate, err
 		}
 	}
-	depth, size := s.cfg.Depth, s.cfg.MsgSize
+	depth, size := c.depth(), s.cfg.MsgSize
 	switch s.cfg.Mode {
 	case ModeSRQ:
 		// Messages land in SRQ buffers and echoes go out of them.
@@ -102,7 +123,7 @@ func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
 	}
 	attr := fabric.QPInitAttr{
 		SendCQ: c.sendCQ, RecvCQ: c.recvCQ,
-		MaxSendWR: s.wr, MaxRecvWR: s.wr, MaxSendSGE: 1, MaxRecvSGE: 1,
+		MaxSendWR: c.wr(), MaxRecvWR: c.wr(), MaxSendSGE: 1, MaxRecvSGE: 1,
 	}
 	if c.sub != nil && c.sub.group.srq != nil {
 		attr.SRQ, attr.MaxRecvWR, attr.MaxRecvSGE = c.sub.group.srq, 0, 0
@@ -158,8 +179,8 @@ func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
 	if s.cfg.Detach {
 		typ = exchange.Detached
 	}
-	return exchange.Msg{Type: typ, QPN: c.qp.QPN(), PSN: psn,
-		LID: s.port.LID, MTU: s.port.ActiveMTU, GID: s.port.GID, Remote: remote}, "", nil
+	return exchange.Msg{Type: typ, QPN: c.qp.QPN(), PSN: psn, LID: s.port.LID, MTU: s.port.ActiveMTU,
+		GID: s.port.GID, Logical: h.Logical, Remote: remote}, "", nil
 }
 
 // RTR returns the INIT→RTR attributes towards the peer described by m.

@@ -30,6 +30,9 @@ func openFiles(t *testing.T) int {
 func TestDetach(t *testing.T) {
 	const n = 40
 	for _, mode := range server.Modes {
+		if mode == server.ModeMux {
+			continue // its logical clients keep their connections (TestMuxRefusesDetach)
+		}
 		t.Run(mode, func(t *testing.T) {
 			h := newHarnessOpts(t, n, harnessOpts{mode: mode, detach: true})
 			before := openFiles(t)
@@ -76,6 +79,9 @@ func TestDetach(t *testing.T) {
 func TestDetachGoodbyesBeforeStop(t *testing.T) {
 	const n = 40
 	for _, mode := range server.Modes {
+		if mode == server.ModeMux {
+			continue // its logical clients keep their connections (TestMuxRefusesDetach)
+		}
 		t.Run(mode, func(t *testing.T) {
 			h := newHarnessOpts(t, n, harnessOpts{mode: mode, detach: true})
 			recs, conns := client.Run(context.Background(), h.dialer, client.Load{N: n}, nil)

@@ -20,6 +20,10 @@
 //	shared-cq   1 QP + 2 MR (M bytes)         2 CQ per group of G                         2: SQ, RQ
 //	pool        1 QP                          2 CQ per group; 1 MR of 2·N·M               2: SQ, RQ
 //	srq         1 QP without RQ               2 CQ + 1 SRQ per group; 1 MR of ⌈N/G⌉·D·M   1: SQ
+//	mux         1/K of a QP + 2 CQ + 2 MR     —                                           4/K
+//
+// (mux: K = Config.Mux logical clients share each QP, whose MRs hold
+// K·Depth messages; see mux.go.)
 //
 // All modes also hold 1 PD; a group's rings add 2 mappings (3 with its
 // SRQ) for up to G clients. Groups are created as clients arrive and kept

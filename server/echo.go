@@ -296,10 +296,13 @@ func (c *conn) release() {
 	if raw != nil {
 		raw.Close()
 	}
-	c.s.releaseHello(c.hello)
 	if c.hasPSN {
 		c.s.psns.drop(c.psn)
 	}
+	if c.mux != nil {
+		return // a shared QP: its logical clients hold the admissions
+	}
+	c.s.releaseHello(c.hello)
 	c.s.active.Add(-1)
 	if released {
 		// Counted last, so a client seen released has its slot free.

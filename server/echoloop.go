@@ -70,9 +70,11 @@ func (c *conn) echo(ctx context.Context) error {
 	if c.sub != nil {
 		sendCh, recvCh = c.sub.send, c.sub.recv
 	}
-	depth := c.s.cfg.Depth
+	depth := c.depth()
 	fast, _ := c.qp.(fabric.Echoer)
-	if c.sub != nil || c.s.cfg.BusyPoll <= 0 {
+	// A shared QP's messages are each counted for their logical client,
+	// in Go: the provider's loop would echo them unseen.
+	if c.sub != nil || c.s.cfg.BusyPoll <= 0 || c.mux != nil {
 		fast = nil
 	}
 	if fast != nil {
@@ -154,7 +156,15 @@ func (c *conn) echo(ctx context.Context) error {
 		loop.Bufs[b] = fabric.BufSending
 		loop.Inflight++
 		if err := checkMessage(in); err != nil {
+			if c.mux != nil {
+				c.mux.blame(in)
+			}
 			return err
+		}
+		if c.mux != nil {
+			if err := c.mux.echoed(payload.Seq(in)); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -163,7 +173,7 @@ func (c *conn) echo(ctx context.Context) error {
 // its first Config.Depth buffers (setup).
 func (c *conn) loop() *fabric.EchoLoop {
 	return fabric.NewEchoLoop(c.recvCQ, c.sendCQ, c.recvMR, c.recvOff, c.sendMR, c.sendOff,
-		c.s.cfg.MsgSize, c.s.cfg.Depth)
+		c.s.cfg.MsgSize, c.depth())
 }
 
 // echoSlice bounds one fabric.Echoer call, so that the loop sees its
@@ -207,7 +217,7 @@ func (c *conn) saidGoodbye() bool {
 // wrID names (fabric.EchoLoop).
 func (c *conn) inbound(wc fabric.WC) []byte {
 	l := fabric.EchoLoop{RecvMR: c.recvMR, SendMR: c.sendMR, RecvOff: c.recvOff, SendOff: c.sendOff,
-		Size: c.s.cfg.MsgSize, Depth: c.s.cfg.Depth}
+		Size: c.s.cfg.MsgSize, Depth: c.depth()}
 	mr, off := l.Buf(l.Index(wc.WRID))
 	return mr.Buf()[off : off+min(max(wc.ByteLen, 0), l.Size)]
 }

@@ -41,6 +41,7 @@ type harness struct {
 	mode       string
 	depth      int
 	busy       time.Duration   // the server's and the dialer's BusyPoll
+	mux        int             // the dialer's Config.Mux (mux mode)
 	size       int             // the message size
 	server     fabric.Provider // the server's device
 	addr       string
@@ -109,6 +110,8 @@ type harnessOpts struct {
 	// tickets lets clients resume TLS sessions (serve --tls-tickets,
 	// ramp --tls-resume): a cheaper connect, for tests of many clients.
 	tickets bool
+	// mux is the server's and the dialer's Config.Mux (mux mode).
+	mux int
 }
 
 func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
@@ -129,6 +132,9 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 	fab := testFabric(t, sim.Options{Caps: o.simCaps, ServiceDelay: o.simDelay, ServiceDelayFrom: o.simDelayFrom})
 	h := &harness{t: t, inUse: fab.inUse, served: make(chan error, 1), clientHeld: fab.clientHeld, rounds: o.rounds, mode: o.mode,
 		depth: o.depth, busy: o.busy, size: o.size, server: fab.server}
+	if o.mode == server.ModeMux {
+		h.mux = max(o.mux, 1)
+	}
 	pre := h.inUse()
 	var err error
 	if h.serverPair, err = certs.SelfSigned(); err != nil {
@@ -148,7 +154,7 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 	h.srv, err = server.New(ctx, server.Config{Listen: "127.0.0.1:0", MaxClients: maxClients, Mode: o.mode,
 		TLS: stls, Provider: fab.server, Device: fabric.DeviceConfig{GIDIndex: -1}, MsgSize: o.size,
 		HandshakeTimeout: handshake, ExchangeTimeout: exchange, SRQDepth: o.srqDepth, Detach: o.detach,
-		Depth: o.depth, Remote: o.remote, BusyPoll: o.busy})
+		Depth: o.depth, Remote: o.remote, BusyPoll: o.busy, Mux: o.mux})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -181,7 +187,7 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 
 func (h *harness) newDialer(dev fabric.Device, conf *tls.Config) *client.Dialer {
 	h.t.Helper()
-	d, err := client.NewDialer(dev, client.Config{Addr: h.addr, TLS: conf, Rounds: h.rounds, MsgSize: h.size, Timeout: guard, Depth: h.depth, BusyPoll: h.busy})
+	d, err := client.NewDialer(dev, client.Config{Addr: h.addr, TLS: conf, Rounds: h.rounds, MsgSize: h.size, Timeout: guard, Depth: h.depth, BusyPoll: h.busy, Mux: h.mux})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func hostileFrames(t *testing.T) map[string][]byte {
 		"oversized header":      {0xff, 0xff},
 		"oversized":             oversized,
 		"truncated":             good[:12], // then stalls (stallsMidFrame)
-		"reason length lies":    patch(2+29, 0x00, 0x07),
+		"reason length lies":    patch(2+33, 0x00, 0x07),
 		"wrong version":         patch(2, exchange.Version+1),
 		"unknown type":          patch(3, 9),
 		"accept as hello":       accept,

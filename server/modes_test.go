@@ -29,6 +29,8 @@ var modeCosts = map[string]modeCost{
 	server.ModeSharedCQ:  {perClient: map[string]int{"qp": 1, "mr": 2}, perGroup: map[string]int{"cq": 2}},
 	server.ModePool:      {perClient: map[string]int{"qp": 1}, perGroup: map[string]int{"cq": 2}, fixed: map[string]int{"mr": 1}},
 	server.ModeSRQ:       {perClient: map[string]int{"qp": 1}, perGroup: map[string]int{"cq": 2, "srq": 1}, fixed: map[string]int{"mr": 1}},
+	// Per QP, which carries up to Config.Mux logical clients.
+	server.ModeMux: {perClient: map[string]int{"qp": 1, "cq": 2, "mr": 2}},
 }
 
 // plus returns base + Σ n × m over the (n, m) pairs, key by key.
@@ -44,7 +46,7 @@ func plus(base map[string]int, terms ...any) map[string]int {
 }
 
 func TestModesListed(t *testing.T) {
-	if got, want := server.Modes, []string{"per-client", "shared-cq", "pool", "srq"}; !reflect.DeepEqual(got, want) {
+	if got, want := server.Modes, []string{"per-client", "shared-cq", "pool", "srq", "mux"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("Modes %v, want %v", got, want)
 	}
 	for _, m := range server.Modes {

@@ -32,11 +32,21 @@ const (
 	// 1 QP without a receive queue per client, no CQ, no MR, and no
 	// goroutine: the CQ routers echo.
 	ModeSRQ = "srq"
+	// ModeMux lets up to Config.Mux logical clients share one RC QP (1
+	// QP + 2 CQ + 2 MR per QP, as per-client mode has per client): each
+	// logical client is admitted on its own, with its own TLS exchange
+	// and slot, and names itself in the hello and in every message
+	// (exchange.Msg.Logical, payload.MuxSeq). See mux.go.
+	ModeMux = "mux"
 )
+
+// DefaultMux is how many logical clients share a QP in mux mode unless
+// Config.Mux says otherwise.
+const DefaultMux = 8
 
 // Modes lists the supported resource modes, from the most per-client
 // resources to the fewest.
-var Modes = []string{ModePerClient, ModeSharedCQ, ModePool, ModeSRQ}
+var Modes = []string{ModePerClient, ModeSharedCQ, ModePool, ModeSRQ, ModeMux}
 
 // ValidMode reports whether m is one of Modes.
 func ValidMode(m string) error {
@@ -125,6 +135,10 @@ type Config struct {
 	// channel (fabric.Spin): perftest's way of measuring latency, at the
 	// price of CPU (0 = sleep at once, the default).
 	BusyPoll time.Duration
+	// Mux is how many logical clients may share one QP in mux mode
+	// (DefaultMux if 0); the server refuses a logical client beyond it
+	// on a QP.
+	Mux int
 }
 
 // Server serves one configuration until its context ends.
@@ -157,6 +171,11 @@ type Server struct {
 	// or connected, so a replayed hello is refused; a client's release
 	// removes its own.
 	hellos map[helloKey]struct{}
+	// muxes holds the QPs of mux mode by the client endpoint they serve
+	// (mux.go).
+	muxes map[muxKey]*muxQP
+	// muxQPs counts the QPs of mux mode open now.
+	muxQPs int
 
 	wg sync.WaitGroup
 	// readers are the goroutines that watch srq-mode clients whose
@@ -186,6 +205,20 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Depth <= 0 {
 		cfg.Depth = 1
 	}
+	if cfg.Mux <= 0 {
+		cfg.Mux = DefaultMux
+	}
+	if cfg.Mode == ModeMux {
+		if cfg.Mux > MaxMux {
+			return nil, fmt.Errorf("%d logical clients per QP: at most %d", cfg.Mux, MaxMux)
+		}
+		if cfg.Detach {
+			return nil, errors.New("mux mode keeps each logical client's connection (its end is the logical client's departure): it cannot detach")
+		}
+		if cfg.Remote {
+			return nil, errors.New("mux mode lends no remote buffer: its logical clients would share one QP's region")
+		}
+	}
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = 30 * time.Second
 	}
@@ -205,7 +238,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, dev: dev, pd: pd, port: dev.Port(), psns: newPSNSource(psnBits),
-		hellos: map[helloKey]struct{}{}, wr: max(QPMaxSendWR, cfg.Depth), cqs: newSpinTally(dev)}
+		hellos: map[helloKey]struct{}{}, muxes: map[muxKey]*muxQP{}, wr: max(QPMaxSendWR, cfg.Depth), cqs: newSpinTally(dev)}
 	s.stats.Failures = map[string]int{}
 	s.stats.Detached = cfg.Detach
 	s.stats.Errors = map[string]int{}

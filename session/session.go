@@ -271,7 +271,7 @@ func newRun(o Options) *result.Run {
 			ResourceMode: sp.Mode, Rounds: sp.Rounds, PayloadBytes: sp.MsgSize,
 			ClientTimeout: sp.Timeout.Seconds(), Rate: sp.Rate, Procs: sp.Procs, InFlight: sp.InFlight,
 			TLSResume: sp.TLSResume, TLSKex: sp.TLSKex, GoMaxProcs: sp.GoMaxProcs, Detach: sp.Detach,
-			Threshold: sp.Threshold, Trials: o.Trials, MaxClients: sp.MaxClients,
+			Threshold: sp.Threshold, Trials: o.Trials, MaxClients: sp.MaxClients, Mux: sp.MuxOrDefault(),
 		},
 	}
 	if sp.CM != nil {

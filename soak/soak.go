@@ -92,6 +92,9 @@ func (c Config) Check() error {
 	if err := server.ValidMode(c.Mode); err != nil {
 		return fmt.Errorf("--mode: %w", err)
 	}
+	if c.Mode == server.ModeMux {
+		return fmt.Errorf("--mode %s: the soak's clients have a QP each, which a server of logical clients refuses", server.ModeMux)
+	}
 	return nil
 }
 

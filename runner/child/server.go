@@ -64,7 +64,7 @@ func Serve(ctx context.Context, spec protocol.ServerSpec, in *bufio.Reader, out 
 		TLS: tlsConf, Provider: p, Device: spec.Fabric.DeviceConfig(), MsgSize: spec.MsgSize,
 		Backlog: spec.Backlog, HandshakeTimeout: spec.HandshakeTimeout,
 		ExchangeTimeout: spec.ExchangeTimeout, Detach: spec.Detach,
-		Depth: spec.Depth, Remote: spec.Remote, SRQDepth: spec.SRQDepth, BusyPoll: spec.BusyPoll,
+		Depth: spec.Depth, Remote: spec.Remote, SRQDepth: spec.SRQDepth, BusyPoll: spec.BusyPoll, Mux: spec.Mux,
 		InUse: inUse,
 	}
 	var served atomic.Pointer[server.Server]

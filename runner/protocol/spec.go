@@ -40,6 +40,9 @@ type ServerSpec struct {
 	Remote bool `json:"remote,omitempty"`
 	// BusyPoll: server.Config.BusyPoll (--busy-poll).
 	BusyPoll time.Duration `json:"busy_poll,omitempty"`
+	// Mux is how many logical clients may share a QP in mux mode
+	// (server.Config.Mux; 0 = its default).
+	Mux int `json:"mux,omitempty"`
 	// SRQDepth is each SRQ's receive buffers in srq mode
 	// (server.Config.SRQDepth; 0 = its default, -1 = SRQDepthAll).
 	SRQDepth int `json:"srq_depth,omitempty"`
@@ -92,6 +95,9 @@ type GeneratorSpec struct {
 	Timeout   time.Duration `json:"timeout"`
 	Rounds    int           `json:"rounds"`
 	MsgSize   int           `json:"msg_size,omitempty"`
+	// Mux, if not 0, makes the clients logical clients of a mux-mode
+	// server, Mux to a QP (client.Config.Mux).
+	Mux int `json:"mux,omitempty"`
 	// CPUProfile, if set, receives a CPU profile of the process.
 	CPUProfile string `json:"cpu_profile,omitempty"`
 	// Hold keeps connected clients open this long before exiting (by
