@@ -224,6 +224,16 @@ func (s Spec) checkMux() error {
 	return nil
 }
 
+// ForDesign is s measuring server design d, one of a list: --mux holds
+// only for mux mode, and the other designs of the list ignore it.
+func (s Spec) ForDesign(d string) Spec {
+	s.Mode = d
+	if d != server.ModeMux {
+		s.Mux = 0
+	}
+	return s
+}
+
 // ModeMux is the resource mode whose logical clients share QPs.
 const ModeMux = server.ModeMux
 

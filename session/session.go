@@ -333,11 +333,15 @@ func (o Options) Check() error {
 		if slices.Contains(o.Designs[:i], d) {
 			return fmt.Errorf("--mode names %s twice", d)
 		}
-		sp := o.Spec
-		sp.Mode = d
-		if err := sp.Check(); err != nil {
+		if err := o.Spec.ForDesign(d).Check(); err != nil {
 			return err
 		}
+	}
+	if len(o.Designs) > 1 {
+		if o.Spec.Mux != 0 && !slices.Contains(o.Designs, runner.ModeMux) {
+			return fmt.Errorf("--mux %d: logical clients share QPs only with --mode %s, which the list lacks", o.Spec.Mux, runner.ModeMux)
+		}
+		return nil
 	}
 	return o.Spec.Check()
 }

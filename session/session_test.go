@@ -156,6 +156,11 @@ func TestCheck(t *testing.T) {
 		{Options{Spec: runner.Spec{Threshold: 1.5, Procs: 1, Mode: runner.DefaultMode}, Trials: 1}, true},
 		{Options{Spec: runner.Spec{Threshold: 1, Procs: 1, Mode: "weird"}, Trials: 1}, true},
 		{Options{Spec: runner.Spec{Threshold: 1, Procs: 0, Mode: runner.DefaultMode}, Trials: 1}, true},
+		// --mux holds for the list's mux design and is ignored by the
+		// others; a list without mux refuses it, as one design does.
+		{Options{Spec: runner.Spec{Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Mux: 10}, Designs: []string{runner.DefaultMode, runner.ModeMux}, Trials: 1}, false},
+		{Options{Spec: runner.Spec{Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Mux: 10}, Designs: []string{runner.DefaultMode, "srq"}, Trials: 1}, true},
+		{Options{Spec: runner.Spec{Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Mux: 10}, Trials: 1}, true},
 	} {
 		if err := tc.o.Check(); (err != nil) != tc.fail {
 			t.Errorf("Check(%+v) = %v, want failure %v", tc.o, err, tc.fail)
