@@ -35,7 +35,7 @@ func probeFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "threshold", Value: 100, Usage: "success rate in percent a point must reach to pass"},
 		&cli.IntFlag{Name: "trials", Value: 1, Usage: "trials per client count (pooled for the pass decision)"},
 		&cli.IntFlag{Name: "max-clients", Usage: "server cap; default: each point's client count"},
-		&cli.StringFlag{Name: "mode", Value: runner.DefaultMode, Usage: "server resources per client: per-client (1 QP + 2 CQ + 2 MR), shared-cq (1 QP + 2 MR), pool (1 QP; one registered pool) or srq (1 QP without RQ; pool + shared receive queue)"},
+		&cli.StringFlag{Name: "mode", Value: runner.DefaultMode, Usage: "server resources per client: per-client (1 QP + 2 CQ + 2 MR), shared-cq (1 QP + 2 MR), pool (1 QP; one registered pool), srq (1 QP without RQ; pool + shared receive queue) or ud (no QP: 1 address handle; one UD QP per group, pool)"},
 		&cli.StringFlag{Name: "gomaxprocs", Value: runner.GoMaxProcsSplit, Usage: "how the server's and load generators' Go runtimes share this machine's CPUs: split (server half, generators the rest) or all (Go's default: each sized to every CPU, their idle threads spin against each other)"},
 		&cli.IntFlag{Name: "procs", Value: 1, Usage: "load-generator processes the clients are spread over"},
 		&cli.Float64Flag{Name: "rate", Usage: "client launches per second over all generators (0 = all at once)"},

@@ -171,7 +171,7 @@ func (f *flow) postLocked(due, now time.Time) {
 		if !written {
 			payload.Fill(c.sendBuf(j), seq, e.size)
 		}
-		err = c.qp.PostSend(wrid(kindSend, j), c.buf.mr, c.buf.sendOff(j), e.size)
+		err = c.postSend(wrid(kindSend, j), j, e.size)
 	case result.OpWrite:
 		payload.Fill(c.sendBuf(j), seq, e.size)
 		err = c.qp.PostWrite(wrid(kindWrite, j), c.buf.mr, c.buf.sendOff(j), e.size,
@@ -292,8 +292,12 @@ func checkRegion(b []byte, size int, want uint64) error {
 // then counted lost with the rest of its outstanding ones.
 func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time) (class string, err error) {
 	size := f.e.size
-	if wc.ByteLen != size {
-		return result.TrafficVerify, fmt.Errorf("echo of %d bytes, sent %d", wc.ByteLen, size)
+	n, err := f.c.received(wc)
+	if err != nil {
+		return result.TrafficVerify, err
+	}
+	if n != size {
+		return result.TrafficVerify, fmt.Errorf("echo of %d bytes, sent %d", n, size)
 	}
 	echo := f.c.recvBuf(r)
 	seq, j := payload.Seq(echo), -1
@@ -308,6 +312,15 @@ func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time) (class string, err
 			return result.TrafficVerify, fmt.Errorf("echo: %w", err)
 		}
 		return result.TrafficVerify, fmt.Errorf("echo of message %d, which is not outstanding", seq)
+	}
+	if f.c.ah != nil {
+		// Datagrams of one client are echoed in order: a message sent
+		// before this one and still unanswered was lost.
+		for k := range f.slots {
+			if o := &f.slots[k]; o.busy && !o.echoed && o.sent && o.seq < seq {
+				return result.TrafficLost, fmt.Errorf("message %d unanswered when the echo of message %d came: a datagram was lost", o.seq, seq)
+			}
+		}
 	}
 	s := &f.slots[j]
 	s.echoed = true
@@ -325,7 +338,7 @@ func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time) (class string, err
 	}
 	f.lat.RecordDuration(now.Sub(due))
 	f.countLocked(now)
-	if err := f.c.qp.PostRecv(wrid(kindRecv, r), f.c.buf.mr, f.c.buf.recvOff(r), size); err != nil {
+	if err := f.c.postRecv(wrid(kindRecv, r), r, size); err != nil {
 		return result.TrafficPost, fmt.Errorf("repost receive: %w", err)
 	}
 	if sent && !early {
@@ -340,8 +353,8 @@ func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time) (class string, err
 func (f *flow) startPingLocked() {
 	c := f.c
 	p, ok := c.qp.(fabric.Pinger)
-	if !ok || f.finished {
-		return
+	if !ok || f.finished || c.ah != nil {
+		return // the provider's loop sends over a connection, not datagrams
 	}
 	f.pinger = p
 	f.pl = &fabric.PingLoop{QP: c.qp, CQ: c.group.cq, MR: c.buf.mr, SendOff: c.buf.sendOff(0),
@@ -499,6 +512,11 @@ func (f *flow) checkLocked(now time.Time) {
 	for j := range f.slots {
 		s := &f.slots[j]
 		if (s.busy || (f.verifyPending > 0 && f.lastSeq[j] != 0 && !s.verified)) && now.Sub(s.posted) > limit {
+			if f.c.ah != nil && s.sent {
+				// Sent, and nothing retransmits a datagram.
+				f.failLocked(result.TrafficLost, fmt.Errorf("no echo of message %d within %v: the datagram or its echo was lost", s.seq, limit))
+				return
+			}
 			f.failLocked(result.TrafficTimeout, fmt.Errorf("no completion for message %d within %v", s.seq, limit))
 			return
 		}

@@ -12,7 +12,7 @@ import (
 )
 
 // SchemaVersion is the version written by this build.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // Outcome classes of one client attempt.
 const (
@@ -27,6 +27,9 @@ const (
 	OutcomeRTS        = "RTS"
 	OutcomeMessage    = "message"
 	OutcomeTimeout    = "timeout"
+	// OutcomeLost: a datagram or its echo never came back (ud mode: UD
+	// is unreliable, and nothing retransmits).
+	OutcomeLost = "lost"
 )
 
 // Outcome classes of a client command (--client-cmd): what the harness
@@ -56,7 +59,7 @@ const (
 // Outcomes lists every outcome class in display order.
 var Outcomes = []string{OutcomeOK, OutcomeRefused, OutcomeTCPConnect, OutcomeTLS,
 	OutcomeExchange, OutcomeQPCreate, OutcomeInit, OutcomeRTR, OutcomeRTS,
-	OutcomeMessage, OutcomeTimeout, OutcomeExit, OutcomeSignal, OutcomeMismatch, OutcomeStart,
+	OutcomeMessage, OutcomeTimeout, OutcomeLost, OutcomeExit, OutcomeSignal, OutcomeMismatch, OutcomeStart,
 	OutcomeRejected, OutcomeUnreachable, OutcomeConnectError, OutcomeAddrError, OutcomeRouteError, OutcomeDisconnected}
 
 // ClientRDMACM is Config.ClientKind of rdma_cm clients: RC connections

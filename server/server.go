@@ -32,11 +32,15 @@ const (
 	// 1 QP without a receive queue per client, no CQ, no MR, and no
 	// goroutine: the CQ routers echo.
 	ModeSRQ = "srq"
+	// ModeUD serves every client of a CQ group from one UD QP of the
+	// group's, over the pool: per client only an address handle, no QP
+	// (ud.go).
+	ModeUD = "ud"
 )
 
 // Modes lists the supported resource modes, from the most per-client
 // resources to the fewest.
-var Modes = []string{ModePerClient, ModeSharedCQ, ModePool, ModeSRQ}
+var Modes = []string{ModePerClient, ModeSharedCQ, ModePool, ModeSRQ, ModeUD}
 
 // ValidMode reports whether m is one of Modes.
 func ValidMode(m string) error {
@@ -226,6 +230,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.shared = newSharedCQs(s.cqs, pd, cfg.MaxClients, per, s.wr, true, nil, 0)
+	case ModeUD:
+		if err := s.newUD(caps); err != nil {
+			s.teardown()
+			return nil, err
+		}
 	case ModeSRQ:
 		depth := srqDepth(caps, per*cfg.Depth, cfg.SRQDepth)
 		groups := (cfg.MaxClients + per - 1) / per

@@ -92,6 +92,9 @@ type GeneratorSpec struct {
 	Timeout   time.Duration `json:"timeout"`
 	Rounds    int           `json:"rounds"`
 	MsgSize   int           `json:"msg_size,omitempty"`
+	// UD makes the clients UD QPs, for a server of --mode ud
+	// (client.Config.UD).
+	UD bool `json:"ud,omitempty"`
 	// CPUProfile, if set, receives a CPU profile of the process.
 	CPUProfile string `json:"cpu_profile,omitempty"`
 	// Hold keeps connected clients open this long before exiting (by
