@@ -238,7 +238,7 @@ func expectDroppedPeer(t *testing.T, h *harness, p *rdmaPeer, failures int) {
 func TestBadPayload(t *testing.T) {
 	for _, mode := range server.Modes {
 		if mode == server.ModeUD {
-			continue // the raw peer here has an RC QP; TestUDBadPayload is ud's
+			continue // the raw peer here has an RC QP
 		}
 		t.Run(mode, func(t *testing.T) { badPayload(t, mode, 0) })
 		t.Run(mode+"/busy-poll", func(t *testing.T) { badPayload(t, mode, time.Millisecond) })
