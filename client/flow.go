@@ -33,6 +33,7 @@ func unwrid(id uint64) (kind, j int) { return int(id >> 32), int(uint32(id)) }
 type slot struct {
 	busy   bool
 	seq    uint64
+	order  uint64    // posts of the flow up to and with this one (ud: which went first)
 	due    time.Time // latency runs from here
 	posted time.Time
 	sent   bool // send: the send completed
@@ -58,8 +59,9 @@ type flow struct {
 	slots     []slot
 	busy      int
 	seq       uint64
-	count     int64 // messages completed in the window
-	settled   bool  // measured, or failed: no longer holds the window open
+	posts     uint64 // messages posted (slot.order)
+	count     int64  // messages completed in the window
+	settled   bool   // measured, or failed: no longer holds the window open
 	finished  bool
 	failClass string
 	failText  string
@@ -164,7 +166,8 @@ func (f *flow) postLocked(due, now time.Time) {
 		f.seq++
 		seq = f.seq
 	}
-	*s = slot{busy: true, seq: seq, due: due, posted: now}
+	f.posts++
+	*s = slot{busy: true, seq: seq, order: f.posts, due: due, posted: now}
 	var err error
 	switch e.cfg.Op {
 	case result.OpSend:
@@ -314,10 +317,10 @@ func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time) (class string, err
 		return result.TrafficVerify, fmt.Errorf("echo of message %d, which is not outstanding", seq)
 	}
 	if f.c.ah != nil {
-		// Datagrams of one client are echoed in order: a message sent
+		// Datagrams of one client are echoed in order: a message posted
 		// before this one and still unanswered was lost.
 		for k := range f.slots {
-			if o := &f.slots[k]; o.busy && !o.echoed && o.sent && o.seq < seq {
+			if o := &f.slots[k]; o.busy && !o.echoed && o.sent && o.order < f.slots[j].order {
 				return result.TrafficLost, fmt.Errorf("message %d unanswered when the echo of message %d came: a datagram was lost", o.seq, seq)
 			}
 		}
