@@ -18,6 +18,7 @@ var capOfVerb = map[string][2]string{
 	"ibv_reg_mr":     {"max_mr", "mr"},
 	"ibv_alloc_pd":   {"max_pd", "pd"},
 	"ibv_create_srq": {"max_srq", "srq"},
+	"ibv_create_ah":  {"max_ah", "ah"},
 }
 
 // fewerPerClient says which server resource modes spend less of a device
@@ -28,6 +29,7 @@ var fewerPerClient = map[string]string{
 	"cq":  "use a mode without CQs per client (--mode shared-cq, pool or srq) or a device with a larger max_cq",
 	"mr":  "use a mode without MRs per client (--mode pool or srq: one registered pool) or a device with a larger max_mr",
 	"srq": "srq mode takes one SRQ per group of ⌊max_cqe/2⌋ clients: use --mode pool (no SRQ) or a device with a larger max_srq",
+	"ah":  "ud mode takes 1 AH per client on the server's side, and each client 1 towards the server: put the clients on another device (--vm-peer: rxe2 in a second guest) or spread them over servers",
 }
 
 var verbRE = regexp.MustCompile(`\b(ibv_[a-z_]+)`)
@@ -260,6 +262,20 @@ func (c *diagCase) deviceCap() bool {
 	}
 	limit := c.before.DeviceCaps[cp[0]]
 	held, src := inUse(c.pt, cp[1])
+	if cp[1] == "ah" && limit > 0 && held < int(limit) {
+		// The kernel's resource tracking counts no AHs: the server holds
+		// one per connected client, and clients on its device hold one
+		// each towards it, so the device's AHs run out at half max_ah.
+		held, src = c.pt.Connected, "the server"
+		if 2*held+2 >= int(limit) {
+			c.d.Limit = "device-cap:max_ah"
+			c.d.Summary = fmt.Sprintf("%s %s; %s clients hold %s AHs (one on the server's side, one on their own) of max_ah %s when both ends share the device",
+				c.what, c.failedAt, Thousands(held), Thousands(2*held), Thousands(int(limit)))
+			c.ev("AHs: %s server-side, as many client-side if the clients share the device; device max_ah: %s", Thousands(held), Thousands(int(limit)))
+			c.d.Suggestion = fmt.Sprintf("the device allows %s AHs: %s", Thousands(int(limit)), fewerPerClient["ah"])
+			return true
+		}
+	}
 	if limit > 0 && held >= int(limit) {
 		c.d.Limit = "device-cap:" + cp[0]
 		c.d.Summary = fmt.Sprintf("%s %s; %s held %s %ss of %s %s",

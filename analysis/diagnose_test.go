@@ -71,6 +71,14 @@ func TestDiagnose(t *testing.T) {
 		}(), before: lim, after: after, max: 30, limit: "device-cap:max_srq",
 			summary:    []string{"ibv_create_srq: EINVAL from 20 clients", "2 SRQs of max_srq 2"},
 			suggestion: "--mode pool"},
+		// rxe's max_ah with the clients on the server's device: the
+		// kernel counts no AHs, so the connected clients tell.
+		{name: "ud: max_ah shared by both ends", pt: failedPoint(20000, 16383, result.OutcomeQPCreate, "EINVAL",
+			"server: qp-create: ibv_create_ah: EINVAL (invalid argument)"),
+			before: result.Limits{NoFile: 1 << 20, MaxMapCount: 65530, DeviceCaps: map[string]int64{"max_ah": 32767}},
+			max:    20000, limit: "device-cap:max_ah",
+			summary:    []string{"ibv_create_ah: EINVAL from 16,383 clients", "16,383 clients hold 32,766 AHs", "max_ah 32,767"},
+			suggestion: "--vm-peer"},
 		{name: "device cap from the kernel's count", pt: func() result.Point {
 			p := failedPoint(451, 450, result.OutcomeQPCreate, "EINVAL", "ibv_create_qp: EINVAL")
 			p.Peak = &result.Peak{RDMA: map[string]int{"qp": 449}, Baseline: map[string]int{"qp": 1}}

@@ -46,7 +46,7 @@ var flagCategory = map[string]string{
 
 	"backend": catBackend, "device": catBackend, "port": catBackend, "gid-index": catBackend,
 	"sim-max-qp": catBackend, "sim-max-cq": catBackend, "sim-max-mr": catBackend, "sim-max-pd": catBackend,
-	"sim-service-delay": catBackend, "sim-service-delay-from": catBackend, "sim-in-vm": catBackend,
+	"sim-service-delay": catBackend, "sim-service-delay-from": catBackend, "sim-ud-loss": catBackend, "sim-in-vm": catBackend,
 	"vm-cpus": catBackend, "vm-mem": catBackend, "vm-cpu-model": catBackend, "vm-max-map-count": catBackend,
 	"vm-kernel-args": catBackend, "vm-peer": catBackend,
 

@@ -32,6 +32,7 @@ func clientsCommand(s Streams) *cli.Command {
 			&cli.IntFlag{Name: "rounds", Value: 3, Usage: "verified round trips per client"},
 			&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "payload bytes per message"},
 			muxFlag(),
+			&cli.BoolFlag{Name: "ud", Usage: "UD QPs, for a server of --mode ud: each message one datagram, a lost one counted"},
 			&cli.StringFlag{Name: "ca", Usage: "server certificate PEM to pin (required without --spec)"},
 			&cli.StringFlag{Name: "cert", Usage: "client certificate PEM presented to the server (mutual TLS; required without --spec)"},
 			&cli.StringFlag{Name: "key", Usage: "client key PEM (required without --spec)"},
@@ -83,7 +84,7 @@ func generatorSpec(c *cli.Context, in *bufio.Reader) (protocol.GeneratorSpec, bo
 	spec = protocol.GeneratorSpec{N: c.Int("n"), IDBase: c.Int("id-base"), Proc: c.Int("proc"), Addr: c.String("addr"),
 		Rate: c.Float64("rate"), Fabric: fabricSpec(c, c.String("backend")),
 		CA: read("ca"), Cert: read("cert"), Key: read("key"), TLSResume: c.Bool("tls-resume"), TLSKex: c.String("tls-kex"),
-		InFlight: c.Int("inflight"), Timeout: c.Duration("timeout"), Rounds: c.Int("rounds"), MsgSize: c.Int("msg-size"),
+		InFlight: c.Int("inflight"), Timeout: c.Duration("timeout"), Rounds: c.Int("rounds"), MsgSize: c.Int("msg-size"), UD: c.Bool("ud"),
 		Mux: c.Int("mux"), CPUProfile: c.String("cpuprofile"), Hold: c.Duration("hold"), HoldStdin: c.Bool("hold-stdin"), Traffic: trafficConfig(c)}
 	return spec, false, err
 }

@@ -27,7 +27,7 @@ func serveCommand(s Streams) *cli.Command {
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:4433", Usage: "TCP address of the TLS exchange"},
 			&cli.IntFlag{Name: "max-clients", Usage: "clients admitted at once (required); client N+1 is refused as at capacity"},
-			&cli.StringFlag{Name: "mode", Value: runner.DefaultMode, Usage: "resources per client: per-client (1 QP + 2 CQ + 2 MR), shared-cq (1 QP + 2 MR), pool (1 QP; one registered pool), srq (1 QP without RQ; pool + shared receive queue) or mux (--mux logical clients per QP, each admitted on its own; 1 QP + 2 CQ + 2 MR per QP)"},
+			&cli.StringFlag{Name: "mode", Value: runner.DefaultMode, Usage: "resources per client: per-client (1 QP + 2 CQ + 2 MR), shared-cq (1 QP + 2 MR), pool (1 QP; one registered pool), srq (1 QP without RQ; pool + shared receive queue), ud (no QP: 1 address handle; one UD QP per group, pool) or mux (--mux logical clients per QP, each admitted on its own; 1 QP + 2 CQ + 2 MR per QP)"},
 			muxFlag(),
 			&cli.StringFlag{Name: "cert", Usage: "server certificate PEM (default: a self-signed one generated at start)"},
 			&cli.StringFlag{Name: "key", Usage: "server key PEM"},

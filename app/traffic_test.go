@@ -85,6 +85,7 @@ func TestTrafficFlagErrors(t *testing.T) {
 		{[]string{"--op", "atomic"}, `--op "atomic": want one of send, write, read`},
 		{[]string{"--depth", "0"}, "--depth 0: want 1 to 1024"},
 		{[]string{"--msg-rate", "-1"}, "--msg-rate -1"},
+		{[]string{"--mode", "ud", "--duration", "1s", "--op", "write"}, "--op write: UD QPs only send"},
 	} {
 		args := append([]string{"ramp", "--backend", "sim", "--clients", "1", "--results", t.TempDir()}, tc.args...)
 		_, errOut, code := run(t, args...)

@@ -30,6 +30,7 @@ type bufs struct {
 	pd    fabric.PD
 	msg   int
 	depth int
+	head  int // room before each receive (fabric.GRHLen for UD QPs)
 
 	mu   sync.Mutex
 	free []bufPair
@@ -38,22 +39,24 @@ type bufs struct {
 
 // bufPair is one client's buffers.
 type bufPair struct {
-	mr         fabric.MR
-	off        int
-	msg, depth int
+	mr               fabric.MR
+	off              int
+	msg, depth, head int
 }
 
-// sendOff and recvOff are where send buffer j < depth and receive buffer
-// j < 2·depth start.
+// sendOff and recvOff are where send buffer j < depth and the message in
+// receive buffer j < 2·depth start; a receive is posted head bytes
+// before its message (postOff), for the GRH of a datagram.
 func (p bufPair) sendOff(j int) int { return p.off + j*p.msg }
-func (p bufPair) recvOff(j int) int { return p.off + (p.depth+j)*p.msg }
+func (p bufPair) recvOff(j int) int { return p.postOff(j) + p.head }
+func (p bufPair) postOff(j int) int { return p.off + p.depth*p.msg + j*(p.head+p.msg) }
 
-func newBufs(pd fabric.PD, msg, depth int) *bufs {
-	return &bufs{pd: pd, msg: msg, depth: max(depth, 1), used: map[fabric.MR]int{}}
+func newBufs(pd fabric.PD, msg, depth, head int) *bufs {
+	return &bufs{pd: pd, msg: msg, depth: max(depth, 1), head: head, used: map[fabric.MR]int{}}
 }
 
 // stride is one client's share of a region.
-func (b *bufs) stride() int { return 3 * b.depth * b.msg }
+func (b *bufs) stride() int { return b.depth*b.msg + 2*b.depth*(b.head+b.msg) }
 
 // get returns a free pair, registering a new region when none is left.
 func (b *bufs) get() (bufPair, error) {
@@ -68,7 +71,7 @@ func (b *bufs) get() (bufPair, error) {
 		}
 		b.used[mr] = 0
 		for i := SlabClients - 1; i >= 0; i-- {
-			b.free = append(b.free, bufPair{mr: mr, off: i * b.stride(), msg: b.msg, depth: b.depth})
+			b.free = append(b.free, bufPair{mr: mr, off: i * b.stride(), msg: b.msg, depth: b.depth, head: b.head})
 		}
 	}
 	p := b.free[len(b.free)-1]

@@ -25,7 +25,7 @@ func TestBufsShareRegistrations(t *testing.T) {
 	defer pd.Dealloc()
 	const msg = 4096
 	const depth = 3 // send buffers per client; receive buffers are twice that
-	b := newBufs(pd, msg, depth)
+	b := newBufs(pd, msg, depth, 0)
 	type span struct {
 		mr  fabric.MR
 		off int

@@ -43,6 +43,11 @@ type Config struct {
 	// Mux, if not 0, makes the clients logical clients of a mux-mode
 	// server, Mux to a QP (mux.go).
 	Mux int
+	// UD makes each client a UD QP and an address handle towards the
+	// server's, for a server of --mode ud. A message is then one
+	// datagram: no larger than the path MTU, and a lost one is counted
+	// (result.OutcomeLost, result.TrafficLost), never retried.
+	UD bool
 }
 
 // Dialer connects clients over one device context and PD, as a
@@ -86,7 +91,15 @@ func NewDialer(dev fabric.Device, cfg Config) (*Dialer, error) {
 		// A receive and a send for each logical client of a QP.
 		wr = max(wr, cfg.Mux)
 	}
-	return &Dialer{cfg: cfg, dev: dev, pd: pd, port: dev.Port(), bufs: newBufs(pd, cfg.MsgSize, cfg.Depth),
+	head := 0
+	if cfg.UD {
+		if mtu := dev.Port().ActiveMTU.Bytes(); cfg.MsgSize > mtu {
+			pd.Dealloc()
+			return nil, fmt.Errorf("--msg-size %d is above the path MTU of %s (%d bytes): a ud message is one packet", cfg.MsgSize, dev.Name(), mtu)
+		}
+		head = fabric.GRHLen
+	}
+	return &Dialer{cfg: cfg, dev: dev, pd: pd, port: dev.Port(), bufs: newBufs(pd, cfg.MsgSize, cfg.Depth, head),
 		groups: newGroups(dev, wr, cfg.BusyPoll), wr: wr}, nil
 }
 
@@ -133,6 +146,38 @@ type Conn struct {
 	sq      *sharedQP
 	logical uint32
 	sqDead  chan struct{}
+	// ud: the address handle towards the server's UD QP (serverQPN) and
+	// the Q_Key its datagrams must carry.
+	ah         fabric.AH
+	serverQKey uint32
+}
+
+// postSend posts the send of size bytes from send buffer j: over the
+// connection, or as a datagram to the server's UD QP.
+func (c *Conn) postSend(wrID uint64, j, size int) error {
+	if c.ah != nil {
+		return c.qp.PostSendUD(wrID, c.buf.mr, c.buf.sendOff(j), size, c.ah, c.serverQPN, c.serverQKey)
+	}
+	return c.qp.PostSend(wrID, c.buf.mr, c.buf.sendOff(j), size)
+}
+
+// postRecv posts receive buffer j for a message of size bytes (behind
+// the room for its GRH, for a datagram).
+func (c *Conn) postRecv(wrID uint64, j, size int) error {
+	return c.qp.PostRecv(wrID, c.buf.mr, c.buf.postOff(j), c.buf.head+size)
+}
+
+// received is the length of the message a successful receive brought,
+// without the GRH of a datagram, or an error if a datagram came from
+// another sender than the server's UD QP.
+func (c *Conn) received(wc fabric.WC) (int, error) {
+	if c.buf.head == 0 {
+		return wc.ByteLen, nil
+	}
+	if wc.SrcQP != c.serverQPN {
+		return 0, fmt.Errorf("datagram from QP %d, not the server's QP %d", wc.SrcQP, c.serverQPN)
+	}
+	return wc.ByteLen - c.buf.head, nil
 }
 
 // Close releases the client's QP and CQ, gives its buffers back and
@@ -159,6 +204,10 @@ func (c *Conn) Close() {
 		qpn = c.qp.QPN()
 		c.qp.Destroy()
 	}
+	if c.ah != nil {
+		c.ah.Destroy()
+		c.ah = nil
+	}
 	if c.group != nil {
 		c.groups.leave(c.group, qpn)
 		c.group = nil
@@ -176,18 +225,26 @@ const ByeTimeout = 10 * time.Second
 // goodbye tells a detached server that this client leaves: a self-checking
 // header whose sequence is payload.Bye, sent over the QP, and waited for
 // until the server's device acknowledged it (RC), so the message is the
-// server's before the QP goes. Errors are ignored: the client leaves
-// either way.
+// server's before the QP goes; a UD goodbye until the server's echo of
+// it came back (a lost one leaves the client's slot taken until the
+// server stops). Errors are ignored: the client leaves either way.
 func (c *Conn) goodbye() {
 	ctx, cancel := context.WithTimeout(context.Background(), ByeTimeout)
 	defer cancel()
 	payload.Fill(c.sendBuf(0), payload.Bye, payload.HeaderLen)
-	if err := c.qp.PostSend(payload.Bye, c.buf.mr, c.buf.sendOff(0), payload.HeaderLen); err != nil {
+	if err := c.postSend(payload.Bye, 0, payload.HeaderLen); err != nil {
 		return
 	}
 	for {
 		wc, err := c.await(ctx)
-		if err != nil || (wc.Opcode == fabric.WCSend && wc.WRID == payload.Bye) || wc.Status != fabric.WCSuccess {
+		if err != nil || wc.Status != fabric.WCSuccess {
+			return
+		}
+		if c.ah == nil && wc.Opcode == fabric.WCSend && wc.WRID == payload.Bye {
+			return
+		}
+		if _, j := unwrid(wc.WRID); c.ah != nil && wc.Opcode == fabric.WCRecv && j < 2*c.buf.depth &&
+			payload.Seq(c.recvBuf(j)) == payload.Bye {
 			return
 		}
 	}
@@ -305,7 +362,17 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 		return c, err
 	}
 	c.held = true
-	c.qp, err = d.pd.CreateQP(fabric.QPInitAttr{SendCQ: c.group.cq, RecvCQ: c.group.cq,
+	typ := fabric.QPTypeRC
+	var qkey uint32
+	if d.cfg.UD {
+		typ = fabric.QPTypeUD
+		if qkey, err = randPSN(); err != nil {
+			a.fail(ctx, result.OutcomeExchange, fmt.Errorf("generate Q_Key: %w", err))
+			return c, err
+		}
+		qkey = max(qkey, 1) // 0 reads as no Q_Key in the exchange
+	}
+	c.qp, err = d.pd.CreateQP(fabric.QPInitAttr{Type: typ, SendCQ: c.group.cq, RecvCQ: c.group.cq,
 		MaxSendWR: d.wr, MaxRecvWR: d.wr, MaxSendSGE: 1, MaxRecvSGE: 1})
 	if err != nil {
 		a.fail(ctx, result.OutcomeQPCreate, err)
@@ -314,18 +381,18 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 	c.group.bind(c.qp.QPN(), c)
 	a.rec.LocalQPN = c.qp.QPN()
 	a.phase(result.PhaseQPCreate)
-	if err := c.qp.ToInit(fabric.InitAttr{Port: d.port.Port, Access: fabric.AccessLocalWrite}); err != nil {
+	if err := c.qp.ToInit(fabric.InitAttr{Port: d.port.Port, Access: fabric.AccessLocalWrite, QKey: qkey}); err != nil {
 		a.fail(ctx, result.OutcomeInit, err)
 		return c, err
 	}
-	if err := c.qp.PostRecv(0, c.buf.mr, c.buf.recvOff(0), size); err != nil {
+	if err := c.postRecv(0, 0, size); err != nil {
 		a.fail(ctx, result.OutcomeInit, err)
 		return c, err
 	}
 	a.phase(result.PhaseInit)
 
 	hello := exchange.Msg{Type: exchange.Hello, QPN: c.qp.QPN(), PSN: psn,
-		LID: d.port.LID, MTU: d.port.ActiveMTU, GID: d.port.GID}
+		LID: d.port.LID, MTU: d.port.ActiveMTU, GID: d.port.GID, QKey: qkey}
 	if err := exchange.Write(tc, hello); err != nil {
 		a.fail(ctx, exchangeClass(err), fmt.Errorf("send hello: %w", err))
 		return c, err
@@ -361,7 +428,31 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 	if d.port.ActiveMTU < mtu {
 		mtu = d.port.ActiveMTU
 	}
-	if err := c.qp.ToRTR(server.RTR(d.port, reply, mtu)); err != nil {
+	rtr := server.RTR(d.port, reply, mtu)
+	if d.cfg.UD {
+		if reply.QKey == 0 {
+			err := errors.New("the server's accept has no Q_Key: it serves RC QPs (--mode ud is the server's to choose)")
+			a.fail(ctx, result.OutcomeExchange, err)
+			return c, err
+		}
+		if size > mtu.Bytes() {
+			err := fmt.Errorf("--msg-size %d is above the path MTU (%d bytes): a ud message is one packet", size, mtu.Bytes())
+			a.fail(ctx, result.OutcomeExchange, err)
+			return c, err
+		}
+		c.serverQKey = reply.QKey
+		if c.ah, err = d.pd.CreateAH(fabric.AHAttr{DLID: reply.LID, DGID: reply.GID, GIDIndex: d.port.GIDIndex,
+			HopLimit: server.QPHopLimit, Port: d.port.Port}); err != nil {
+			a.fail(ctx, result.OutcomeRTR, err)
+			return c, err
+		}
+		rtr = fabric.RTRAttr{}
+	} else if reply.QKey != 0 {
+		err := errors.New("the server serves UD QPs (--mode ud): these clients need --mode ud too")
+		a.fail(ctx, result.OutcomeExchange, err)
+		return c, err
+	}
+	if err := c.qp.ToRTR(rtr); err != nil {
 		a.fail(ctx, result.OutcomeRTR, err)
 		return c, err
 	}
@@ -377,6 +468,12 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 		t0 := time.Now()
 		if err := c.roundTrip(ctx, uint64(i)+1, size); err != nil {
 			a.fail(ctx, result.OutcomeMessage, fmt.Errorf("round trip %d: %w", i+1, err))
+			if c.ah != nil && a.rec.Outcome == result.OutcomeTimeout {
+				// Nothing retransmits a datagram: one that never came
+				// back was lost, or its echo was.
+				a.rec.Outcome = result.OutcomeLost
+				a.rec.Error = fmt.Sprintf("round trip %d: no echo by the deadline: the datagram or its echo was lost", i+1)
+			}
 			return c, err
 		}
 		rtt := time.Since(t0)
@@ -397,7 +494,7 @@ const QPDepth = 2
 // returning. Send and receive complete on the same CQ in either order.
 func (c *Conn) roundTrip(ctx context.Context, seq uint64, size int) error {
 	payload.Fill(c.sendBuf(0), seq, size)
-	if err := c.qp.PostSend(seq, c.buf.mr, c.buf.sendOff(0), size); err != nil {
+	if err := c.postSend(seq, 0, size); err != nil {
 		return err
 	}
 	var sent, got bool
@@ -415,8 +512,12 @@ func (c *Conn) roundTrip(ctx context.Context, seq uint64, size int) error {
 		}
 		if wc.Opcode == fabric.WCRecv {
 			got = true
-			if wc.ByteLen != size {
-				return fmt.Errorf("echo of %d bytes, sent %d", wc.ByteLen, size)
+			n, err := c.received(wc)
+			if err != nil {
+				return err
+			}
+			if n != size {
+				return fmt.Errorf("echo of %d bytes, sent %d", n, size)
 			}
 			echo := c.recvBuf(0)[:size]
 			s, err := payload.Check(echo)
@@ -432,7 +533,7 @@ func (c *Conn) roundTrip(ctx context.Context, seq uint64, size int) error {
 			sent = true
 		}
 	}
-	return c.qp.PostRecv(0, c.buf.mr, c.buf.recvOff(0), size)
+	return c.postRecv(0, 0, size)
 }
 
 // exchangeClass classifies a failed hello write or reply read. In TLS 1.3

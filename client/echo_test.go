@@ -67,7 +67,7 @@ func TestEchoOrder(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		bufs := newBufs(pd, size, 1)
+		bufs := newBufs(pd, size, 1, 0)
 		bp, err := bufs.get()
 		if err != nil {
 			t.Fatal(err)

@@ -33,6 +33,7 @@ func unwrid(id uint64) (kind, j int) { return int(id >> 32), int(uint32(id)) }
 type slot struct {
 	busy   bool
 	seq    uint64
+	order  uint64    // posts of the flow up to and with this one (ud: which went first)
 	due    time.Time // latency runs from here
 	posted time.Time
 	sent   bool // send: the send completed
@@ -58,8 +59,9 @@ type flow struct {
 	slots     []slot
 	busy      int
 	seq       uint64
-	count     int64 // messages completed in the window
-	settled   bool  // measured, or failed: no longer holds the window open
+	posts     uint64 // messages posted (slot.order)
+	count     int64  // messages completed in the window
+	settled   bool   // measured, or failed: no longer holds the window open
 	finished  bool
 	failClass string
 	failText  string
@@ -164,14 +166,15 @@ func (f *flow) postLocked(due, now time.Time) {
 		f.seq++
 		seq = f.seq
 	}
-	*s = slot{busy: true, seq: seq, due: due, posted: now}
+	f.posts++
+	*s = slot{busy: true, seq: seq, order: f.posts, due: due, posted: now}
 	var err error
 	switch e.cfg.Op {
 	case result.OpSend:
 		if !written {
 			payload.Fill(c.sendBuf(j), seq, e.size)
 		}
-		err = c.qp.PostSend(wrid(kindSend, j), c.buf.mr, c.buf.sendOff(j), e.size)
+		err = c.postSend(wrid(kindSend, j), j, e.size)
 	case result.OpWrite:
 		payload.Fill(c.sendBuf(j), seq, e.size)
 		err = c.qp.PostWrite(wrid(kindWrite, j), c.buf.mr, c.buf.sendOff(j), e.size,
@@ -292,8 +295,12 @@ func checkRegion(b []byte, size int, want uint64) error {
 // then counted lost with the rest of its outstanding ones.
 func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time) (class string, err error) {
 	size := f.e.size
-	if wc.ByteLen != size {
-		return result.TrafficVerify, fmt.Errorf("echo of %d bytes, sent %d", wc.ByteLen, size)
+	n, err := f.c.received(wc)
+	if err != nil {
+		return result.TrafficVerify, err
+	}
+	if n != size {
+		return result.TrafficVerify, fmt.Errorf("echo of %d bytes, sent %d", n, size)
 	}
 	echo := f.c.recvBuf(r)
 	seq, j := payload.Seq(echo), -1
@@ -308,6 +315,15 @@ func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time) (class string, err
 			return result.TrafficVerify, fmt.Errorf("echo: %w", err)
 		}
 		return result.TrafficVerify, fmt.Errorf("echo of message %d, which is not outstanding", seq)
+	}
+	if f.c.ah != nil {
+		// Datagrams of one client are echoed in order: a message posted
+		// before this one and still unanswered was lost.
+		for k := range f.slots {
+			if o := &f.slots[k]; o.busy && !o.echoed && o.sent && o.order < f.slots[j].order {
+				return result.TrafficLost, fmt.Errorf("message %d unanswered when the echo of message %d came: a datagram was lost", o.seq, seq)
+			}
+		}
 	}
 	s := &f.slots[j]
 	s.echoed = true
@@ -325,7 +341,7 @@ func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time) (class string, err
 	}
 	f.lat.RecordDuration(now.Sub(due))
 	f.countLocked(now)
-	if err := f.c.qp.PostRecv(wrid(kindRecv, r), f.c.buf.mr, f.c.buf.recvOff(r), size); err != nil {
+	if err := f.c.postRecv(wrid(kindRecv, r), r, size); err != nil {
 		return result.TrafficPost, fmt.Errorf("repost receive: %w", err)
 	}
 	if sent && !early {
@@ -340,8 +356,8 @@ func (f *flow) echoLocked(wc fabric.WC, r int, now time.Time) (class string, err
 func (f *flow) startPingLocked() {
 	c := f.c
 	p, ok := c.qp.(fabric.Pinger)
-	if !ok || f.finished {
-		return
+	if !ok || f.finished || c.ah != nil {
+		return // the provider's loop sends over a connection, not datagrams
 	}
 	f.pinger = p
 	f.pl = &fabric.PingLoop{QP: c.qp, CQ: c.group.cq, MR: c.buf.mr, SendOff: c.buf.sendOff(0),
@@ -499,6 +515,11 @@ func (f *flow) checkLocked(now time.Time) {
 	for j := range f.slots {
 		s := &f.slots[j]
 		if (s.busy || (f.verifyPending > 0 && f.lastSeq[j] != 0 && !s.verified)) && now.Sub(s.posted) > limit {
+			if f.c.ah != nil && s.sent {
+				// Sent, and nothing retransmits a datagram.
+				f.failLocked(result.TrafficLost, fmt.Errorf("no echo of message %d within %v: the datagram or its echo was lost", s.seq, limit))
+				return
+			}
 			f.failLocked(result.TrafficTimeout, fmt.Errorf("no completion for message %d within %v", s.seq, limit))
 			return
 		}

@@ -184,7 +184,7 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 	if cfg.Op == result.OpSend {
 		for _, f := range e.flows {
 			for j := 1; j < 2*cfg.Depth; j++ {
-				if err := f.c.qp.PostRecv(wrid(kindRecv, j), f.c.buf.mr, f.c.buf.recvOff(j), e.size); err != nil {
+				if err := f.c.postRecv(wrid(kindRecv, j), j, e.size); err != nil {
 					f.failLocked(result.TrafficPost, fmt.Errorf("post receive %d: %w", j, err))
 				}
 			}

@@ -102,5 +102,6 @@ func DeviceCaps(d *result.DeviceInfo) map[string]int64 {
 	}
 	c := d.Caps
 	return map[string]int64{"max_qp": int64(c.MaxQP), "max_cq": int64(c.MaxCQ),
-		"max_mr": int64(c.MaxMR), "max_pd": int64(c.MaxPD), "max_srq": int64(c.MaxSRQ)}
+		"max_mr": int64(c.MaxMR), "max_pd": int64(c.MaxPD), "max_srq": int64(c.MaxSRQ),
+		"max_ah": int64(c.MaxAH)}
 }

@@ -8,13 +8,16 @@
 //
 //	u16 body length | u8 version | u8 type | u32 QPN | u32 PSN | u16 LID |
 //	u8 MTU | 16 B GID | u32 logical ID | u16 reason length | reason bytes |
-//	[u64 remote address | u32 rkey | u32 remote length]
+//	[u64 remote address | u32 rkey | u32 remote length] | [u32 Q_Key]
 //
-// The bracketed block is present only in an Accept or Detached from a
-// server that lets its clients RDMA WRITE and READ a buffer of its own
-// (serve --remote): the client's region of that buffer. Without it the
-// frame is byte for byte what it was before the block, so a server that
-// offers no buffer still speaks to clients built before the block.
+// The first bracketed block is present only in an Accept or Detached
+// from a server that lets its clients RDMA WRITE and READ a buffer of its
+// own (serve --remote): the client's region of that buffer. The second
+// is present only between a client and a server of UD QPs (serve --mode
+// ud): the QPN is then a UD QP's, and the Q_Key what a datagram to it
+// must carry. Without them the frame is byte for byte what it was before
+// the blocks, so a server that offers neither still speaks to clients
+// built before them.
 //
 // Version 2 added the logical ID: in mux mode (server.ModeMux) several
 // logical clients share one QP, so QPN, PSN, GID and LID no longer name
@@ -43,8 +46,11 @@ const MaxBody = 1024
 
 const fixedLen = 1 + 1 + 4 + 4 + 2 + 1 + 16 + 4 + 2
 
-// remoteLen is the size of the optional remote-buffer block.
-const remoteLen = 8 + 4 + 4
+// remoteLen and qkeyLen are the sizes of the optional blocks.
+const (
+	remoteLen = 8 + 4 + 4
+	qkeyLen   = 4
+)
 
 // Type of a message.
 type Type uint8
@@ -88,6 +94,9 @@ type Msg struct {
 	// and READ (Accept and Detached only; zero when the server offers
 	// none).
 	Remote Remote
+	// QKey is the Q_Key of a UD QP (Hello, Accept and Detached of ud
+	// mode; 0 for an RC QP).
+	QKey uint32
 }
 
 // Remote names a region of registered memory a peer may RDMA WRITE and
@@ -137,7 +146,10 @@ func (m Msg) Validate() error {
 			return errors.New("remote buffer of 0 bytes")
 		}
 	}
-	if len(m.Reason) > MaxBody-fixedLen-remoteLen {
+	if m.QKey != 0 && m.Type == Refuse {
+		return errors.New("a Q_Key in a refusal")
+	}
+	if len(m.Reason) > MaxBody-fixedLen-remoteLen-qkeyLen {
 		return ErrTooLarge
 	}
 	return nil
@@ -151,6 +163,9 @@ func Encode(m Msg) ([]byte, error) {
 	body := fixedLen + len(m.Reason)
 	if m.Remote != (Remote{}) {
 		body += remoteLen
+	}
+	if m.QKey != 0 {
+		body += qkeyLen
 	}
 	b := make([]byte, 2+body)
 	binary.BigEndian.PutUint16(b, uint16(body))
@@ -170,6 +185,9 @@ func Encode(m Msg) ([]byte, error) {
 		binary.BigEndian.PutUint64(r, m.Remote.Addr)
 		binary.BigEndian.PutUint32(r[8:], m.Remote.RKey)
 		binary.BigEndian.PutUint32(r[12:], m.Remote.Len)
+	}
+	if m.QKey != 0 {
+		binary.BigEndian.PutUint32(b[len(b)-qkeyLen:], m.QKey)
 	}
 	return b, nil
 }
@@ -195,7 +213,14 @@ func Decode(p []byte) (Msg, error) {
 	copy(m.GID[:], p[13:29])
 	m.Logical = binary.BigEndian.Uint32(p[29:])
 	n := int(binary.BigEndian.Uint16(p[33:]))
-	switch len(p) - fixedLen - n {
+	rest := len(p) - fixedLen - n
+	if rest == qkeyLen || rest == remoteLen+qkeyLen {
+		if m.QKey = binary.BigEndian.Uint32(p[len(p)-qkeyLen:]); m.QKey == 0 {
+			return Msg{}, errors.New("empty Q_Key block")
+		}
+		rest -= qkeyLen
+	}
+	switch rest {
 	case 0:
 	case remoteLen:
 		r := p[fixedLen+n:]

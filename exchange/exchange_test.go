@@ -29,6 +29,8 @@ func TestRoundTrip(t *testing.T) {
 		{Type: Refuse, Reason: "ibv_create_qp: ENOMEM (cannot allocate memory)"},
 		{Type: Accept, QPN: 9, PSN: 7, MTU: fabric.MTU1024, Remote: Remote{Addr: 0x7f00deadbeef, RKey: 0x1234, Len: 4096}},
 		{Type: Detached, QPN: 9, PSN: 7, MTU: fabric.MTU1024, Remote: Remote{Addr: 0, RKey: 0, Len: 64}},
+		{Type: Hello, QPN: 17, PSN: 5, LID: 1, MTU: fabric.MTU1024, GID: gid("::ffff:127.0.0.1"), QKey: 0x12345678},
+		{Type: Accept, QPN: 18, MTU: fabric.MTU1024, QKey: 0x7fffffff, Remote: Remote{Addr: 1, RKey: 2, Len: 3}},
 	}
 	for _, m := range msgs {
 		var buf bytes.Buffer

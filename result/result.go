@@ -32,6 +32,9 @@ const (
 	// whose QP broke: the QP ended, and every logical client on it with
 	// it.
 	OutcomeSharedFate = "shared-fate"
+	// OutcomeLost: a datagram or its echo never came back (ud mode: UD
+	// is unreliable, and nothing retransmits).
+	OutcomeLost = "lost"
 )
 
 // Outcome classes of a client command (--client-cmd): what the harness
@@ -61,7 +64,7 @@ const (
 // Outcomes lists every outcome class in display order.
 var Outcomes = []string{OutcomeOK, OutcomeRefused, OutcomeTCPConnect, OutcomeTLS,
 	OutcomeExchange, OutcomeQPCreate, OutcomeInit, OutcomeRTR, OutcomeRTS,
-	OutcomeMessage, OutcomeSharedFate, OutcomeTimeout, OutcomeExit, OutcomeSignal, OutcomeMismatch, OutcomeStart,
+	OutcomeMessage, OutcomeSharedFate, OutcomeTimeout, OutcomeLost, OutcomeExit, OutcomeSignal, OutcomeMismatch, OutcomeStart,
 	OutcomeRejected, OutcomeUnreachable, OutcomeConnectError, OutcomeAddrError, OutcomeRouteError, OutcomeDisconnected}
 
 // ClientRDMACM is Config.ClientKind of rdma_cm clients: RC connections

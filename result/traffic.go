@@ -26,6 +26,10 @@ const (
 	// TrafficTimeout: a message got no completion within the message
 	// deadline (the peer stopped answering).
 	TrafficTimeout = "timeout"
+	// TrafficLost: in ud mode, a message whose echo did not come back
+	// within the message deadline, or was overtaken by a later
+	// message's echo: a datagram lost either way.
+	TrafficLost = "lost"
 	// TrafficVerify: an echo or a read did not verify (payload, sequence
 	// or length).
 	TrafficVerify = "verify"

@@ -17,6 +17,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/certs"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
+	"github.com/rdmaprobe/rdmaprobe/server"
 )
 
 // LocalOptions are what a Local runner needs besides the Spec: things of
@@ -340,7 +341,7 @@ func (l *Local) startGenerators(n, trial int, build string) ([]*process, error) 
 		gs := protocol.GeneratorSpec{N: k, IDBase: base, Proc: i, Fabric: spec.Fabric.Generators(),
 			CA: l.opts.Certs.Server.CertPEM, Cert: l.opts.Certs.Client.CertPEM, Key: l.opts.Certs.Client.KeyPEM,
 			TLSResume: spec.TLSResume, TLSKex: spec.TLSKex, InFlight: spec.InFlight,
-			Timeout: spec.Timeout, Rounds: spec.Rounds, MsgSize: spec.MsgSize, Mux: spec.MuxOrDefault(),
+			Timeout: spec.Timeout, Rounds: spec.Rounds, MsgSize: spec.MsgSize, Mux: spec.MuxOrDefault(), UD: spec.Mode == server.ModeUD,
 			Command: spec.Client, CM: spec.CM, Total: n, Build: build}
 		if spec.Traffic.Duration > 0 && spec.Client == nil && spec.CM == nil {
 			gs.Traffic = spec.traffic()

@@ -199,6 +199,14 @@ func (s Spec) Check() error {
 			return err
 		}
 	}
+	if s.Mode == server.ModeUD {
+		switch {
+		case s.Client != nil || s.CM != nil || s.Server != nil:
+			return fmt.Errorf("--mode ud is the built-in server's and clients' (UD QPs): not with --server-cmd, --client-cmd or --client-kind rdmacm")
+		case s.Traffic.Duration > 0 && s.Traffic.Op != "" && s.Traffic.Op != result.OpSend:
+			return fmt.Errorf("--op %s: UD QPs only send (--mode ud)", s.Traffic.Op)
+		}
+	}
 	return s.checkTraffic()
 }
 

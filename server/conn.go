@@ -28,6 +28,10 @@ type conn struct {
 	remote           int         // slot of the remote buffer (Config.Remote), -1 if none
 	qp               fabric.QP
 	sub              *subscription
+	// ud mode: the address handle towards the client's UD QP, and the
+	// Q_Key its datagrams must carry (no QP of its own: ud.go).
+	ah       fabric.AH
+	peerQKey uint32
 
 	// pool and srq modes (echo.go): mu serialises the routers' echo with
 	// release.
@@ -84,6 +88,9 @@ func (c *conn) setup(h exchange.Msg) (exchange.Msg, string, error) {
 			return exchange.Msg{}, result.OutcomeQPCreate, err
 		}
 		c.sendCQ, c.recvCQ = c.sub.group.send, c.sub.group.recv
+		if s.cfg.Mode == ModeUD {
+			return c.setupUD(h)
+		}
 	} else {
 		if c.sendCQ, err = s.cqs.create(c.wr()); err != nil {
 			return exchange.Msg{}, result.OutcomeQPCreate, err
@@ -209,6 +216,10 @@ func (c *conn) destroy() (released bool) {
 	}
 	if c.sub != nil {
 		c.sub.unsubscribe()
+	}
+	if c.ah != nil {
+		c.ah.Destroy()
+		released = true
 	}
 	for _, mr := range c.own {
 		mr.Dereg()

@@ -20,6 +20,8 @@
 //	shared-cq   1 QP + 2 MR (M bytes)         2 CQ per group of G                         2: SQ, RQ
 //	pool        1 QP                          2 CQ per group; 1 MR of 2·N·M               2: SQ, RQ
 //	srq         1 QP without RQ               2 CQ + 1 SRQ per group; 1 MR of ⌈N/G⌉·D·M   1: SQ
+//	ud          1 AH                          2 CQ + 1 UD QP per group of G' = ⌊max_cqe/4⌋; 0
+//	                                          1 MR of 4·N·(M+40)
 //	mux         1/K of a QP + 2 CQ + 2 MR     —                                           4/K
 //
 // (mux: K = Config.Mux logical clients share each QP, whose MRs hold
@@ -45,7 +47,15 @@
 // Busy-polled (Config.BusyPoll) on verbs, per-client mode's loop runs in
 // C, one cgo call per stretch of messages (fabric.Echoer, echoloop.go).
 //
-// pool and srq: no goroutine per client. The handler returns once the
+// ud (ud.go): connectionless. A group's UD QP receives every client's
+// datagrams and sends every echo through the client's address handle;
+// the receive router finds the client by the datagram's source QPN and
+// GID. A lost datagram is the clients' to count (result.OutcomeLost).
+// rxe's max_ah (32,767 per device) bounds the clients: one AH per
+// client on the server's side, and as many on the clients' when they
+// share its device.
+//
+// pool, srq and ud: no goroutine per client. The handler returns once the
 // client is connected, and the group's CQ routers run the echo; the
 // client's departure (the hangup watcher) releases it, and Serve's
 // shutdown stops the watcher and releases the clients still connected.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net"
 
@@ -36,13 +37,18 @@ func (c *conn) received(wc fabric.WC, k int) {
 	c.mu.Lock()
 	if !c.released {
 		var n int
-		if n, err = c.verify(wc, k); err == nil {
+		n, err = c.verify(wc, k)
+		// A ud client's goodbye is echoed too: nothing else tells it
+		// that the datagram arrived.
+		if err == nil || (c.ah != nil && errors.Is(err, errBye)) {
 			if len(c.pending) == cap(c.pending) {
 				err = fmt.Errorf("message with %d echoes outstanding: the client does not wait for its echoes", len(c.inflight)+cap(c.pending))
 			} else {
 				c.pending = append(c.pending, pendingEcho{k, n})
 				k = -1 // the pending list holds it
-				err = c.echoLocked()
+				if eerr := c.echoLocked(); eerr != nil {
+					err = eerr
+				}
 			}
 		}
 		c.s.ended(err)
@@ -87,6 +93,11 @@ func (c *conn) verify(wc fabric.WC, k int) (int, error) {
 	if wc.Status != fabric.WCSuccess {
 		return 0, &fabric.WCError{Op: "recv", Status: wc.Status}
 	}
+	if c.ah != nil {
+		// A datagram lands behind its GRH.
+		n := min(max(wc.ByteLen-fabric.GRHLen, 0), c.s.cfg.MsgSize)
+		return n, checkMessage(c.s.pool.buf(k, fabric.GRHLen+n)[fabric.GRHLen:])
+	}
 	n := min(max(wc.ByteLen, 0), c.s.cfg.MsgSize)
 	return n, checkMessage(c.s.pool.buf(k, n))
 }
@@ -108,8 +119,17 @@ func (c *conn) echoLocked() error {
 			return nil
 		}
 		p := c.pending[0]
-		id := g.sending(p.buf)
-		if err := c.qp.PostSend(id, pool.mr, pool.bufOff(p.buf), p.n); err != nil {
+		var err error
+		var id uint64
+		if c.ah != nil {
+			// ud: from the group's QP, through the client's address handle.
+			id = g.sendingFor(p.buf, c)
+			err = g.udqp.PostSendUD(id, pool.mr, pool.bufOff(p.buf)+fabric.GRHLen, p.n, c.ah, c.sub.peer.qpn, c.peerQKey)
+		} else {
+			id = g.sending(p.buf)
+			err = c.qp.PostSend(id, pool.mr, pool.bufOff(p.buf), p.n)
+		}
+		if err != nil {
 			return err // the buffer stays pending; release returns it
 		}
 		c.inflight[slot] = id

@@ -187,7 +187,8 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 
 func (h *harness) newDialer(dev fabric.Device, conf *tls.Config) *client.Dialer {
 	h.t.Helper()
-	d, err := client.NewDialer(dev, client.Config{Addr: h.addr, TLS: conf, Rounds: h.rounds, MsgSize: h.size, Timeout: guard, Depth: h.depth, BusyPoll: h.busy, Mux: h.mux})
+	d, err := client.NewDialer(dev, client.Config{Addr: h.addr, TLS: conf, Rounds: h.rounds, MsgSize: h.size, Timeout: guard, Depth: h.depth, BusyPoll: h.busy, Mux: h.mux,
+		UD: h.mode == server.ModeUD})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ var modeCosts = map[string]modeCost{
 	server.ModeSharedCQ:  {perClient: map[string]int{"qp": 1, "mr": 2}, perGroup: map[string]int{"cq": 2}},
 	server.ModePool:      {perClient: map[string]int{"qp": 1}, perGroup: map[string]int{"cq": 2}, fixed: map[string]int{"mr": 1}},
 	server.ModeSRQ:       {perClient: map[string]int{"qp": 1}, perGroup: map[string]int{"cq": 2, "srq": 1}, fixed: map[string]int{"mr": 1}},
+	server.ModeUD:        {perClient: map[string]int{"ah": 1}, perGroup: map[string]int{"cq": 2, "qp": 1}, fixed: map[string]int{"mr": 1}},
 	// Per QP, which carries up to Config.Mux logical clients.
 	server.ModeMux: {perClient: map[string]int{"qp": 1, "cq": 2, "mr": 2}},
 }
@@ -46,7 +47,7 @@ func plus(base map[string]int, terms ...any) map[string]int {
 }
 
 func TestModesListed(t *testing.T) {
-	if got, want := server.Modes, []string{"per-client", "shared-cq", "pool", "srq", "mux"}; !reflect.DeepEqual(got, want) {
+	if got, want := server.Modes, []string{"per-client", "shared-cq", "pool", "srq", "ud", "mux"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("Modes %v, want %v", got, want)
 	}
 	for _, m := range server.Modes {
@@ -57,7 +58,7 @@ func TestModesListed(t *testing.T) {
 			t.Errorf("mode %s has no documented cost in this test", m)
 		}
 	}
-	if err := server.ValidMode("shared"); err == nil || !strings.Contains(err.Error(), "per-client, shared-cq, pool, srq") {
+	if err := server.ValidMode("shared"); err == nil || !strings.Contains(err.Error(), "per-client, shared-cq, pool, srq, ud") {
 		t.Errorf("unknown mode: %v", err)
 	}
 }
@@ -88,6 +89,8 @@ func TestModes(t *testing.T) {
 		{server.ModeSRQ, 8, 0},
 		{server.ModeSRQ, 0, 1},
 		{server.ModeSRQ, 8, 1},
+		{server.ModeUD, 0, 0},
+		{server.ModeUD, 8, 0},
 	} {
 		name := tt.mode
 		if tt.maxCQE > 0 {
@@ -102,8 +105,14 @@ func TestModes(t *testing.T) {
 			if tt.maxCQE > 0 && caps.MaxCQE != tt.maxCQE {
 				t.Skipf("the device's max_cqe is %d, not the sim's %d", caps.MaxCQE, tt.maxCQE)
 			}
+			if _, ok := h.inUse()["ah"]; tt.mode == server.ModeUD && !ok {
+				t.Skip("the kernel's resource tracking counts no address handles")
+			}
 			cost := modeCosts[tt.mode]
 			perGroup := min(caps.MaxCQE/server.QPMaxRecvWR, n)
+			if tt.mode == server.ModeUD {
+				perGroup = min(caps.MaxCQE/server.UDBuffers, n)
+			}
 			groups := 0
 			if cost.perGroup != nil {
 				groups = (n + perGroup - 1) / perGroup
@@ -180,6 +189,7 @@ func TestModeConfigErrors(t *testing.T) {
 		{"pool above max_mr_size", server.ModePool, 1000, 4096, fabric.Caps{MaxMRSize: 1 << 20}, "exceeds the device's max_mr_size"},
 		{"srq pool above max_mr_size", server.ModeSRQ, 1000, 4096, fabric.Caps{MaxMRSize: 1 << 20}, "exceeds the device's max_mr_size"},
 		{"pool beyond max_mr", server.ModeSRQ, 10, 256, fabric.Caps{MaxMR: 1}, "ibv_reg_mr: ENOMEM"},
+		{"ud message above the MTU", server.ModeUD, 10, 4097, fabric.Caps{}, "--msg-size 4097 is above the path MTU of sim0 (4096 bytes)"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := sim.New(sim.Options{Caps: tt.caps})

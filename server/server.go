@@ -38,6 +38,10 @@ const (
 	// and slot, and names itself in the hello and in every message
 	// (exchange.Msg.Logical, payload.MuxSeq). See mux.go.
 	ModeMux = "mux"
+	// ModeUD serves every client of a CQ group from one UD QP of the
+	// group's, over the pool: per client only an address handle, no QP
+	// (ud.go).
+	ModeUD = "ud"
 )
 
 // DefaultMux is how many logical clients share a QP in mux mode unless
@@ -46,7 +50,7 @@ const DefaultMux = 8
 
 // Modes lists the supported resource modes, from the most per-client
 // resources to the fewest.
-var Modes = []string{ModePerClient, ModeSharedCQ, ModePool, ModeSRQ, ModeMux}
+var Modes = []string{ModePerClient, ModeSharedCQ, ModePool, ModeSRQ, ModeUD, ModeMux}
 
 // ValidMode reports whether m is one of Modes.
 func ValidMode(m string) error {
@@ -259,6 +263,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, err
 		}
 		s.shared = newSharedCQs(s.cqs, pd, cfg.MaxClients, per, s.wr, true, nil, 0)
+	case ModeUD:
+		if err := s.newUD(caps); err != nil {
+			s.teardown()
+			return nil, err
+		}
 	case ModeSRQ:
 		depth := srqDepth(caps, per*cfg.Depth, cfg.SRQDepth)
 		groups := (cfg.MaxClients + per - 1) / per

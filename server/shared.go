@@ -27,6 +27,9 @@ type sharedCQs struct {
 	depth    int           // srq mode: buffers per group's SRQ
 	max      int           // the server's capacity
 	busy     time.Duration // Config.BusyPoll
+	// ud, in ud mode, makes each group's receive side a UD QP of its own
+	// instead of an SRQ (ud.go).
+	ud *udConf
 
 	mu     sync.Mutex
 	groups []*cqGroup
@@ -44,8 +47,13 @@ type cqGroup struct {
 	send, recv fabric.CQ
 	users      int
 
-	// srq mode: the group's SRQ owns buffers [bufLo, bufHi) of the pool.
+	// srq mode: the group's SRQ owns buffers [bufLo, bufHi) of the pool;
+	// ud mode: its UD QP does, and peers finds each client by the
+	// sender of a datagram, owners the client whose echo a buffer sends.
 	srq          fabric.SRQ
+	udqp         fabric.QP
+	peers        map[udPeer]*subscription
+	owners       []*conn
 	bufLo, bufHi int
 	// bufs[k-bufLo] is buffer k's state and generation. A buffer's work
 	// request carries both (wrID), so a completion is honoured only for
@@ -82,6 +90,8 @@ type subscription struct {
 	send, recv chan fabric.WC
 	// pool and srq modes: the client whose messages the routers echo.
 	c *conn
+	// ud mode: the client's UD QP and GID, which its datagrams carry.
+	peer udPeer
 }
 
 // groupSize is how many clients share a CQ pair: a group's receive CQ
@@ -169,11 +179,15 @@ func (s *sharedCQs) subscribe() (*subscription, error) {
 // every earlier one is full, so there are at most ⌈max/perGroup⌉ groups,
 // and the pool holds depth buffers for each.
 func (s *sharedCQs) newGroup(idx int) (*cqGroup, error) {
-	send, err := s.cqs.create(s.perGroup * s.wr)
+	cqe := s.perGroup * s.wr
+	if s.ud != nil {
+		cqe = s.depth // every buffer's receive, or its echo's send
+	}
+	send, err := s.cqs.create(cqe)
 	if err != nil {
 		return nil, fmt.Errorf("shared send CQ: %w", err)
 	}
-	recv, err := s.cqs.create(s.perGroup * s.wr)
+	recv, err := s.cqs.create(cqe)
 	if err != nil {
 		s.cqs.destroy(send)
 		return nil, fmt.Errorf("shared recv CQ: %w", err)
@@ -187,15 +201,20 @@ func (s *sharedCQs) newGroup(idx int) (*cqGroup, error) {
 			s.cqs.destroy(send)
 			return nil, fmt.Errorf("shared receive queue: group %d starts beyond the pool's %d buffers", idx, total)
 		}
-		if g.srq, err = s.pd.CreateSRQ(s.depth, 1); err != nil {
+		if s.ud != nil {
+			err = s.newUDQP(g)
+		} else if g.srq, err = s.pd.CreateSRQ(s.depth, 1); err != nil {
+			err = fmt.Errorf("shared receive queue: %w", err)
+		}
+		if err != nil {
 			s.cqs.destroy(recv)
 			s.cqs.destroy(send)
-			return nil, fmt.Errorf("shared receive queue: %w", err)
+			return nil, err
 		}
 		g.bufs = make([]srqBuf, s.depth)
 		for k := g.bufLo; k < g.bufHi; k++ {
 			if err = s.post(g, k); err != nil {
-				g.srq.Destroy()
+				g.destroyRecvSide()
 				s.cqs.destroy(recv)
 				s.cqs.destroy(send)
 				return nil, fmt.Errorf("stock shared receive queue: %w", err)
@@ -213,6 +232,9 @@ func (s *sharedCQs) post(g *cqGroup, k int) error {
 	b.state = bufPosted
 	id := wrID(k, b.gen)
 	g.bufMu.Unlock()
+	if g.udqp != nil {
+		return g.udqp.PostRecv(id, s.pool.mr, s.pool.bufOff(k), s.pool.msg)
+	}
 	return g.srq.PostRecv(id, s.pool.mr, s.pool.bufOff(k), s.pool.msg)
 }
 
@@ -256,6 +278,16 @@ func (sub *subscription) bind(qpn uint32, c *conn) {
 	sub.group.mu.Unlock()
 }
 
+// bindPeer routes the datagrams of the client at p to the subscription
+// and client c (ud mode).
+func (sub *subscription) bindPeer(p udPeer, c *conn) {
+	sub.peer = p
+	sub.group.mu.Lock()
+	sub.c = c
+	sub.group.peers[p] = sub
+	sub.group.mu.Unlock()
+}
+
 // unsubscribe removes the client from its group. Call it after the QP is
 // destroyed.
 func (sub *subscription) unsubscribe() {
@@ -263,6 +295,9 @@ func (sub *subscription) unsubscribe() {
 	g.mu.Lock()
 	if sub.qpn != 0 {
 		delete(g.subs, sub.qpn)
+	}
+	if sub.peer != (udPeer{}) && g.peers[sub.peer] == sub {
+		delete(g.peers, sub.peer)
 	}
 	g.mu.Unlock()
 	sub.owner.mu.Lock()
@@ -289,6 +324,9 @@ func (s *sharedCQs) clients() []*conn {
 			if sub.c != nil {
 				cs = append(cs, sub.c)
 			}
+		}
+		for _, sub := range g.peers {
+			cs = append(cs, sub.c)
 		}
 		g.mu.Unlock()
 	}
@@ -342,7 +380,7 @@ func (s *sharedCQs) route(g *cqGroup, cq fabric.CQ, send bool, depth int) {
 			}
 		}
 		switch {
-		case g.srq != nil:
+		case g.srq != nil || g.udqp != nil:
 			for _, wc := range wcs[:n] {
 				if send {
 					s.sent(g, wc)
@@ -392,6 +430,10 @@ func (s *sharedCQs) received(g *cqGroup, wc fabric.WC) {
 	if !ok {
 		return // not a posting of this group's SRQ
 	}
+	if g.udqp != nil {
+		s.receivedUD(g, wc, k)
+		return
+	}
 	if sub := g.lookup(wc.QPN); sub != nil && sub.c != nil {
 		sub.c.received(wc, k)
 		return
@@ -405,6 +447,15 @@ func (s *sharedCQs) sent(g *cqGroup, wc fabric.WC) {
 	k, ok := g.claim(wc.WRID, bufSending)
 	if !ok {
 		return // stale: the buffer was reclaimed when its client left
+	}
+	if g.udqp != nil {
+		// The group's QP sent it: the buffer names the client.
+		if c := g.owner(k); c != nil {
+			c.sent(wc, k)
+			return
+		}
+		s.post(g, k)
+		return
 	}
 	if sub := g.lookup(wc.QPN); sub != nil && sub.c != nil {
 		sub.c.sent(wc, k)
@@ -431,9 +482,7 @@ func (s *sharedCQs) stop() {
 func (s *sharedCQs) close() {
 	s.stop()
 	for _, g := range s.groups {
-		if g.srq != nil {
-			g.srq.Destroy()
-		}
+		g.destroyRecvSide()
 		s.cqs.destroy(g.send)
 		s.cqs.destroy(g.recv)
 	}

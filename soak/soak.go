@@ -136,7 +136,7 @@ func Run(ctx context.Context, p fabric.Provider, cfg Config, sample func(Sample)
 	}
 	defer dev.Close()
 	d, err := client.NewDialer(dev, client.Config{Addr: srv.addr, TLS: tlsConf, Rounds: 1, MsgSize: cfg.MsgSize,
-		Timeout: 60 * time.Second})
+		Timeout: 60 * time.Second, UD: cfg.Mode == server.ModeUD})
 	if err != nil {
 		return nil, err
 	}

@@ -107,7 +107,11 @@ func (d *device) Close() error {
 	var qps []*qp
 	var srqs []*srq
 	var mrs []*mr
+	var ahs []*ah
 	for pd := range d.pds {
+		for h := range pd.ahs {
+			ahs = append(ahs, h)
+		}
 		for q := range pd.qps {
 			qps = append(qps, q)
 		}
@@ -132,6 +136,9 @@ func (d *device) Close() error {
 	}
 	for _, s := range srqs {
 		_ = s.Destroy()
+	}
+	for _, h := range ahs {
+		_ = h.Destroy()
 	}
 	for _, m := range mrs {
 		_ = m.Dereg()
@@ -164,7 +171,7 @@ func (d *device) AllocPD() (fabric.PD, error) {
 		return nil, verr("ibv_alloc_pd", syscall.EINVAL, fmt.Sprintf("max_pd %d reached", p.caps.MaxPD))
 	}
 	p.nPD++
-	x := &pd{dev: d, mrs: make(map[*mr]struct{}), qps: make(map[*qp]struct{}), srqs: make(map[*srq]struct{})}
+	x := &pd{dev: d, mrs: make(map[*mr]struct{}), qps: make(map[*qp]struct{}), srqs: make(map[*srq]struct{}), ahs: make(map[*ah]struct{})}
 	d.pds[x] = struct{}{}
 	return x, nil
 }
@@ -197,6 +204,7 @@ type pd struct {
 	mrs  map[*mr]struct{}
 	qps  map[*qp]struct{}
 	srqs map[*srq]struct{}
+	ahs  map[*ah]struct{}
 }
 
 func (x *pd) Dealloc() error {
@@ -206,8 +214,8 @@ func (x *pd) Dealloc() error {
 	if x.dead {
 		return verr("ibv_dealloc_pd", syscall.EINVAL, "already deallocated")
 	}
-	if len(x.mrs)+len(x.qps)+len(x.srqs) > 0 {
-		return verr("ibv_dealloc_pd", syscall.EBUSY, fmt.Sprintf("%d MRs, %d QPs and %d SRQs still use it", len(x.mrs), len(x.qps), len(x.srqs)))
+	if len(x.mrs)+len(x.qps)+len(x.srqs)+len(x.ahs) > 0 {
+		return verr("ibv_dealloc_pd", syscall.EBUSY, fmt.Sprintf("%d MRs, %d QPs, %d SRQs and %d AHs still use it", len(x.mrs), len(x.qps), len(x.srqs), len(x.ahs)))
 	}
 	x.dead = true
 	p.nPD--

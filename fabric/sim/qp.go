@@ -98,6 +98,8 @@ type qp struct {
 	scq     *cq
 	rcq     *cq
 	srq     *srq // nil: the QP has its own receive queue
+	ud      bool // a UD QP (ud.go)
+	qkey    uint32
 	maxSend int
 	maxRecv int
 
@@ -149,6 +151,15 @@ func (x *pd) CreateQP(a fabric.QPInitAttr) (fabric.QP, error) {
 		return nil, verr(verb, syscall.EINVAL, "CQ belongs to another device context")
 	}
 	var sq *srq
+	switch a.Type {
+	case fabric.QPTypeRC:
+	case fabric.QPTypeUD:
+		if a.SRQ != nil {
+			return nil, verr(verb, syscall.EOPNOTSUPP, "the simulation has no UD QP on an SRQ")
+		}
+	default:
+		return nil, verr(verb, syscall.EINVAL, fmt.Sprintf("QP type %d", a.Type))
+	}
 	if a.SRQ != nil {
 		sq, _ = a.SRQ.(*srq)
 		if sq == nil {
@@ -186,7 +197,7 @@ func (x *pd) CreateQP(a fabric.QPInitAttr) (fabric.QP, error) {
 		return nil, verr(verb, syscall.EINVAL, fmt.Sprintf("max_qp %d reached", caps.MaxQP))
 	}
 	q := &qp{
-		dev: d, pd: x, qpn: p.allocQPNLocked(), scq: scq, rcq: rcq, srq: sq,
+		dev: d, pd: x, qpn: p.allocQPNLocked(), scq: scq, rcq: rcq, srq: sq, ud: a.Type == fabric.QPTypeUD,
 		// rxe rounds queue depths up the same way as CQs and reports the
 		// larger depth back in init_attr.cap; posting is limited by that.
 		maxSend: roundQueue(a.MaxSendWR),
@@ -238,7 +249,7 @@ func (q *qp) ToInit(a fabric.InitAttr) error {
 	if a.PKeyIndex != 0 {
 		return verr(verb, syscall.EINVAL, fmt.Sprintf("pkey index %d (table has 1 entry)", a.PKeyIndex))
 	}
-	q.access = a.Access
+	q.access, q.qkey = a.Access, a.QKey
 	q.state = fabric.QPSInit
 	return nil
 }
@@ -249,6 +260,11 @@ func (q *qp) ToRTR(a fabric.RTRAttr) error {
 	defer q.mu.Unlock()
 	if err := q.modifyLocked(verb, fabric.QPSInit); err != nil {
 		return err
+	}
+	if q.ud {
+		// A UD QP's RTR is its state alone: it has no peer.
+		q.state = fabric.QPSRTR
+		return nil
 	}
 	bad := func(format string, args ...any) error {
 		return verr(verb, syscall.EINVAL, fmt.Sprintf(format, args...))
@@ -301,6 +317,8 @@ func (q *qp) ToRTS(a fabric.RTSAttr) error {
 	switch {
 	case a.SQPSN > psnMask:
 		return bad("sq_psn %#x wider than 24 bits", a.SQPSN)
+	case q.ud:
+		// A UD QP takes its send PSN only.
 	case a.Timeout < 0 || a.Timeout > 31:
 		return bad("timeout %d outside 0..31", a.Timeout)
 	case a.RetryCnt < 0 || a.RetryCnt > 7:
@@ -348,6 +366,9 @@ func (q *qp) PostSend(wrID uint64, m fabric.MR, off, length int) error {
 
 // post posts request e on the buffer m[off:off+length].
 func (q *qp) post(verb string, e sendWR, m fabric.MR, off, length int) error {
+	if q.ud {
+		return verr(verb, syscall.EINVAL, "a UD QP sends datagrams only, each to a destination (PostSendUD)")
+	}
 	if length > maxFrame {
 		return verr(verb, syscall.EINVAL, fmt.Sprintf("%d bytes exceed the port's max_msg_sz %d", length, maxFrame))
 	}

@@ -70,6 +70,10 @@ type Options struct {
 	// plant the N at which latency crosses a bound.
 	ServiceDelay     time.Duration
 	ServiceDelayFrom int
+	// UDDropEvery, when positive, makes the device drop every
+	// UDDropEvery-th datagram its UD QPs receive: loss on purpose, so a
+	// test can see it detected and counted.
+	UDDropEvery int
 }
 
 // DefaultCaps returns the attributes ibv_query_device reports for rxe on
@@ -87,6 +91,7 @@ type Options struct {
 //	max_pd      = RXE_MAX_PD = DEFAULT_MAX_VALUE                = 1048576
 //	max_srq     = DEFAULT_MAX_VALUE - RXE_MIN_SRQ_INDEX(0x20001) = 917503
 //	max_srq_wr  = RXE_MAX_SRQ_WR = DEFAULT_MAX_VALUE            = 1048576
+//	max_ah      = RXE_MAX_AH = (1 << 15) - 1                    = 32767
 //
 // max_qp, max_cq, max_mr, max_pd and max_srq match ibv_devinfo -v measured
 // in the Linux 6.1 guest of the vm backend. max_qp_wr and max_srq_wr were 0x4000 (16384)
@@ -103,6 +108,7 @@ func DefaultCaps() fabric.Caps {
 		MaxPD:     1 << 20,
 		MaxSRQ:    917503,
 		MaxSRQWR:  1 << 20,
+		MaxAH:     1<<15 - 1,
 		FWVersion: "sim",
 	}
 }
@@ -133,7 +139,10 @@ type Provider struct {
 	nMR  int
 	nQP  int
 	nSRQ int
-	qps  map[uint32]*qp
+	nAH  int
+	// udSeen counts the datagrams received (Options.UDDropEvery).
+	udSeen atomic.Int64
+	qps    map[uint32]*qp
 	// remote holds the MRs with remote access by rkey, for responders
 	// (which hold a QP's lock: remoteMu is taken after qp.mu and after
 	// mu, never before).
@@ -162,6 +171,7 @@ func New(opts Options) *Provider {
 	def(&c.MaxPD, d.MaxPD)
 	def(&c.MaxSRQ, d.MaxSRQ)
 	def(&c.MaxSRQWR, d.MaxSRQWR)
+	def(&c.MaxAH, d.MaxAH)
 	if c.MaxMRSize == 0 {
 		c.MaxMRSize = d.MaxMRSize
 	}

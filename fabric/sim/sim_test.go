@@ -155,7 +155,7 @@ func gidOf(s string) fabric.GID {
 
 func TestDefaultCaps(t *testing.T) {
 	want := fabric.Caps{MaxQP: 1048560, MaxQPWR: 1048576, MaxSGE: 32, MaxCQ: 1048576, MaxCQE: 32767,
-		MaxMR: 524287, MaxMRSize: 0xffffffffffffffff, MaxPD: 1048576, MaxSRQ: 917503, MaxSRQWR: 1048576, FWVersion: "sim"}
+		MaxMR: 524287, MaxMRSize: 0xffffffffffffffff, MaxPD: 1048576, MaxSRQ: 917503, MaxSRQWR: 1048576, MaxAH: 32767, FWVersion: "sim"}
 	if got := DefaultCaps(); got != want {
 		t.Fatalf("DefaultCaps() = %+v, want %+v", got, want)
 	}

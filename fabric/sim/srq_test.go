@@ -66,13 +66,13 @@ func TestSRQInUseAndClose(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, want := p.InUse(), map[string]int{"pd": 1, "cq": 1, "mr": 0, "qp": 3, "srq": 1}; !reflect.DeepEqual(got, want) {
+	if got, want := p.InUse(), map[string]int{"pd": 1, "cq": 1, "mr": 0, "qp": 3, "srq": 1, "ah": 0}; !reflect.DeepEqual(got, want) {
 		t.Errorf("in use %v, want %v", got, want)
 	}
 	if err := dev.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := p.InUse(), map[string]int{"pd": 0, "cq": 0, "mr": 0, "qp": 0, "srq": 0}; !reflect.DeepEqual(got, want) {
+	if got, want := p.InUse(), map[string]int{"pd": 0, "cq": 0, "mr": 0, "qp": 0, "srq": 0, "ah": 0}; !reflect.DeepEqual(got, want) {
 		t.Errorf("after Close: %v, want %v", got, want)
 	}
 }

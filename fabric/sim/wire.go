@@ -42,7 +42,9 @@ const (
 )
 
 // isRequest reports whether op flows from requester to responder.
-func isRequest(op byte) bool { return op == opSend || op == opWrite || op == opRead }
+func isRequest(op byte) bool {
+	return op == opSend || op == opWrite || op == opRead || op == opUDSend
+}
 
 // Frame layout, big-endian: op(1) pad(1) srcLID(2) srcQPN(4) dstQPN(4)
 // psn(4) len(4), then len payload bytes.
@@ -252,6 +254,12 @@ func (l *link) readLoop(c net.Conn) {
 // taken from connections peers dialed and responses only from ours.
 func (d *device) dispatch(l *link, h header, p []byte) {
 	q := d.lookup(h.dstQPN)
+	if h.op == opUDSend {
+		if q != nil && !l.outbound {
+			q.onDatagram(l, h, p)
+		}
+		return // a datagram to no QP is dropped without a word
+	}
 	if q == nil {
 		if isRequest(h.op) && !l.outbound {
 			d.dropped(l, h) // unknown QPN: dropped; the requester times out

@@ -170,6 +170,8 @@ func wcOf(w C.rp_wc) fabric.WC {
 		Opcode:  op,
 		ByteLen: int(w.byte_len),
 		QPN:     uint32(w.qp_num),
+		SrcQP:   uint32(w.src_qp),
+		GRH:     w.wc_flags&C.IBV_WC_GRH != 0,
 	}
 }
 

@@ -94,8 +94,12 @@ func (d *device) Close() error {
 	var qps []*qp
 	var srqs []*srq
 	var mrs []*mr
+	var ahs []*ah
 	for _, x := range pds {
 		x.mu.Lock()
+		for h := range x.ahs {
+			ahs = append(ahs, h)
+		}
 		for q := range x.qps {
 			qps = append(qps, q)
 		}
@@ -113,6 +117,9 @@ func (d *device) Close() error {
 	}
 	for _, s := range srqs {
 		errs = append(errs, s.Destroy())
+	}
+	for _, h := range ahs {
+		errs = append(errs, h.Destroy())
 	}
 	for _, m := range mrs {
 		errs = append(errs, m.Dereg())

@@ -30,6 +30,7 @@ type pd struct {
 	qps  map[*qp]struct{}
 	mrs  map[*mr]struct{}
 	srqs map[*srq]struct{}
+	ahs  map[*ah]struct{}
 }
 
 var _ fabric.PD = (*pd)(nil)
@@ -43,7 +44,7 @@ func (d *device) AllocPD() (fabric.PD, error) {
 	if p == nil {
 		return nil, verr("ibv_alloc_pd", errnoOf(err, syscall.ENOMEM), "")
 	}
-	x := &pd{dev: d, pd: p, qps: make(map[*qp]struct{}), mrs: make(map[*mr]struct{}), srqs: make(map[*srq]struct{})}
+	x := &pd{dev: d, pd: p, qps: make(map[*qp]struct{}), mrs: make(map[*mr]struct{}), srqs: make(map[*srq]struct{}), ahs: make(map[*ah]struct{})}
 	d.mu.Lock()
 	d.pds[x] = struct{}{}
 	d.mu.Unlock()
@@ -57,10 +58,10 @@ func (x *pd) Dealloc() error {
 		return verr("ibv_dealloc_pd", syscall.EINVAL, "already deallocated")
 	}
 	x.mu.Lock()
-	nq, nm, ns := len(x.qps), len(x.mrs), len(x.srqs)
+	nq, nm, ns, na := len(x.qps), len(x.mrs), len(x.srqs), len(x.ahs)
 	x.mu.Unlock()
-	if nq > 0 || nm > 0 || ns > 0 {
-		return verr("ibv_dealloc_pd", syscall.EBUSY, fmt.Sprintf("%d QPs, %d MRs and %d SRQs still use it", nq, nm, ns))
+	if nq > 0 || nm > 0 || ns > 0 || na > 0 {
+		return verr("ibv_dealloc_pd", syscall.EBUSY, fmt.Sprintf("%d QPs, %d MRs, %d SRQs and %d AHs still use it", nq, nm, ns, na))
 	}
 	if r := C.ibv_dealloc_pd(x.pd); r != 0 {
 		return verr("ibv_dealloc_pd", syscall.Errno(r), "")

@@ -22,6 +22,7 @@ type qp struct {
 	pd   *pd
 	qpn  uint32
 	srq  *srq // nil: the QP has its own receive queue
+	ud   bool
 	life sync.RWMutex
 	qp   *C.struct_ibv_qp
 	dead bool
@@ -71,7 +72,7 @@ func (x *pd) CreateQP(a fabric.QPInitAttr) (fabric.QP, error) {
 		csrq = sq.srq
 	}
 	p, cerr := C.rp_create_qp(x.pd, scq.cq, rcq.cq, csrq, C.uint32_t(a.MaxSendWR), C.uint32_t(a.MaxRecvWR),
-		C.uint32_t(a.MaxSendSGE), C.uint32_t(a.MaxRecvSGE))
+		C.uint32_t(a.MaxSendSGE), C.uint32_t(a.MaxRecvSGE), C.int(a.Type))
 	if sq != nil {
 		sq.life.RUnlock()
 	}
@@ -79,7 +80,7 @@ func (x *pd) CreateQP(a fabric.QPInitAttr) (fabric.QP, error) {
 	if p == nil {
 		return nil, verr("ibv_create_qp", errnoOf(cerr, syscall.ENOMEM), "")
 	}
-	q := &qp{pd: x, qp: p, qpn: uint32(p.qp_num), srq: sq}
+	q := &qp{pd: x, qp: p, qpn: uint32(p.qp_num), srq: sq, ud: a.Type == fabric.QPTypeUD}
 	x.mu.Lock()
 	x.qps[q] = struct{}{}
 	x.mu.Unlock()
@@ -144,12 +145,20 @@ func (q *qp) ToInit(a fabric.InitAttr) error {
 	if port == 0 {
 		port = q.pd.dev.portNum
 	}
+	if q.ud {
+		return q.modify("ibv_modify_qp(INIT)", fabric.QPSInit, func() C.int {
+			return C.rp_to_init_ud(q.qp, C.int(a.PKeyIndex), C.int(port), C.uint32_t(a.QKey))
+		})
+	}
 	return q.modify("ibv_modify_qp(INIT)", fabric.QPSInit, func() C.int {
 		return C.rp_to_init(q.qp, C.int(a.PKeyIndex), C.int(port), C.int(a.Access))
 	})
 }
 
 func (q *qp) ToRTR(a fabric.RTRAttr) error {
+	if q.ud {
+		return q.modify("ibv_modify_qp(RTR)", fabric.QPSRTR, func() C.int { return C.rp_to_rtr_ud(q.qp) })
+	}
 	port := a.Port
 	if port == 0 {
 		port = q.pd.dev.portNum
@@ -170,6 +179,9 @@ func (q *qp) ToRTR(a fabric.RTRAttr) error {
 }
 
 func (q *qp) ToRTS(a fabric.RTSAttr) error {
+	if q.ud {
+		return q.modify("ibv_modify_qp(RTS)", fabric.QPSRTS, func() C.int { return C.rp_to_rts_ud(q.qp, C.uint32_t(a.SQPSN)) })
+	}
 	return q.modify("ibv_modify_qp(RTS)", fabric.QPSRTS, func() C.int {
 		return C.rp_to_rts(q.qp, C.uint32_t(a.SQPSN), C.int(a.Timeout), C.int(a.RetryCnt),
 			C.int(a.RNRRetry), C.int(a.MaxRdAtomic))
@@ -185,6 +197,10 @@ func (q *qp) PostRecv(wrID uint64, m fabric.MR, off, length int) error {
 }
 
 func (q *qp) post(verb string, wrID uint64, m fabric.MR, off, length int, recv bool) error {
+	if !recv && q.ud {
+		// Without an address handle the provider would read a NULL one.
+		return verr(verb, syscall.EINVAL, "a UD QP sends datagrams only, each to a destination (PostSendUD)")
+	}
 	if recv && q.srq != nil {
 		// librxe answers EINVAL itself (the QP's rq.queue is NULL), but
 		// providers differ (mlx5 reports a full queue, ENOMEM): say it
@@ -206,6 +222,9 @@ func (q *qp) PostRead(wrID uint64, m fabric.MR, off, length int, raddr uint64, r
 // the peer's to check (a bad one completes with IBV_WC_REM_ACCESS_ERR).
 func (q *qp) postRDMA(read bool, wrID uint64, m fabric.MR, off, length int, raddr uint64, rkey uint32) error {
 	const verb = "ibv_post_send"
+	if q.ud {
+		return verr(verb, syscall.EINVAL, "a UD QP has no RDMA WRITE or READ")
+	}
 	x, err := sgeMR(verb, m, off, length)
 	if err != nil {
 		return err

@@ -85,6 +85,8 @@ void rp_wc_of(const struct ibv_wc *w, rp_wc *out) {
 	out->opcode = w->opcode;
 	out->byte_len = w->byte_len;
 	out->qp_num = w->qp_num;
+	out->src_qp = w->src_qp;
+	out->wc_flags = w->wc_flags;
 }
 
 int rp_poll(struct ibv_cq *cq, rp_wc *out, int n) {
@@ -154,7 +156,7 @@ int rp_dereg_mr(struct ibv_mr *mr) {
 
 // With an SRQ the QP has no receive queue: its receive caps must be 0.
 struct ibv_qp *rp_create_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,
-		struct ibv_srq *srq, uint32_t swr, uint32_t rwr, uint32_t ssge, uint32_t rsge) {
+		struct ibv_srq *srq, uint32_t swr, uint32_t rwr, uint32_t ssge, uint32_t rsge, int ud) {
 	struct ibv_qp_init_attr a;
 	memset(&a, 0, sizeof a);
 	a.send_cq = scq;
@@ -169,7 +171,7 @@ struct ibv_qp *rp_create_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq
 	a.cap.max_send_sge = ssge;
 	a.cap.max_recv_sge = rsge;
 	a.cap.max_inline_data = 0;
-	a.qp_type = IBV_QPT_RC;
+	a.qp_type = ud ? IBV_QPT_UD : IBV_QPT_RC;
 	a.sq_sig_all = 0;
 	return ibv_create_qp(pd, &a);
 }

@@ -18,6 +18,8 @@ typedef struct {
 	uint32_t opcode;
 	uint32_t byte_len;
 	uint32_t qp_num;
+	uint32_t src_qp;
+	uint32_t wc_flags;
 } rp_wc;
 
 // rp_gid is passed by value so a GID crosses into C without a Go pointer.
@@ -52,7 +54,7 @@ int rp_dereg_mr(struct ibv_mr *mr);
 
 // QP.
 struct ibv_qp *rp_create_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,
-		struct ibv_srq *srq, uint32_t swr, uint32_t rwr, uint32_t ssge, uint32_t rsge);
+		struct ibv_srq *srq, uint32_t swr, uint32_t rwr, uint32_t ssge, uint32_t rsge, int ud);
 int rp_to_init(struct ibv_qp *qp, int pkey_index, int port, int access);
 int rp_to_rtr(struct ibv_qp *qp, int mtu, uint32_t dest_qpn, uint32_t rq_psn,
 		int max_dest_rd_atomic, int min_rnr_timer, uint16_t dlid, rp_gid dgid,
@@ -64,6 +66,14 @@ int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len,
 int rp_post_recv(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey);
 int rp_post_rdma(struct ibv_qp *qp, int read, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey,
 		uint64_t raddr, uint32_t rkey);
+
+// UD QP and address handles (ud.c).
+int rp_to_init_ud(struct ibv_qp *qp, int pkey_index, int port, uint32_t qkey);
+int rp_to_rtr_ud(struct ibv_qp *qp);
+int rp_to_rts_ud(struct ibv_qp *qp, uint32_t sq_psn);
+struct ibv_ah *rp_create_ah(struct ibv_pd *pd, uint16_t dlid, rp_gid dgid, int sgid_index, int hop_limit, int port);
+int rp_post_send_ud(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey,
+		struct ibv_ah *ah, uint32_t qpn, uint32_t qkey);
 
 // SRQ.
 struct ibv_srq *rp_create_srq(struct ibv_pd *pd, uint32_t max_wr, uint32_t max_sge);

@@ -178,6 +178,7 @@ func capsOf(a *C.struct_ibv_device_attr) fabric.Caps {
 		MaxPD:      int(a.max_pd),
 		MaxSRQ:     int(a.max_srq),
 		MaxSRQWR:   int(a.max_srq_wr),
+		MaxAH:      int(a.max_ah),
 		FWVersion:  C.GoString(&a.fw_ver[0]),
 		VendorID:   uint32(a.vendor_id),
 		VendorPart: uint32(a.vendor_part_id),

@@ -1,5 +1,5 @@
 // Package fabrictest is what every fabric must do, written once: shared
-// receive queues, completion errors, QP state transitions and the
+// receive queues, unreliable datagrams, completion errors, QP state transitions and the
 // device's caps, checked against the fabric interface alone. fabric/sim
 // runs it in its tests, and fabric/verbs inside the Soft-RoCE guest on
 // rxe0, so the simulation and the device are held to the same behaviour
@@ -40,6 +40,7 @@ func Run(t *testing.T, f Fabric) {
 	t.Run("SRQQPHasNoRQ", f.srqQPHasNoRQ)
 	t.Run("SRQArgs", f.srqArgs)
 	t.Run("SRQDestroyOrder", f.srqDestroyOrder)
+	t.Run("UDDatagrams", f.udDatagrams)
 }
 
 // side is one device context and a PD on it.

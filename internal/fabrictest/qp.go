@@ -16,7 +16,7 @@ func (f Fabric) caps(t *testing.T) {
 	c := s.dev.Caps()
 	for name, v := range map[string]int{"max_qp": c.MaxQP, "max_qp_wr": c.MaxQPWR, "max_sge": c.MaxSGE,
 		"max_cq": c.MaxCQ, "max_cqe": c.MaxCQE, "max_mr": c.MaxMR, "max_pd": c.MaxPD,
-		"max_srq": c.MaxSRQ, "max_srq_wr": c.MaxSRQWR} {
+		"max_srq": c.MaxSRQ, "max_srq_wr": c.MaxSRQWR, "max_ah": c.MaxAH} {
 		if v <= 0 {
 			t.Errorf("%s %d: the device reports no such capacity", name, v)
 		}

@@ -107,7 +107,8 @@ func Generate(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Reader
 		}()
 	}
 	d, err := client.NewDialer(dev, client.Config{Addr: addr, TLS: tlsConf,
-		Rounds: spec.Rounds, MsgSize: spec.MsgSize, Timeout: spec.Timeout, Depth: spec.Traffic.Depth, BusyPoll: spec.Traffic.BusyPoll, Mux: spec.Mux})
+		Rounds: spec.Rounds, MsgSize: spec.MsgSize, Timeout: spec.Timeout, Depth: spec.Traffic.Depth, BusyPoll: spec.Traffic.BusyPoll,
+		Mux: spec.Mux, UD: spec.UD})
 	if err != nil {
 		return failf(err)
 	}

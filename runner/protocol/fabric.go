@@ -38,6 +38,10 @@ type Fabric struct {
 	// client count at which latency crosses an SLO. Server only.
 	SimServiceDelay     time.Duration `json:"sim_service_delay,omitempty"`
 	SimServiceDelayFrom int           `json:"sim_service_delay_from,omitempty"`
+	// SimUDLoss makes the simulated server device drop every
+	// SimUDLoss-th datagram it receives (sim.Options.UDDropEvery): loss
+	// on purpose, for ud mode. Server only.
+	SimUDLoss int `json:"sim_ud_loss,omitempty"`
 }
 
 // DeviceConfig is the device to open.
@@ -82,13 +86,14 @@ func (f Fabric) SimCaps() fabric.Caps {
 // simulated caps and delay.
 func (f Fabric) Generators() Fabric {
 	f.SimMaxQP, f.SimMaxCQ, f.SimMaxMR, f.SimMaxPD = 0, 0, 0, 0
-	f.SimServiceDelay, f.SimServiceDelayFrom = 0, 0
+	f.SimServiceDelay, f.SimServiceDelayFrom, f.SimUDLoss = 0, 0, 0
 	return f
 }
 
 // simOptions are the simulated device's options.
 func (f Fabric) simOptions() sim.Options {
-	return sim.Options{Caps: f.SimCaps(), ServiceDelay: f.SimServiceDelay, ServiceDelayFrom: f.SimServiceDelayFrom}
+	return sim.Options{Caps: f.SimCaps(), ServiceDelay: f.SimServiceDelay, ServiceDelayFrom: f.SimServiceDelayFrom,
+		UDDropEvery: f.SimUDLoss}
 }
 
 // Provider opens the fabric: sim, or libibverbs when this binary has it

@@ -98,6 +98,9 @@ type GeneratorSpec struct {
 	// Mux, if not 0, makes the clients logical clients of a mux-mode
 	// server, Mux to a QP (client.Config.Mux).
 	Mux int `json:"mux,omitempty"`
+	// UD makes the clients UD QPs, for a server of --mode ud
+	// (client.Config.UD).
+	UD bool `json:"ud,omitempty"`
 	// CPUProfile, if set, receives a CPU profile of the process.
 	CPUProfile string `json:"cpu_profile,omitempty"`
 	// Hold keeps connected clients open this long before exiting (by
