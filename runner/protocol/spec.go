@@ -183,6 +183,9 @@ type ClientCommand struct {
 	// Otherwise (launched) N are started together and each does its
 	// work and exits, as a shell loop of client programs runs them.
 	Held bool `json:"held,omitempty"`
+	// OnlyDevice, when set, is the only RDMA device each client sees
+	// (command.Spec.OnlyDevice): the guest's netdev device.
+	OnlyDevice string `json:"only_device,omitempty"`
 }
 
 // ClientPlaceholders are what a client template may use.
