@@ -240,7 +240,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		// the calibration's.
 		pt.Calibration.AfterHS = l.calib.measure(ctx, pt.Calibration)
 	}
-	if spec.Traffic.Duration > 0 && spec.Client == nil && spec.CM == nil && c.pointErr == "" {
+	if protocol.RunsTraffic(spec.Traffic, spec.Client, spec.CM) && c.pointErr == "" {
 		pt.Traffic = l.trafficPhase(ctx, c, srv, smp.started)
 	}
 
@@ -333,7 +333,7 @@ func (l *Local) startGenerators(n, trial int, build string) ([]*process, error) 
 			TLSResume: spec.TLSResume, TLSKex: spec.TLSKex, InFlight: spec.InFlight,
 			Timeout: spec.Timeout, Rounds: spec.Rounds, MsgSize: spec.MsgSize,
 			Command: spec.Client, CM: spec.CM, Total: n, Build: build}
-		if spec.Traffic.Duration > 0 && spec.Client == nil && spec.CM == nil {
+		if protocol.RunsTraffic(spec.Traffic, spec.Client, spec.CM) {
 			gs.Traffic = spec.traffic()
 		}
 		if spec.Client != nil {

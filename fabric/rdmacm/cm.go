@@ -39,12 +39,18 @@ type conn struct {
 	step        int
 	start, last time.Time
 	deadline    time.Time
+	// The traffic phase's registered buffer (traffic.go).
+	mr  *C.struct_ibv_mr
+	buf unsafe.Pointer
 }
 
 // Conns are the connections Run made, held until Close.
 type Conns struct {
 	g     *C.rp_cm_gen
 	conns []conn
+	// depth is what each QP's queues were made for (Config.TrafficDepth),
+	// idBase the first connection's client ID.
+	depth, idBase int
 }
 
 // Close disconnects and frees every connection, then the channel.
@@ -53,9 +59,19 @@ func (h *Conns) Close() {
 		return
 	}
 	for i := range h.conns {
-		if c := &h.conns[i]; c.id != nil {
+		c := &h.conns[i]
+		if c.id != nil {
 			C.rp_cm_close(c.id, C.int(btoi(c.step == stepHeld)))
 			c.id = nil
+		}
+		// After its QP: nothing posted on the buffer is left then.
+		if c.mr != nil {
+			C.ibv_dereg_mr(c.mr)
+			c.mr = nil
+		}
+		if c.buf != nil {
+			C.free(c.buf)
+			c.buf = nil
 		}
 	}
 	C.rp_cm_free(h.g)
@@ -81,8 +97,16 @@ func Run(ctx context.Context, cfg Config) ([]result.ClientRecord, *Conns, error)
 	if net.ParseIP(host) == nil {
 		return nil, nil, fmt.Errorf("server address %q: rdma_cm clients need an IP address", cfg.Addr)
 	}
-	h := &Conns{conns: make([]conn, cfg.N)}
-	if e := C.rp_cm_open(&h.g); e != 0 {
+	// With a traffic phase each QP takes depth receives and twice depth
+	// SENDs (a SEND's completion may come after its echo), and each
+	// device's CQ all of them; without, nothing is posted.
+	depth, cqe := 1, 256
+	if cfg.TrafficDepth > 0 {
+		depth = cfg.TrafficDepth
+		cqe = max(cqe, 3*depth*cfg.N+64)
+	}
+	h := &Conns{conns: make([]conn, cfg.N), depth: depth, idBase: cfg.IDBase}
+	if e := C.rp_cm_open(&h.g, C.int(depth), C.int(cqe)); e != 0 {
 		return nil, nil, fmt.Errorf("rdma_create_event_channel: %w", syscall.Errno(-e))
 	}
 	chost, cport := C.CString(host), C.CString(port)
