@@ -114,7 +114,7 @@ int rp_cm_qp(rp_cm_gen *g, struct rdma_cm_id *id, uint32_t *qpn) {
 		.send_cq = d->cq,
 		.recv_cq = d->cq,
 		.qp_type = IBV_QPT_RC,
-		.cap = {.max_send_wr = 2 * g->depth, .max_recv_wr = g->depth, .max_send_sge = 1, .max_recv_sge = 1},
+		.cap = {.max_send_wr = 4 * g->depth, .max_recv_wr = g->depth, .max_send_sge = 1, .max_recv_sge = 1},
 	};
 	if (rdma_create_qp(id, d->pd, &attr) != 0) return -errno;
 	*qpn = id->qp->qp_num;
