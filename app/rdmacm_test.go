@@ -177,3 +177,32 @@ func TestVMRDMACMEcho(t *testing.T) {
 	t.Logf("traffic over rdma_cm: %d messages, %.0f msg/s, p50 %.2f ms", tr.Messages, tr.MsgRate, tr.Latency.P50/1e3)
 	noChildren(t)
 }
+
+// A server that drops every held connection a moment after it holds
+// them all (the fixture's -D), during the traffic phase, after each
+// generator reported its clients connected: the point reports each as
+// DISCONNECTED and fails.
+func TestVMRDMACMDropped(t *testing.T) {
+	needVM(t)
+	needTool(t, "gcc", "gcc")
+	src, err := filepath.Abs("../testdata/cmcapserver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	out, errOut, _ := run(t, "ramp", "--backend", "vm", "--clients", "2", "--client-kind", "rdmacm", "--cm-server-echoes",
+		"--duration", "4s", "--msg-size", "64", "--calibrate", "0", "--vm-mem", "2048", "--timeout", "30s",
+		"--results", root, "--server-build", "make -s -C "+src+" OUT={build}", "--server-build-cache", t.TempDir(),
+		"--server-cmd", "{build}/cmcapserver -a {addr} -p {port} -c 2 -e 64 -D 1500")
+	run := loadOnlyRun(t, root)
+	p := run.Points[0]
+	if p.Passed || p.Connected != 0 || p.Outcomes[result.OutcomeDisconnected] != 2 {
+		t.Fatalf("passed %v, %d connected, outcomes %v; want both DISCONNECTED\n%s\n%s", p.Passed, p.Connected, p.Outcomes, errOut, out)
+	}
+	for _, r := range p.Records {
+		if !strings.Contains(r.Error, "while held") || r.RemoteQPN == 0 {
+			t.Errorf("record %+v: want the drop while held, on a connection that was made", r)
+		}
+	}
+	noChildren(t)
+}

@@ -216,6 +216,22 @@ func (c *collection) onGenerator(t tagged, addr string) {
 		c.report()
 	case "error":
 		c.setErr(g.name + ": " + ev.Error)
+	case "dropped":
+		c.dropped(i, ev.Records)
+	}
+}
+
+// dropped marks generator i's clients in recs, connected and then
+// dropped by the server while held (an rdma_cm generator's "dropped"
+// event, which may come at any time after its "done"), with their new
+// outcome: the point did not hold them.
+func (c *collection) dropped(i int, recs []result.ClientRecord) {
+	for _, d := range recs {
+		for j := range c.st[i].recs {
+			if r := &c.st[i].recs[j]; r.ID == d.ID && r.Outcome == result.OutcomeOK {
+				r.Outcome, r.Error = d.Outcome, d.Error
+			}
+		}
 	}
 }
 

@@ -298,8 +298,12 @@ func (l *Local) endPoint(pt *result.Point, c *collection, srv Server, gens []*pr
 	for _, g := range gens {
 		g.closeStdin()
 	}
-	for _, g := range gens {
-		g.drain(30 * time.Second)
+	for i, g := range gens {
+		for _, ev := range g.drain(30 * time.Second) {
+			if ev.Event == "dropped" {
+				c.dropped(i, ev.Records)
+			}
+		}
 	}
 	smp.serverDone()
 	var exitErr string

@@ -24,6 +24,9 @@ func Run(context.Context, Config) ([]result.ClientRecord, *Conns, error) {
 	return nil, nil, errors.New("this binary was built without librdmacm support (build with -tags verbs)")
 }
 
+// Watch returns at once: there are no connections.
+func (*Conns) Watch(context.Context, func(result.ClientRecord)) {}
+
 // Traffic says that this binary lacks rdma_cm.
 func (*Conns) Traffic(context.Context, client.TrafficConfig, int) result.Traffic {
 	return result.Traffic{Error: "this binary was built without librdmacm support (build with -tags verbs)"}

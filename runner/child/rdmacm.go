@@ -89,6 +89,19 @@ func generateCM(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Read
 		endWindow, endOnce := make(chan struct{}), sync.Once{}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
+		// A held connection the server drops is reported as it comes;
+		// the watch ends before the connections are closed.
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			conns.Watch(ctx, func(r result.ClientRecord) {
+				emit.Emit(protocol.Event{Event: "dropped", Records: []result.ClientRecord{r}})
+			})
+		}()
+		defer func() {
+			cancel()
+			<-watched
+		}()
 		go func() {
 			watchRelease(in, protocol.HeartbeatLost, func(line string) {
 				switch strings.TrimSpace(line) {

@@ -2,15 +2,19 @@
 // request above them (rdma_reject with 4 bytes of private data), the way
 // a service with a fixed connection table answers: the capacity a probe
 // of it must find exactly. With -e SIZE it also echoes: each connection
-// keeps -d DEPTH (default 1) receives of SIZE bytes posted, and sends
-// every message it receives back as it came. Usage: cmcapserver -a ADDR
-// -p PORT -c CAP [-e SIZE [-d DEPTH]]. It runs until killed.
+// keeps twice -d DEPTH (default 1) receives of SIZE bytes posted, for a
+// client with DEPTH messages outstanding, and sends every message it
+// receives back as it came. With -D MS it disconnects
+// every connection it holds MS milliseconds after it first holds CAP,
+// as a server that drops its clients does. Usage: cmcapserver -a ADDR
+// -p PORT -c CAP [-e SIZE [-d DEPTH]] [-D MS]. It runs until killed.
 
 #include <rdma/rdma_cma.h>
 
 #include <netdb.h>
 #include <poll.h>
 #include <stdint.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,13 +25,12 @@ static void die(const char *what) {
 	exit(1);
 }
 
-// conn is one held connection's echo buffers: depth receive slots, then
-// depth send slots; busy marks the send slots in flight.
+// conn is one held connection's echo buffers: 2·depth slots, each
+// holding a receive posted, or a message received and being sent back.
 struct conn {
 	struct rdma_cm_id *id;
 	struct ibv_mr *mr;
 	char *buf;
-	char *busy;
 };
 
 static int size, depth = 1;
@@ -41,41 +44,35 @@ static void post_recv(struct conn *c, int ci, int j) {
 	if (ibv_post_recv(c->id->qp, &wr, &bad)) die("ibv_post_recv");
 }
 
-// echo copies receive slot j into a free send slot, posts the receive
-// again (so the client's next message finds one) and sends the copy.
+// echo sends slot j back as it came; its receive is posted again once
+// the SEND completes. The client keeps at most depth messages
+// outstanding, but a SEND's completion may trail its echo's arrival,
+// so twice depth slots keep a receive posted for the next message (and
+// if not, the client's RNR retries wait for one).
 static void echo(struct conn *c, int ci, int j, uint32_t len) {
-	int k = 0;
-	while (k < depth && c->busy[k]) k++;
-	if (k == depth) {
-		fprintf(stderr, "connection %d: more than %d messages outstanding\n", ci, depth);
-		exit(1);
-	}
-	char *out = c->buf + (size_t)(depth + k) * size;
-	memcpy(out, c->buf + (size_t)j * size, len);
-	post_recv(c, ci, j);
-	c->busy[k] = 1;
-	struct ibv_sge sge = {.addr = (uintptr_t)out, .length = len, .lkey = c->mr->lkey};
-	struct ibv_send_wr wr = {.wr_id = WRID(ci, 1, k), .sg_list = &sge, .num_sge = 1,
+	struct ibv_sge sge = {.addr = (uintptr_t)(c->buf + (size_t)j * size), .length = len, .lkey = c->mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = WRID(ci, 1, j), .sg_list = &sge, .num_sge = 1,
 		.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED}, *bad;
 	if (ibv_post_send(c->id->qp, &wr, &bad)) die("ibv_post_send");
 }
 
 int main(int argc, char **argv) {
 	const char *addr = NULL, *port = NULL;
-	int cap = 0, opt;
-	while ((opt = getopt(argc, argv, "a:p:c:e:d:")) != -1) {
+	int cap = 0, drop = -1, opt;
+	while ((opt = getopt(argc, argv, "a:p:c:e:d:D:")) != -1) {
 		switch (opt) {
 		case 'a': addr = optarg; break;
 		case 'p': port = optarg; break;
 		case 'c': cap = atoi(optarg); break;
 		case 'e': size = atoi(optarg); break;
 		case 'd': depth = atoi(optarg); break;
+		case 'D': drop = atoi(optarg); break;
 		default: goto usage;
 		}
 	}
 	if (!addr || !port || cap < 1 || size < 0 || depth < 1) {
 	usage:
-		fprintf(stderr, "usage: %s -a ADDR -p PORT -c CAP [-e SIZE [-d DEPTH]]\n", argv[0]);
+		fprintf(stderr, "usage: %s -a ADDR -p PORT -c CAP [-e SIZE [-d DEPTH]] [-D MS]\n", argv[0]);
 		return 2;
 	}
 	struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_PASSIVE, .ai_socktype = SOCK_STREAM};
@@ -99,9 +96,25 @@ int main(int argc, char **argv) {
 	struct ibv_cq *cq = NULL;
 	struct ibv_comp_channel *cc = NULL;
 	int held = 0;
+	struct timespec full = {0}; // when it first held cap, for -D
 	for (;;) {
+		int wait = -1;
+		if (drop >= 0 && full.tv_sec) {
+			struct timespec now;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			long ms = (now.tv_sec - full.tv_sec) * 1000 + (now.tv_nsec - full.tv_nsec) / 1000000;
+			if (ms >= drop) {
+				for (int i = 0; i < cap; i++)
+					if (conns[i].id) rdma_disconnect(conns[i].id);
+				printf("dropped %d connections\n", held);
+				fflush(stdout);
+				drop = -1;
+			} else {
+				wait = drop - ms;
+			}
+		}
 		struct pollfd fds[2] = {{.fd = ch->fd, .events = POLLIN}, {.fd = cc ? cc->fd : -1, .events = POLLIN}};
-		if (poll(fds, 2, -1) < 0) die("poll");
+		if (poll(fds, 2, wait) < 0) die("poll");
 		if (fds[1].revents) {
 			struct ibv_cq *ecq;
 			void *ctx;
@@ -117,7 +130,7 @@ int main(int argc, char **argv) {
 					if (wc[i].status != IBV_WC_SUCCESS || !c->id)
 						continue; // a connection that went: its flushed requests
 					if (send)
-						c->busy[j] = 0;
+						post_recv(c, ci, j);
 					else
 						echo(c, ci, j, wc[i].byte_len);
 				}
@@ -142,28 +155,27 @@ int main(int argc, char **argv) {
 				pd = ibv_alloc_pd(id->verbs);
 				cc = pd ? ibv_create_comp_channel(id->verbs) : NULL;
 				// Every connection's receives and sends fit.
-				cq = cc ? ibv_create_cq(id->verbs, 64 + cap * 2 * depth, NULL, cc, 0) : NULL;
+				cq = cc ? ibv_create_cq(id->verbs, 64 + cap * 4 * depth, NULL, cc, 0) : NULL;
 				if (!cq || ibv_req_notify_cq(cq, 0)) die("ibv_alloc_pd/ibv_create_cq");
 			}
 			int ci = 0;
 			while (conns[ci].id) ci++;
 			struct conn *c = &conns[ci];
 			struct ibv_qp_init_attr qa = {.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-				.cap = {.max_send_wr = depth, .max_recv_wr = depth, .max_send_sge = 1, .max_recv_sge = 1}};
+				.cap = {.max_send_wr = 2 * depth, .max_recv_wr = 2 * depth, .max_send_sge = 1, .max_recv_sge = 1}};
 			if (rdma_create_qp(id, pd, &qa)) die("rdma_create_qp");
 			id->context = c;
 			c->id = id;
 			if (size) {
 				c->buf = calloc(2 * depth, size);
-				c->busy = calloc(depth, 1);
-				if (!c->buf || !c->busy) die("calloc");
+				if (!c->buf) die("calloc");
 				c->mr = ibv_reg_mr(pd, c->buf, (size_t)2 * depth * size, IBV_ACCESS_LOCAL_WRITE);
 				if (!c->mr) die("ibv_reg_mr");
-				for (int j = 0; j < depth; j++) post_recv(c, ci, j);
+				for (int j = 0; j < 2 * depth; j++) post_recv(c, ci, j);
 			}
 			struct rdma_conn_param cp = {.responder_resources = 1, .initiator_depth = 1, .rnr_retry_count = 7};
 			if (rdma_accept(id, &cp)) die("rdma_accept");
-			held++;
+			if (++held == cap && !full.tv_sec) clock_gettime(CLOCK_MONOTONIC, &full);
 			break;
 		}
 		case RDMA_CM_EVENT_DISCONNECTED: {
@@ -172,7 +184,6 @@ int main(int argc, char **argv) {
 			rdma_destroy_qp(id);
 			if (c->mr) ibv_dereg_mr(c->mr);
 			free(c->buf);
-			free(c->busy);
 			rdma_destroy_id(id);
 			memset(c, 0, sizeof(*c));
 			held--;
