@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rdmaprobe/rdmaprobe/command"
 	"github.com/rdmaprobe/rdmaprobe/runner/guestagent"
 )
 
@@ -69,6 +70,7 @@ func New(s Streams) *cli.App {
 
 // Main runs the App with args and returns the process exit code.
 func Main(args []string, s Streams) int {
+	command.EnterViewIfAsked() // returns unless this process starts a target in a view
 	if guestagent.InGuest() {
 		guestagent.Run() // never returns: it powers the guest off
 	}

@@ -31,7 +31,10 @@ func TestClientKindRefusals(t *testing.T) {
 		{append([]string{"--client-kind", "command"}, srv...), "needs --client-cmd"},
 		{append([]string{"--client-kind", "tcp"}, srv...), "want builtin, rdmacm or command"},
 		{append([]string{"--cm-private-data", "00"}, srv...), "goes with --client-kind rdmacm"},
-		{append([]string{"--client-kind", "rdmacm", "--criterion", "traffic"}, srv...), "rdma_cm clients (--client-kind rdmacm) run no traffic phase"},
+		{append([]string{"--client-kind", "rdmacm", "--criterion", "traffic"}, srv...), "run no traffic phase unless the server echoes (--cm-server-echoes)"},
+		{append([]string{"--cm-server-echoes"}, srv...), "--cm-server-echoes goes with --client-kind rdmacm"},
+		{append([]string{"--client-kind", "rdmacm", "--cm-server-echoes", "--op", "write"}, srv...), "--op write with --cm-server-echoes"},
+		{append([]string{"--client-kind", "rdmacm", "--cm-server-echoes", "--msg-rate", "10"}, srv...), "closed loop only"},
 	}
 	for _, c := range cases {
 		args := append([]string{"ramp", "--backend", "sim", "--clients", "1", "--results", t.TempDir()}, c.args...)
@@ -136,5 +139,70 @@ func TestVMRDMACMCap(t *testing.T) {
 		t.Errorf("diagnosis %+v does not name %s", d, result.OutcomeRejected)
 	}
 	t.Logf("diagnosis: %+v", d)
+	noChildren(t)
+}
+
+// rdma_cm clients against a server that echoes (the cmcapserver fixture
+// with -e): with --cm-server-echoes the traffic phase runs over the
+// rdma_cm connections, every client measured, every echo verified and
+// none failed.
+func TestVMRDMACMEcho(t *testing.T) {
+	needVM(t)
+	needTool(t, "gcc", "gcc")
+	src, err := filepath.Abs("../testdata/cmcapserver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "4", "--client-kind", "rdmacm", "--cm-server-echoes",
+		"--duration", "1s", "--depth", "2", "--msg-size", "256", "--calibrate", "0", "--vm-mem", "2048", "--timeout", "30s",
+		"--results", root, "--server-build", "make -s -C "+src+" OUT={build}", "--server-build-cache", t.TempDir(),
+		"--server-cmd", "{build}/cmcapserver -a {addr} -p {port} -c 8 -e 256 -d 2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	run := loadOnlyRun(t, root)
+	if tc := run.Config.Traffic; tc == nil || tc.Depth != 2 {
+		t.Errorf("config traffic %+v", run.Config.Traffic)
+	}
+	p := run.Points[0]
+	tr := p.Traffic
+	if p.Connected != 4 || tr == nil {
+		t.Fatalf("%d of 4 connected, outcomes %v, traffic %+v", p.Connected, p.Outcomes, tr)
+	}
+	if tr.Op != result.OpSend || tr.Clients != 4 || tr.ClientsFailed != 0 || len(tr.Errors) != 0 || tr.Unmeasured != 0 ||
+		tr.Messages < 4 || tr.Bytes != tr.Messages*256 || tr.Latency.N != tr.Messages || tr.PerClient.Min <= 0 {
+		t.Errorf("traffic %+v", tr)
+	}
+	t.Logf("traffic over rdma_cm: %d messages, %.0f msg/s, p50 %.2f ms", tr.Messages, tr.MsgRate, tr.Latency.P50/1e3)
+	noChildren(t)
+}
+
+// A server that drops every held connection a moment after it holds
+// them all (the fixture's -D), during the traffic phase, after each
+// generator reported its clients connected: the point reports each as
+// DISCONNECTED and fails.
+func TestVMRDMACMDropped(t *testing.T) {
+	needVM(t)
+	needTool(t, "gcc", "gcc")
+	src, err := filepath.Abs("../testdata/cmcapserver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	out, errOut, _ := run(t, "ramp", "--backend", "vm", "--clients", "2", "--client-kind", "rdmacm", "--cm-server-echoes",
+		"--duration", "4s", "--msg-size", "64", "--calibrate", "0", "--vm-mem", "2048", "--timeout", "30s",
+		"--results", root, "--server-build", "make -s -C "+src+" OUT={build}", "--server-build-cache", t.TempDir(),
+		"--server-cmd", "{build}/cmcapserver -a {addr} -p {port} -c 2 -e 64 -D 1500")
+	run := loadOnlyRun(t, root)
+	p := run.Points[0]
+	if p.Passed || p.Connected != 0 || p.Outcomes[result.OutcomeDisconnected] != 2 {
+		t.Fatalf("passed %v, %d connected, outcomes %v; want both DISCONNECTED\n%s\n%s", p.Passed, p.Connected, p.Outcomes, errOut, out)
+	}
+	for _, r := range p.Records {
+		if !strings.Contains(r.Error, "while held") || r.RemoteQPN == 0 {
+			t.Errorf("record %+v: want the drop while held, on a connection that was made", r)
+		}
+	}
 	noChildren(t)
 }

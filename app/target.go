@@ -34,8 +34,9 @@ func targetFlags() []cli.Flag {
 		&cli.StringFlag{Name: "server-addr", Usage: "address clients dial: where rdmaprobe's own server listens, IP[:port] (default 127.0.0.1; with --hosts over SSH, this host's address as the first host sees it), or a --server-cmd's ({addr}; default 127.0.0.1, on the vm backend the guest's netdev address 192.0.2.1)"},
 		&cli.StringSliceFlag{Name: "target-dir", Usage: "vm: a directory the commands need (certificates, configs), copied into the guest at the same path; repeatable"},
 		&cli.StringFlag{Name: "client-cmd", Usage: "run this command once per client instead of the built-in client, with {i} {n} {addr} {port} {dir} {device} {build}"},
-		&cli.StringFlag{Name: "client-kind", Usage: "the clients: builtin (rdmaprobe's own TLS clients, the default), rdmacm (rdma_cm RC connections to a --server-cmd, thousands per generator process from one event channel, each step timed, no traffic phase) or command (--client-cmd's, implied by it)"},
+		&cli.StringFlag{Name: "client-kind", Usage: "the clients: builtin (rdmaprobe's own TLS clients, the default), rdmacm (rdma_cm RC connections to a --server-cmd, thousands per generator process from one event channel, each step timed; a traffic phase only with --cm-server-echoes) or command (--client-cmd's, implied by it)"},
 		&cli.StringFlag{Name: "cm-private-data", Usage: "with --client-kind rdmacm: the private data every connect request carries, as hex or @file (at most 56 bytes)"},
+		&cli.BoolFlag{Name: "cm-server-echoes", Usage: "with --client-kind rdmacm: the server posts receives and sends every message back as it came, so the rdma_cm clients run the traffic phase (SENDs of --msg-size, --depth outstanding, each echo verified); without it they run none, since a SEND to a server that posts no receive is RNR-NAKed"},
 		&cli.StringFlag{Name: "client-stdin", Usage: "text written to each client command's stdin, with printf escapes (e.g. 'send Test\\nquit\\n')"},
 		&cli.StringFlag{Name: "client-ok", Usage: "regexp on a client command's output that says it connected (without it, exit status 0 alone)"},
 		&cli.StringFlag{Name: "client-count", Usage: "how client commands make \"N at once\": held (stdin kept open until every client printed its --client-ok line; the default with --client-ok) or launched (N started together, each does its work and exits)"},
@@ -111,8 +112,10 @@ func clientKind(c *cli.Context, spec *runner.Spec) error {
 		if kind == "builtin" && spec.Client != nil {
 			return fmt.Errorf("--client-kind builtin and --client-cmd: the clients are one or the other")
 		}
-		if c.IsSet("cm-private-data") {
-			return fmt.Errorf("--cm-private-data goes with --client-kind rdmacm")
+		for _, f := range []string{"cm-private-data", "cm-server-echoes"} {
+			if c.IsSet(f) {
+				return fmt.Errorf("--%s goes with --client-kind rdmacm", f)
+			}
 		}
 		return nil
 	case result.ClientRDMACM:
@@ -129,10 +132,20 @@ func clientKind(c *cli.Context, spec *runner.Spec) error {
 	if err != nil {
 		return fmt.Errorf("--cm-private-data: %w", err)
 	}
-	spec.CM = &protocol.CMClient{PrivateData: pd}
-	// Servers such as cmtime's post no receives: a SEND would be
-	// RNR-NAKed, so rdma_cm clients run no traffic phase.
-	spec.Traffic = client.TrafficConfig{}
+	spec.CM = &protocol.CMClient{PrivateData: pd, ServerEchoes: c.Bool("cm-server-echoes")}
+	if !spec.CM.ServerEchoes {
+		// Servers such as cmtime's post no receives: a SEND would be
+		// RNR-NAKed, so rdma_cm clients run no traffic phase unless
+		// the operator says the server echoes.
+		spec.Traffic = client.TrafficConfig{}
+		return nil
+	}
+	if op := spec.Traffic.Op; op != "" && op != result.OpSend {
+		return fmt.Errorf("--op %s with --cm-server-echoes: rdma_cm clients send, the server echoes; RDMA WRITE and READ need a buffer the server offers", op)
+	}
+	if spec.Traffic.Rate > 0 {
+		return fmt.Errorf("--msg-rate with --cm-server-echoes: rdma_cm clients run the closed loop only (--depth messages outstanding)")
+	}
 	return nil
 }
 

@@ -292,3 +292,32 @@ func TestIsFlood(t *testing.T) {
 		}
 	}
 }
+
+// A one-shot server command (it serves its clients and exits 0, as
+// ibv_rc_pingpong's does) under launched clients: when every client
+// succeeded its exit is its work done, not a death; when a client
+// failed, the server's exit is the point's error as before.
+func TestTargetOneShotServer(t *testing.T) {
+	mark := "mark-oneshot-" + strconv.Itoa(os.Getpid())
+	for _, tc := range []struct {
+		clientExit string
+		wantErr    bool
+	}{{"0", false}, {"3", true}} {
+		root := t.TempDir()
+		_, errOut, code := run(t, "ramp", "--backend", "sim", "--clients", "1", "--calibrate", "0", "--results", root, "--timeout", "20s",
+			"--server-cmd", `sh -c 'mkfifo {dir}/f && echo ready && read x < {dir}/f' `+mark, "--server-ready", "^ready$",
+			"--client-cmd", `sh -c 'echo hi > {dir}/f; exit $0' `+tc.clientExit+" "+mark, "--client-count", "launched")
+		if code != 0 && !tc.wantErr {
+			t.Fatalf("client exit %s: exit %d: %s", tc.clientExit, code, errOut)
+		}
+		p := loadOnlyRun(t, root).Points[0]
+		died := strings.HasPrefix(p.Error, "server died during the point: server exit status 0")
+		if tc.wantErr != died || tc.wantErr == p.Passed || p.Target == nil || !strings.HasPrefix(p.Target.Exit, "exit status 0") {
+			t.Errorf("client exit %s: passed %v, error %q, server exit %+v, error %q", tc.clientExit, p.Passed, p.Error, p.Target, p.Server.ExitError)
+		}
+		if !tc.wantErr && (p.Connected != 1 || p.Server.ExitError != "") {
+			t.Errorf("one-shot server: %d connected, exit error %q", p.Connected, p.Server.ExitError)
+		}
+	}
+	nothingLeft(t, mark)
+}

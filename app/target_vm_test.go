@@ -78,6 +78,34 @@ func TestVMTargetRping(t *testing.T) {
 	noChildren(t)
 }
 
+// rdma-core's ibv_rc_pingpong, unmodified, with no -d (it opens the
+// first device) and GID index 0, as server and client command: in the
+// guest each sees the netdev device alone, so the pair connects (on
+// rxe0, the first device otherwise, RTR fails at GID 0). The server
+// serves its one client and exits 0: its work, not a death.
+func TestVMTargetFirstDevice(t *testing.T) {
+	needVM(t)
+	needTool(t, "ibv_rc_pingpong", "ibverbs-utils")
+	root := t.TempDir()
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "1", "--calibrate", "0", "--vm-mem", "2048",
+		"--timeout", "60s", "--results", root,
+		"--server-cmd", "ibv_rc_pingpong -g 0 -p {port} -n 10", "--client-cmd", "ibv_rc_pingpong -g 0 -p {port} -n 10 {addr}")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	run := loadOnlyRun(t, root)
+	p := run.Points[0]
+	if !p.Passed || p.Connected != 1 || p.Error != "" || p.Target == nil || p.Target.Exit != "exit status 0" {
+		for _, r := range p.Records {
+			if r.Command != nil {
+				t.Logf("client %s: %s", r.Outcome, r.Command.Tail)
+			}
+		}
+		t.Fatalf("1 client: passed %v, %d connected, error %q, server %+v", p.Passed, p.Connected, p.Error, p.Target)
+	}
+	noChildren(t)
+}
+
 // rdmaprobe's own server and client as commands, in the guest, against
 // the built-in path at the same counts: the same outcomes (the client
 // over the cap refused) and the same kernel objects for the server.

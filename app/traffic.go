@@ -74,8 +74,8 @@ func trafficOptions(c *cli.Context) ([]slo.SLO, string, *requirement, error) {
 	if c.String("mode") == runner.ModeMux && !c.IsSet("duration") {
 		noTraffic, why = true, "mux mode's logical clients run no traffic phase"
 	}
-	if c.String("client-kind") == result.ClientRDMACM {
-		noTraffic, why = true, "rdma_cm clients (--client-kind rdmacm) run no traffic phase"
+	if c.String("client-kind") == result.ClientRDMACM && !c.Bool("cm-server-echoes") {
+		noTraffic, why = true, "rdma_cm clients (--client-kind rdmacm) run no traffic phase unless the server echoes (--cm-server-echoes)"
 	}
 	if criterion == result.CriterionTraffic && noTraffic {
 		return nil, "", nil, fail(2, "--criterion traffic needs a traffic phase: %s", why)

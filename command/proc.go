@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -35,6 +37,10 @@ type Spec struct {
 	Match *regexp.Regexp
 	// TailBytes is how much output is kept; default DefaultTailBytes.
 	TailBytes int
+	// OnlyDevice, when set, is the only RDMA device the program sees
+	// (Linux, as root; view_linux.go): a server or client opening the
+	// first device opens this one.
+	OnlyDevice string
 }
 
 // Proc is a started program, the leader of its own process group.
@@ -84,10 +90,19 @@ func Start(spec Spec) (*Proc, error) {
 		return nil, &StartError{Err: errors.New("empty command")}
 	}
 	subreaper.Do(becomeSubreaper)
-	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	argv, env := spec.Argv, spec.Env
+	if spec.OnlyDevice != "" {
+		var venv []string
+		var err error
+		if argv, venv, err = ViewArgv(spec.OnlyDevice, argv, spec.Dir); err != nil {
+			return nil, &StartError{Argv: spec.Argv, Err: err}
+		}
+		env = append(append([]string(nil), env...), venv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = spec.Dir
-	if len(spec.Env) > 0 {
-		cmd.Env = append(os.Environ(), spec.Env...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
 	}
 	cmd.SysProcAttr = sysProcAttr()
 	p := &Proc{Argv: spec.Argv, cmd: cmd, done: make(chan struct{}), tree: map[int]uint64{}}
@@ -140,6 +155,38 @@ func Start(spec Spec) (*Proc, error) {
 	}
 	go p.wait()
 	return p, nil
+}
+
+// ViewArgv is what to start, and the environment to add, for argv to
+// run in dir seeing only the RDMA device named device (Spec.OnlyDevice):
+// for a program started other than by Start.
+func ViewArgv(device string, argv []string, dir string) (prefixed, env []string, err error) {
+	prog, err := findProgram(argv[0], dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return viewStart(device, append([]string{prog}, argv...))
+}
+
+// findProgram is the file argv0 runs, found as exec.Command finds it
+// (in $PATH, or relative to dir): the program started through a view
+// must fail here as it would have without one, not in the view.
+func findProgram(argv0, dir string) (string, error) {
+	if !strings.Contains(argv0, "/") {
+		return exec.LookPath(argv0)
+	}
+	p := argv0
+	if !filepath.IsAbs(p) && dir != "" {
+		p = filepath.Join(dir, p)
+	}
+	fi, err := os.Stat(p)
+	if err == nil && (fi.IsDir() || fi.Mode()&0o111 == 0) {
+		err = fs.ErrPermission
+	}
+	if err != nil {
+		return "", &exec.Error{Name: argv0, Err: err}
+	}
+	return argv0, nil
 }
 
 func (p *Proc) wait() {

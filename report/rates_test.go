@@ -154,4 +154,10 @@ func TestRDMACMRunSaysNoTraffic(t *testing.T) {
 	if strings.Contains(string(md), "no traffic phase ran") {
 		t.Error("a run of the built-in clients says it had rdma_cm clients")
 	}
+	// Against a server that echoes (--cm-server-echoes) the phase ran.
+	run.Config.Traffic = &result.TrafficSetup{Op: result.OpSend, Depth: 1}
+	md, _ = Markdown(NewModel(run))
+	if strings.Contains(string(md), "no traffic phase ran") || !strings.Contains(string(md), "a server that echoes (--cm-server-echoes)") {
+		t.Errorf("the report of rdma_cm clients with a traffic phase:\n%s", md)
+	}
 }

@@ -68,7 +68,8 @@ var Outcomes = []string{OutcomeOK, OutcomeRefused, OutcomeTCPConnect, OutcomeTLS
 	OutcomeRejected, OutcomeUnreachable, OutcomeConnectError, OutcomeAddrError, OutcomeRouteError, OutcomeDisconnected}
 
 // ClientRDMACM is Config.ClientKind of rdma_cm clients: RC connections
-// made through librdmacm, with no traffic phase.
+// made through librdmacm; a traffic phase (Config.Traffic) only against
+// a server that echoes (--cm-server-echoes).
 const ClientRDMACM = "rdmacm"
 
 // Connection phases timed per client, in order.

@@ -96,6 +96,7 @@ func (c *collection) run(ctx context.Context, srv Server, addr string) {
 	defer close(quit)
 	merged := fanIn(c.gens, quit, nil, func(ev protocol.Event) bool { return ev.Event == "done" })
 	srvEvents := srv.Events()
+	finished := false // the server ended its work on its own (finisher)
 	for c.remaining > 0 {
 		select {
 		case t := <-merged:
@@ -108,6 +109,10 @@ func (c *collection) run(ctx context.Context, srv Server, addr string) {
 		case ev, ok := <-srvEvents:
 			if !ok {
 				srvEvents = nil
+				if f, ok := srv.(finisher); ok && f.Finished() && !c.released.IsZero() {
+					finished = true // judged by its clients, below
+					continue
+				}
 				c.setErr("server died during the point: " + srv.ExitText())
 				if c.released.IsZero() {
 					// No server to release the clients at.
@@ -118,6 +123,24 @@ func (c *collection) run(ctx context.Context, srv Server, addr string) {
 			}
 		}
 	}
+	if finished && !c.interrupted {
+		for _, r := range c.records() {
+			if r.Outcome != result.OutcomeOK {
+				c.setErr("server died during the point: " + srv.ExitText())
+				break
+			}
+		}
+	}
+}
+
+// finisher is a Server that may end its work on its own: a one-shot
+// server command (ibv_rc_pingpong's serves one client and exits 0) under
+// launched clients, each of which also does its work and exits. Its
+// exit is a death only if a client failed.
+type finisher interface {
+	// Finished reports whether the server has exited as one that
+	// finished does.
+	Finished() bool
 }
 
 // fanIn merges the events of gens into one channel until quit: of each
@@ -193,6 +216,22 @@ func (c *collection) onGenerator(t tagged, addr string) {
 		c.report()
 	case "error":
 		c.setErr(g.name + ": " + ev.Error)
+	case "dropped":
+		c.dropped(i, ev.Records)
+	}
+}
+
+// dropped marks generator i's clients in recs, connected and then
+// dropped by the server while held (an rdma_cm generator's "dropped"
+// event, which may come at any time after its "done"), with their new
+// outcome: the point did not hold them.
+func (c *collection) dropped(i int, recs []result.ClientRecord) {
+	for _, d := range recs {
+		for j := range c.st[i].recs {
+			if r := &c.st[i].recs[j]; r.ID == d.ID && r.Outcome == result.OutcomeOK {
+				r.Outcome, r.Error = d.Outcome, d.Error
+			}
+		}
 	}
 }
 

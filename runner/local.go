@@ -250,7 +250,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		// the calibration's.
 		pt.Calibration.AfterHS = l.calib.measure(ctx, pt.Calibration)
 	}
-	if spec.Traffic.Duration > 0 && spec.Client == nil && spec.CM == nil && c.pointErr == "" {
+	if protocol.RunsTraffic(spec.Traffic, spec.Client, spec.CM) && c.pointErr == "" {
 		pt.Traffic = l.trafficPhase(ctx, c, srv, smp.started)
 	}
 
@@ -308,8 +308,12 @@ func (l *Local) endPoint(pt *result.Point, c *collection, srv Server, gens []*pr
 	for _, g := range gens {
 		g.closeStdin()
 	}
-	for _, g := range gens {
-		g.drain(30 * time.Second)
+	for i, g := range gens {
+		for _, ev := range g.drain(30 * time.Second) {
+			if ev.Event == "dropped" {
+				c.dropped(i, ev.Records)
+			}
+		}
 	}
 	smp.serverDone()
 	var exitErr string
@@ -343,7 +347,7 @@ func (l *Local) startGenerators(n, trial int, build string) ([]*process, error) 
 			TLSResume: spec.TLSResume, TLSKex: spec.TLSKex, InFlight: spec.InFlight,
 			Timeout: spec.Timeout, Rounds: spec.Rounds, MsgSize: spec.MsgSize, Mux: spec.MuxOrDefault(), UD: spec.Mode == server.ModeUD,
 			Command: spec.Client, CM: spec.CM, Total: n, Build: build}
-		if spec.Traffic.Duration > 0 && spec.Client == nil && spec.CM == nil {
+		if protocol.RunsTraffic(spec.Traffic, spec.Client, spec.CM) {
 			gs.Traffic = spec.traffic()
 		}
 		if spec.Client != nil {

@@ -60,6 +60,9 @@ type ServerCommand struct {
 	// StartTimeout bounds the wait for it to be ready; default the
 	// spec's StartTimeout.
 	StartTimeout time.Duration `json:"start_timeout,omitempty"`
+	// OnlyDevice, when set, is the only RDMA device the server sees
+	// (command.Spec.OnlyDevice): the guest's netdev device.
+	OnlyDevice string `json:"only_device,omitempty"`
 }
 
 // ServerPlaceholders and BuildPlaceholders are what the templates may
@@ -222,7 +225,7 @@ func (t *commandTarget) Start(ctx context.Context, n, trial int) (Server, error)
 		return nil, err // Check has seen the template: not reached
 	}
 	rec.Argv = argv
-	p, err := command.Start(command.Spec{Argv: argv, Dir: dir, Match: t.ready, TailBytes: 8192})
+	p, err := command.Start(command.Spec{Argv: argv, Dir: dir, Match: t.ready, TailBytes: 8192, OnlyDevice: t.cmd.OnlyDevice})
 	if err != nil {
 		return nil, &PointError{fmt.Errorf("server: %w", err)}
 	}
@@ -362,6 +365,13 @@ func (s *commandServer) Usage(time.Duration) (result.ServerUsage, error) {
 // SharesSlack is false: a server command keeps its own timers.
 func (s *commandServer) SharesSlack() bool { return false }
 
+// Finished: a server command under launched clients that exited with
+// status 0 (finisher).
+func (s *commandServer) Finished() bool {
+	c := s.t.spec.Client
+	return c != nil && !c.Held && s.p.Exited() && s.p.Exit().Code == 0
+}
+
 func (s *commandServer) ExitText() string {
 	<-s.p.Done()
 	s.p.Stop(0) // the rest of its tree, and its last words read
@@ -385,6 +395,8 @@ func (s *commandServer) Stop(grace time.Duration) (result.ServerStats, string) {
 	s.rec.Exit = r.Exit.String()
 	var bad string
 	switch {
+	case r.ExitedBefore && s.Finished():
+		// Its clients judged it (finisher): a one-shot server's work ends.
 	case r.ExitedBefore:
 		bad = "server exited before it was stopped (" + r.Exit.String() + ")"
 	case r.Killed:

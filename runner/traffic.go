@@ -24,9 +24,11 @@ const trafficGrace = 30 * time.Second
 func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, samplesAt time.Time) *result.Traffic {
 	cfg := l.spec.traffic()
 	var gens []*process
+	var index []int // of each in c.gens
 	for i, g := range c.gens {
 		if c.st[i].done && c.st[i].progress.OK > 0 {
 			gens = append(gens, g)
+			index = append(index, i)
 		}
 	}
 	if len(gens) == 0 || ctx.Err() != nil {
@@ -46,7 +48,8 @@ func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, sam
 	defer close(quit)
 	reports := fanIn(gens, quit,
 		func(ev protocol.Event) bool {
-			return ev.Event == "traffic" || ev.Event == "measured" || ev.Event == "error" || ev.Event == "traffic-progress"
+			return ev.Event == "traffic" || ev.Event == "measured" || ev.Event == "error" || ev.Event == "traffic-progress" ||
+				ev.Event == "dropped"
 		},
 		func(ev protocol.Event) bool { return ev.Event == "traffic" })
 	// The window ends for all once every generator's clients are
@@ -86,6 +89,8 @@ func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, sam
 				settle(t.i)
 			case t.ev.Event == "measured":
 				settle(t.i)
+			case t.ev.Event == "dropped":
+				c.dropped(index[t.i], t.ev.Records)
 			case t.ev.Event == "traffic-progress":
 				sofar[t.i] = t.ev.Messages
 				c.trafficProgress(sofar, l.spec.MsgSize, time.Since(start))

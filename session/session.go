@@ -25,6 +25,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/probe"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 	"github.com/rdmaprobe/rdmaprobe/slo"
 )
 
@@ -277,7 +278,7 @@ func newRun(o Options) *result.Run {
 	if sp.CM != nil {
 		run.Config.ClientKind = result.ClientRDMACM
 	}
-	if t := sp.Traffic; t.Duration > 0 && sp.Client == nil && sp.CM == nil {
+	if t := sp.Traffic; protocol.RunsTraffic(t, sp.Client, sp.CM) {
 		op := t.Op
 		if op == "" {
 			op = result.OpSend

@@ -18,6 +18,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmaprobe/rdmaprobe/command"
 )
 
 // IsGuest reports whether this process is the softroce guest's init.
@@ -438,8 +440,17 @@ func runExec(ctx context.Context, er ExecRequest, started chan<- *os.Process) Ex
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(er.TimeoutMS)*time.Millisecond)
 		defer cancel()
 	}
-	cmd := exec.CommandContext(ctx, er.Argv[0], er.Argv[1:]...)
-	cmd.Env = append(os.Environ(), er.Env...)
+	argv, env := er.Argv, er.Env
+	if er.OnlyDevice != "" {
+		var venv []string
+		var err error
+		if argv, venv, err = command.ViewArgv(er.OnlyDevice, argv, er.Dir); err != nil {
+			return ExecResult{ExitCode: -1, Error: err.Error()}
+		}
+		env = append(append([]string(nil), env...), venv...)
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Dir = er.Dir
 	if er.Stdin != "" {
 		cmd.Stdin = strings.NewReader(er.Stdin)

@@ -7,11 +7,14 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/rdmaprobe/rdmaprobe/command"
 )
 
 // TestMain lets the test binary double as the guest's /init, so the real
 // boot test exercises exactly the code an app binary runs in the guest.
 func TestMain(m *testing.M) {
+	command.EnterViewIfAsked()
 	if IsGuest() {
 		GuestMain(testHandler)
 	}

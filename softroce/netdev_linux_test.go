@@ -61,6 +61,40 @@ func TestGuestNetdev(t *testing.T) {
 		t.Logf("ibv_rc_pingpong -g 0 on %s: %.1f usec/iter", NetdevRxe, figs["usec/iter"])
 	})
 
+	// A command that sees only the netdev device (as the vm backend runs
+	// server and client commands) lists it alone, so the first device
+	// it opens is rxe1, whatever the kernel's order; ibv_rc_pingpong
+	// with no -d and GID index 0, unmodified, then connects.
+	t.Run("only-device", func(t *testing.T) {
+		all, err := g.Exec(ctx, 20*time.Second, "ibv_devinfo", "-l")
+		if err != nil || !strings.Contains(all.Stdout, rxeDevice) || !strings.Contains(all.Stdout, NetdevRxe) {
+			t.Fatalf("ibv_devinfo -l outside a view: %v %q", err, all.Stdout)
+		}
+		raw, err := g.Call(ctx, OpExec, ExecRequest{Argv: []string{"ibv_devinfo", "-l"}, OnlyDevice: NetdevRxe, TimeoutMS: 20000}, nil)
+		var only ExecResult
+		if err == nil {
+			err = json.Unmarshal(raw, &only)
+		}
+		if got := strings.Fields(only.Stdout); err != nil || only.ExitCode != 0 || strings.Join(got, " ") != "1 HCA found: "+NetdevRxe {
+			t.Fatalf("ibv_devinfo -l seeing only %s: %v, exit %d %q %q", NetdevRxe, err, only.ExitCode, only.Stdout, only.Stderr)
+		}
+		common := []string{"ibv_rc_pingpong", "-g", "0", "-p", "18517", "-n", "10"}
+		raw, err = g.Call(ctx, OpExecPair, ExecPairRequest{
+			Server: ExecRequest{Argv: common, TimeoutMS: 60000, OnlyDevice: NetdevRxe},
+			Client: ExecRequest{Argv: append(append([]string(nil), common...), NetdevAddr), TimeoutMS: 60000, OnlyDevice: NetdevRxe},
+			Port:   18517,
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res ExecPairResult
+		json.Unmarshal(raw, &res)
+		if res.Server.ExitCode != 0 || res.Client.ExitCode != 0 {
+			t.Fatalf("ibv_rc_pingpong -g 0, no -d, seeing only %s: server %d %s, client %d %s", NetdevRxe,
+				res.Server.ExitCode, res.Server.Stderr, res.Client.ExitCode, res.Client.Stderr)
+		}
+	})
+
 	t.Run("rping", func(t *testing.T) {
 		const port, count = "7174", 1000
 		before := objectsByPID(t, ctx, g)

@@ -27,6 +27,11 @@ const (
 	rxeGID      = "0000:0000:0000:0000:0000:ffff:7f00:0001"
 )
 
+// Device is rxe0, the device rdmaprobe's own server and clients open in
+// the guest, by name: the first device is no contract once the netdev
+// device exists too.
+const Device = rxeDevice
+
 // Handler serves the app-defined ops inside the guest. progress sends one
 // value to the host at once, so every finished piece of work has left the
 // guest before the next one starts.
@@ -165,6 +170,10 @@ type ExecRequest struct {
 	Dir       string   `json:"dir,omitempty"`
 	Stdin     string   `json:"stdin,omitempty"`
 	TimeoutMS int64    `json:"timeout_ms,omitempty"`
+	// OnlyDevice, when set, is the only RDMA device the command sees
+	// (command.Spec.OnlyDevice); the guest's binary must call
+	// command.EnterViewIfAsked first thing.
+	OnlyDevice string `json:"only_device,omitempty"`
 }
 
 // ExecResult is what a command did. ExitCode is -1 when it was killed.

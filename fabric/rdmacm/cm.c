@@ -11,13 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-// rp_cm_cqe sizes the shared CQ: nothing is posted on the generator's
-// QPs, so it only has to exist.
-#define rp_cm_cqe 256
-
-int rp_cm_open(rp_cm_gen **out) {
+int rp_cm_open(rp_cm_gen **out, int depth, int cqe) {
 	rp_cm_gen *g = calloc(1, sizeof(*g));
 	if (!g) return -ENOMEM;
+	g->depth = depth;
+	g->cqe = cqe;
 	g->ch = rdma_create_event_channel();
 	if (!g->ch) {
 		int e = errno;
@@ -39,6 +37,7 @@ int rp_cm_open(rp_cm_gen **out) {
 void rp_cm_free(rp_cm_gen *g) {
 	for (int i = 0; i < g->ndevs; i++) {
 		ibv_destroy_cq(g->devs[i].cq);
+		ibv_destroy_comp_channel(g->devs[i].cc);
 		ibv_dealloc_pd(g->devs[i].pd);
 	}
 	rdma_destroy_event_channel(g->ch);
@@ -84,9 +83,22 @@ static rp_cm_dev *rp_cm_dev_of(rp_cm_gen *g, struct ibv_context *verbs, int *err
 		*err = -errno;
 		return NULL;
 	}
-	d->cq = ibv_create_cq(verbs, rp_cm_cqe, NULL, NULL, 0);
+	d->cc = ibv_create_comp_channel(verbs);
+	if (!d->cc) {
+		*err = -errno;
+		ibv_dealloc_pd(d->pd);
+		return NULL;
+	}
+	// Non-blocking, so that rp_cm_poll's poll bounds every wait.
+	int fl = fcntl(d->cc->fd, F_GETFL);
+	// A CQ as large as asked, or as the device allows.
+	int cqe = g->cqe;
+	struct ibv_device_attr a;
+	if (ibv_query_device(verbs, &a) == 0 && cqe > a.max_cqe) cqe = a.max_cqe;
+	d->cq = fl < 0 || fcntl(d->cc->fd, F_SETFL, fl | O_NONBLOCK) < 0 ? NULL : ibv_create_cq(verbs, cqe, NULL, d->cc, 0);
 	if (!d->cq) {
 		*err = -errno;
+		ibv_destroy_comp_channel(d->cc);
 		ibv_dealloc_pd(d->pd);
 		return NULL;
 	}
@@ -102,7 +114,7 @@ int rp_cm_qp(rp_cm_gen *g, struct rdma_cm_id *id, uint32_t *qpn) {
 		.send_cq = d->cq,
 		.recv_cq = d->cq,
 		.qp_type = IBV_QPT_RC,
-		.cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1},
+		.cap = {.max_send_wr = 4 * g->depth, .max_recv_wr = g->depth, .max_send_sge = 1, .max_recv_sge = 1},
 	};
 	if (rdma_create_qp(id, d->pd, &attr) != 0) return -errno;
 	*qpn = id->qp->qp_num;
@@ -145,4 +157,66 @@ void rp_cm_close(struct rdma_cm_id *id, int connected) {
 	if (connected) rdma_disconnect(id);
 	if (id->qp) rdma_destroy_qp(id);
 	rdma_destroy_id(id);
+}
+
+int rp_cm_reg(rp_cm_gen *g, struct rdma_cm_id *id, void *buf, size_t len, struct ibv_mr **out) {
+	int err = 0;
+	rp_cm_dev *d = rp_cm_dev_of(g, id->verbs, &err);
+	if (!d) return err;
+	*out = ibv_reg_mr(d->pd, buf, len, IBV_ACCESS_LOCAL_WRITE);
+	return *out ? 0 : -errno;
+}
+
+int rp_cm_post_recv(struct rdma_cm_id *id, struct ibv_mr *mr, void *addr, uint32_t len, uint64_t wr_id) {
+	struct ibv_sge sge = {.addr = (uintptr_t)addr, .length = len, .lkey = mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1}, *bad;
+	return -ibv_post_recv(id->qp, &wr, &bad);
+}
+
+int rp_cm_post_send(struct rdma_cm_id *id, struct ibv_mr *mr, void *addr, uint32_t len, uint64_t wr_id) {
+	struct ibv_sge sge = {.addr = (uintptr_t)addr, .length = len, .lkey = mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED}, *bad;
+	return -ibv_post_send(id->qp, &wr, &bad);
+}
+
+// rp_cm_drain copies what the CQs hold into out.
+static int rp_cm_drain(rp_cm_gen *g, rp_cm_wc *out, int max) {
+	struct ibv_wc wc[32];
+	int got = 0;
+	for (int i = 0; i < g->ndevs && got < max; i++) {
+		int n = ibv_poll_cq(g->devs[i].cq, max - got < 32 ? max - got : 32, wc);
+		if (n < 0) return -EIO;
+		for (int j = 0; j < n; j++)
+			out[got++] = (rp_cm_wc){.wr_id = wc[j].wr_id, .status = wc[j].status, .byte_len = wc[j].byte_len};
+	}
+	return got;
+}
+
+int rp_cm_poll(rp_cm_gen *g, int timeout_ms, rp_cm_wc *out, int max) {
+	int got = rp_cm_drain(g, out, max);
+	if (got != 0) return got;
+	// Nothing: ask for a notification, look once more (a completion
+	// that came before the request raises none), then wait for one.
+	struct pollfd fds[RP_CM_DEVS];
+	for (int i = 0; i < g->ndevs; i++) {
+		rp_cm_dev *d = &g->devs[i];
+		if (!d->armed) {
+			if (ibv_req_notify_cq(d->cq, 0)) return -errno;
+			d->armed = 1;
+		}
+		fds[i] = (struct pollfd){.fd = d->cc->fd, .events = POLLIN};
+	}
+	if ((got = rp_cm_drain(g, out, max)) != 0) return got;
+	int r = poll(fds, g->ndevs, timeout_ms);
+	if (r < 0) return errno == EINTR ? 0 : -errno;
+	for (int i = 0; i < g->ndevs; i++) {
+		struct ibv_cq *cq;
+		void *ctx;
+		if (fds[i].revents && ibv_get_cq_event(g->devs[i].cc, &cq, &ctx) == 0) {
+			ibv_ack_cq_events(cq, 1);
+			g->devs[i].armed = 0;
+		}
+	}
+	return rp_cm_drain(g, out, max);
 }

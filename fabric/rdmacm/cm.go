@@ -39,12 +39,18 @@ type conn struct {
 	step        int
 	start, last time.Time
 	deadline    time.Time
+	// The traffic phase's registered buffer (traffic.go).
+	mr  *C.struct_ibv_mr
+	buf unsafe.Pointer
 }
 
 // Conns are the connections Run made, held until Close.
 type Conns struct {
 	g     *C.rp_cm_gen
 	conns []conn
+	// depth is what each QP's queues were made for (Config.TrafficDepth),
+	// idBase the first connection's client ID, proc the generator's.
+	depth, idBase, proc int
 }
 
 // Close disconnects and frees every connection, then the channel.
@@ -53,9 +59,19 @@ func (h *Conns) Close() {
 		return
 	}
 	for i := range h.conns {
-		if c := &h.conns[i]; c.id != nil {
+		c := &h.conns[i]
+		if c.id != nil {
 			C.rp_cm_close(c.id, C.int(btoi(c.step == stepHeld)))
 			c.id = nil
+		}
+		// After its QP: nothing posted on the buffer is left then.
+		if c.mr != nil {
+			C.ibv_dereg_mr(c.mr)
+			c.mr = nil
+		}
+		if c.buf != nil {
+			C.free(c.buf)
+			c.buf = nil
 		}
 	}
 	C.rp_cm_free(h.g)
@@ -81,8 +97,17 @@ func Run(ctx context.Context, cfg Config) ([]result.ClientRecord, *Conns, error)
 	if net.ParseIP(host) == nil {
 		return nil, nil, fmt.Errorf("server address %q: rdma_cm clients need an IP address", cfg.Addr)
 	}
-	h := &Conns{conns: make([]conn, cfg.N)}
-	if e := C.rp_cm_open(&h.g); e != 0 {
+	// With a traffic phase each QP takes depth receives and four times
+	// depth SENDs (a SEND's completion may come after its echo, and the
+	// next SEND is posted then), and each device's CQ all of them;
+	// without, nothing is posted.
+	depth, cqe := 1, 256
+	if cfg.TrafficDepth > 0 {
+		depth = cfg.TrafficDepth
+		cqe = max(cqe, 5*depth*cfg.N+64)
+	}
+	h := &Conns{conns: make([]conn, cfg.N), depth: depth, idBase: cfg.IDBase, proc: cfg.Proc}
+	if e := C.rp_cm_open(&h.g, C.int(depth), C.int(cqe)); e != 0 {
 		return nil, nil, fmt.Errorf("rdma_create_event_channel: %w", syscall.Errno(-e))
 	}
 	chost, cport := C.CString(host), C.CString(port)
@@ -276,6 +301,40 @@ func handle(h *Conns, ev *C.rp_cm_ev, recs []result.ClientRecord, phase func(int
 			c.id, c.step = nil, stepEnded
 		} else if c.step != stepEnded {
 			end(i, result.OutcomeDisconnected, C.GoString(C.rdma_event_str(uint32(ev.event))), 0)
+		}
+	}
+}
+
+// Watch reads the event channel after Run, while the connections are
+// held, until ctx ends: each held connection the other side closed
+// (DISCONNECTED, or its device or address gone) is given to dropped as
+// its client's record with outcome DISCONNECTED, once. A connection the
+// server dropped while held is a failure of the point, whenever it
+// came. The connection itself is left to Close. Watch returns when ctx
+// ends or the channel fails.
+func (h *Conns) Watch(ctx context.Context, dropped func(result.ClientRecord)) {
+	if h == nil || h.g == nil {
+		return
+	}
+	seen := map[int]bool{}
+	for ctx.Err() == nil {
+		var ev C.rp_cm_ev
+		got := C.rp_cm_next(h.g, C.int(pollSlice/time.Millisecond), &ev)
+		if got < 0 {
+			return
+		}
+		if got == 0 {
+			continue
+		}
+		i := int(ev.idx)
+		if i < 0 || i >= len(h.conns) || h.conns[i].id != ev.id || h.conns[i].step != stepHeld || seen[i] {
+			continue
+		}
+		switch ev.event {
+		case C.RDMA_CM_EVENT_DISCONNECTED, C.RDMA_CM_EVENT_DEVICE_REMOVAL, C.RDMA_CM_EVENT_ADDR_CHANGE:
+			seen[i] = true
+			dropped(result.ClientRecord{ID: h.idBase + i, Proc: h.proc, Outcome: result.OutcomeDisconnected,
+				Error: C.GoString(C.rdma_event_str(uint32(ev.event))) + " while held, after every connection of the generator was made"})
 		}
 	}
 }

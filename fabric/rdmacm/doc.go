@@ -40,6 +40,9 @@ type Config struct {
 	// Ended, if set, is given each attempt's record as it ends (from the
 	// one goroutine that runs the event loop).
 	Ended func(*result.ClientRecord)
+	// TrafficDepth, when above 0, sizes every QP for a traffic phase of
+	// that many messages outstanding (Conns.Traffic); 0 means none runs.
+	TrafficDepth int
 }
 
 // Check refuses a config no attempt could run.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -21,4 +22,12 @@ func (*Conns) Close() {}
 // Run says that this binary lacks rdma_cm.
 func Run(context.Context, Config) ([]result.ClientRecord, *Conns, error) {
 	return nil, nil, errors.New("this binary was built without librdmacm support (build with -tags verbs)")
+}
+
+// Watch returns at once: there are no connections.
+func (*Conns) Watch(context.Context, func(result.ClientRecord)) {}
+
+// Traffic says that this binary lacks rdma_cm.
+func (*Conns) Traffic(context.Context, client.TrafficConfig, int) result.Traffic {
+	return result.Traffic{Error: "this binary was built without librdmacm support (build with -tags verbs)"}
 }

@@ -162,7 +162,8 @@ func runClientCommand(ctx context.Context, cc *protocol.ClientCommand, ok *regex
 	if err != nil {
 		return commandRecord(command.StartOutcome(&command.StartError{Err: err})), nil
 	}
-	p, err := command.Start(command.Spec{Argv: argv, Stdin: cc.Stdin, Hold: cc.Held, Match: ok, TailBytes: commandTailBytes})
+	p, err := command.Start(command.Spec{Argv: argv, Stdin: cc.Stdin, Hold: cc.Held, Match: ok, TailBytes: commandTailBytes,
+		OnlyDevice: cc.OnlyDevice})
 	if err != nil {
 		return commandRecord(command.StartOutcome(err)), nil
 	}

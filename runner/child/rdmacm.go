@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 
+	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/fabric/rdmacm"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
@@ -17,9 +19,11 @@ import (
 // generateCM is Generate for rdma_cm clients (protocol.CMClient): it says
 // "ready" at once (rdma_cm picks the device from the route), waits for
 // the release (the server's host:port), makes spec.N connections from
-// one event channel, reports "progress" and "done", and holds the
+// one event channel, reports "progress" and "done", runs the traffic
+// phase when the runner asks (a server that echoes), and holds the
 // connections until the runner closes its stdin. By hand it prints the
-// counts and holds for spec.Hold or until stdin ends (HoldStdin).
+// counts, runs the phase at once, and holds for spec.Hold or until
+// stdin ends (HoldStdin).
 func generateCM(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Reader, out io.Writer, events bool) error {
 	emit := protocol.NewEmitter(out)
 	failf := func(err error) error {
@@ -30,6 +34,13 @@ func generateCM(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Read
 	}
 	cfg := rdmacm.Config{N: spec.N, IDBase: spec.IDBase, Proc: spec.Proc, InFlight: spec.InFlight,
 		Rate: spec.Rate, Timeout: spec.Timeout, PrivateData: spec.CM.PrivateData}
+	size := spec.MsgSize
+	if spec.Traffic.Duration > 0 {
+		cfg.TrafficDepth = max(spec.Traffic.Depth, 1)
+		if size <= 0 {
+			size = 64 // as the built-in clients' default
+		}
+	}
 	if err := cfg.Check(); err != nil {
 		return failf(err)
 	}
@@ -71,12 +82,54 @@ func generateCM(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Read
 	if events {
 		usage := selfUsage(spec.Proc, "", "")
 		emit.Emit(protocol.Event{Event: "done", OK: connected, Records: recs, Usage: &usage})
-		// Hold every connection until the runner releases them.
+		// Hold every connection until the runner releases them, running
+		// the traffic phase when it asks.
 		released := make(chan struct{})
+		startTraffic := make(chan struct{}, 1)
+		endWindow, endOnce := make(chan struct{}), sync.Once{}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		// A held connection the server drops is reported as it comes;
+		// the watch ends before the connections are closed.
+		watched := make(chan struct{})
 		go func() {
-			watchRelease(in, protocol.HeartbeatLost, func(string) {})
-			close(released)
+			defer close(watched)
+			conns.Watch(ctx, func(r result.ClientRecord) {
+				emit.Emit(protocol.Event{Event: "dropped", Records: []result.ClientRecord{r}})
+			})
 		}()
+		defer func() {
+			cancel()
+			<-watched
+		}()
+		go func() {
+			watchRelease(in, protocol.HeartbeatLost, func(line string) {
+				switch strings.TrimSpace(line) {
+				case protocol.StartTraffic:
+					select {
+					case startTraffic <- struct{}{}:
+					default:
+					}
+				case protocol.EndTrafficWindow:
+					endOnce.Do(func() { close(endWindow) })
+				}
+			})
+			close(released)
+			cancel()
+		}()
+		if spec.Traffic.Duration > 0 {
+			select {
+			case <-startTraffic:
+				tcfg := spec.Traffic
+				tcfg.Shared = &client.SharedWindow{End: endWindow,
+					Measured: func() { emit.Emit(protocol.Event{Event: "measured"}) }}
+				tcfg.Progress = func(n int64) { emit.Emit(protocol.Event{Event: "traffic-progress", Messages: n}) }
+				tr := conns.Traffic(ctx, tcfg, size)
+				emit.Emit(protocol.Event{Event: "traffic", Traffic: &tr})
+			case <-released:
+			case <-ctx.Done():
+			}
+		}
 		select {
 		case <-released:
 		case <-ctx.Done():
@@ -84,6 +137,9 @@ func generateCM(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Read
 		return nil
 	}
 	printCounts(out, recs, connected)
+	if spec.Traffic.Duration > 0 && connected > 0 {
+		printTraffic(out, conns.Traffic(ctx, spec.Traffic, size))
+	}
 	if spec.HoldStdin && connected < len(recs) {
 		return fmt.Errorf("%d of %d clients did not connect", len(recs)-connected, len(recs))
 	}

@@ -129,6 +129,18 @@ type GeneratorSpec struct {
 type CMClient struct {
 	// PrivateData goes with every connect request.
 	PrivateData []byte `json:"private_data,omitempty"`
+	// ServerEchoes says the server posts receives and sends every
+	// message back as it came (--cm-server-echoes): only then do the
+	// clients run the traffic phase (SENDs, closed loop), since a SEND
+	// to a server that posts no receive is RNR-NAKed.
+	ServerEchoes bool `json:"server_echoes,omitempty"`
+}
+
+// RunsTraffic reports whether the built-in clients of spec run its
+// traffic phase: the TLS ones do, rdma_cm's only against a server that
+// echoes, a client command never.
+func RunsTraffic(traffic client.TrafficConfig, command *ClientCommand, cm *CMClient) bool {
+	return traffic.Duration > 0 && command == nil && (cm == nil || cm.ServerEchoes)
 }
 
 // StartTraffic is the line that starts a generator's traffic phase.
@@ -192,6 +204,9 @@ type ClientCommand struct {
 	// Otherwise (launched) N are started together and each does its
 	// work and exits, as a shell loop of client programs runs them.
 	Held bool `json:"held,omitempty"`
+	// OnlyDevice, when set, is the only RDMA device each client sees
+	// (command.Spec.OnlyDevice): the guest's netdev device.
+	OnlyDevice string `json:"only_device,omitempty"`
 }
 
 // ClientPlaceholders are what a client template may use.

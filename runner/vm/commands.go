@@ -21,7 +21,10 @@ const (
 // guestCommands is what server and client commands need of a guest: the
 // programs they name, carried into its image, and the spec they run
 // with there (the netdev device, where rdma_cm resolves and GID index 0
-// works, and its address).
+// works, and its address). Each command sees the netdev device alone
+// (command.Spec.OnlyDevice), so one that opens the first device with
+// GID index 0, as most RDMA examples do, opens that one: the choice is
+// by name, not by the order the kernel numbered rxe0 and rxe1 in.
 type guestCommands struct {
 	spec     runner.Spec
 	binaries []string
@@ -35,7 +38,13 @@ func commandsForGuest(spec runner.Spec, opts GuestOptions) (*guestCommands, erro
 		if srv.Addr == "" {
 			srv.Addr = softroce.NetdevAddr
 		}
+		srv.OnlyDevice = softroce.NetdevRxe
 		gc.spec.Server = &srv
+	}
+	if spec.Client != nil {
+		cl := *spec.Client
+		cl.OnlyDevice = softroce.NetdevRxe
+		gc.spec.Client = &cl
 	}
 	var argvs [][]string
 	if spec.Server != nil {

@@ -136,6 +136,9 @@ func NewGuest(ctx context.Context, spec runner.Spec, opts GuestOptions) (*Guest,
 		spec.Fabric.Device = softroce.LinkRxe
 		spec.Listen = strings.Split(g.g.Ready.Link.Addr, "/")[0]
 	}
+	if !simulated && spec.Fabric.Device == "" {
+		spec.Fabric.Device = softroce.Device
+	}
 	g.spec = spec
 	if cmds != nil && spec.Server != nil && len(spec.Server.Build) > 0 {
 		cache := opts.BuildCache
