@@ -446,7 +446,7 @@ func Cost(pt result.Point) *result.Cost {
 		return nil
 	}
 	per := func(k string) float64 { return roundTo(float64(res[k])/n, 2) }
-	c.QPs, c.CQs, c.MRs, c.PDs = per("qp"), per("cq"), per("mr"), per("pd")
+	c.QPs, c.CQs, c.MRs, c.PDs, c.AHs = per("qp"), per("cq"), per("mr"), per("pd"), per("ah")
 	c.RegisteredMem = roundTo(float64(res["mr_bytes"])/n, 0)
 	if pt.Peak != nil && pt.Peak.ServerRSS > 0 {
 		// Growth over the server's first reading (up, no clients yet).

@@ -68,6 +68,9 @@ func DesignRows(run *result.Run) []DesignRow {
 		}
 		if c, ok := designCost(f); ok {
 			r.Objects = fmt.Sprintf("%s QP, %s CQ, %s MR", f2(c.QPs), f2(c.CQs), f2(c.MRs))
+			if c.AHs > 0 {
+				r.Objects += fmt.Sprintf(", %s AH", f2(c.AHs))
+			}
 			r.RSS, r.CostAt = bytesIEC(c.ServerRSS), c.Clients
 		}
 		rows = append(rows, r)

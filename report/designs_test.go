@@ -47,3 +47,23 @@ func TestTerminalOneDesignHasNoDesignTable(t *testing.T) {
 		t.Errorf("two designs:\n%s", s)
 	}
 }
+
+// A ud design's objects name its address handles, which the RC designs
+// do not hold.
+func TestDesignRowsNameAddressHandles(t *testing.T) {
+	r := designRun("srq", "ud")
+	for i := range r.Points {
+		p := &r.Points[i]
+		if p.Design == "per-client" {
+			p.Design = "ud"
+		}
+		p.Server.Resources = map[string]int{"qp": p.Connected, "cq": 2, "mr": 1}
+		if p.Design == "ud" {
+			p.Server.Resources = map[string]int{"qp": 1, "cq": 2, "mr": 1, "ah": p.Connected}
+		}
+	}
+	rows := DesignRows(r)
+	if len(rows) != 2 || strings.Contains(rows[0].Objects, "AH") || !strings.HasSuffix(rows[1].Objects, ", 1 AH") {
+		t.Errorf("rows %+v", rows)
+	}
+}

@@ -83,11 +83,13 @@ type Diagnosis struct {
 
 // Cost is the per-client resource cost derived from a point's samples.
 type Cost struct {
-	Clients       int     `json:"clients"`
-	QPs           float64 `json:"qp_per_client"`
-	CQs           float64 `json:"cq_per_client"`
-	MRs           float64 `json:"mr_per_client"`
-	PDs           float64 `json:"pd_per_client"`
+	Clients int     `json:"clients"`
+	QPs     float64 `json:"qp_per_client"`
+	CQs     float64 `json:"cq_per_client"`
+	MRs     float64 `json:"mr_per_client"`
+	PDs     float64 `json:"pd_per_client"`
+	// AHs are address handles (ud mode: one per client towards it).
+	AHs           float64 `json:"ah_per_client,omitempty"`
 	ServerRSS     float64 `json:"server_rss_bytes_per_client"`
 	RegisteredMem float64 `json:"registered_bytes_per_client,omitempty"`
 }
