@@ -190,14 +190,6 @@ func TestVMRealLimits(t *testing.T) {
 	}
 }
 
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // --sim-in-vm runs the simulated fabric inside the guest, where the tool
 // is root and open files are not capped by the host; it stays labelled
 // simulated and counts no RDMA device.
