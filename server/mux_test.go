@@ -337,6 +337,12 @@ func TestMuxTraffic(t *testing.T) {
 // outstanding message before it stopped, each waits for its echo until
 // the message timeout, on its own.
 func TestMuxTrafficShareFate(t *testing.T) {
+	if testing.Short() && timeScale > 1 {
+		// Measured: rxe0 had taken every outstanding message when the
+		// server stopped, so each logical client waited out the timeout
+		// (17 s), never reaching the fate rule (TestSharedQPTrafficFate).
+		t.Skip("in the TCG guest the stop leaves only timeouts")
+	}
 	const n, k = 3, 3
 	tr, _ := midPhase(t, func(after time.Duration) result.Traffic {
 		h := newHarnessOpts(t, n, harnessOpts{mode: server.ModeMux, mux: k})
