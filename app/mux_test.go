@@ -14,7 +14,7 @@ import (
 func TestMuxRamp(t *testing.T) {
 	root := t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "sim", "--rounds", "1", "--msg-size", "64", "--results", root,
-		"--clients", "300", "--procs", "2", "--mode", "mux", "--mux", "10", "--sample-interval", "0", "--calibrate", "0")
+		"--clients", "300", "--procs", "2", "--mode", "mux", "--mux", "10", "--sample-interval", "0", "--calibrate", "0", "--duration", "0")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -48,11 +48,44 @@ func TestMuxRamp(t *testing.T) {
 		want string
 	}{
 		{[]string{"--mux", "4"}, "--mux 4: logical clients share QPs only with --mode mux"},
-		{[]string{"--mode", "mux", "--duration", "1s"}, "take no traffic phase"},
+		{[]string{"--mode", "mux", "--op", "write"}, "--op write with --mode mux: logical clients sharing a QP exchange messages only"},
 	} {
 		_, errOut, code := run(t, append([]string{"ramp", "--backend", "sim", "--clients", "2", "--results", t.TempDir()}, c.args...)...)
 		if code == 0 || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 			t.Errorf("%v: exit %d, stderr %q; want one line saying %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+// A ramp over per-client and mux designs with the default traffic
+// phase: both designs' 20 clients (mux's logical clients, 10 to a QP)
+// exchange messages, every one measured, and the capacity-by-design
+// table gives each design its message rate.
+func TestMuxRampTraffic(t *testing.T) {
+	root := t.TempDir()
+	out, errOut, code := run(t, "ramp", "--backend", "sim", "--rounds", "1", "--msg-size", "64", "--results", root,
+		"--clients", "20", "--mode", "per-client,mux", "--mux", "10", "--sample-interval", "0", "--calibrate", "0")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	r := loadOnlyRun(t, root)
+	if len(r.Points) != 2 || r.Config.Traffic == nil {
+		t.Fatalf("%d points, traffic %+v: want one per design, with the traffic phase", len(r.Points), r.Config.Traffic)
+	}
+	for _, p := range r.Points {
+		tr := p.Traffic
+		if p.Connected != 20 || tr == nil || tr.Clients != 20 || tr.Messages < 20 || tr.ErrorCount() != 0 || tr.ClientsFailed != 0 ||
+			tr.Unmeasured != 0 || tr.MsgRate <= 0 {
+			t.Errorf("%s: %d connected, traffic %+v", p.Design, p.Connected, tr)
+		}
+		if p.Design == "mux" && p.QPs != 2 {
+			t.Errorf("mux: %d QPs, want 2", p.QPs)
+		}
+	}
+	for _, design := range []string{"│ per-client │", "│ mux        │"} {
+		i := strings.Index(out, design)
+		if i < 0 || !strings.Contains(strings.SplitN(out[i:], "\n", 2)[0], " msg/s (at 20)") {
+			t.Errorf("the design table gives %q no message rate:\n%s", design, out)
 		}
 	}
 }

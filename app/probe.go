@@ -393,11 +393,6 @@ func probeSpec(c *cli.Context, be *backend) runner.Spec {
 		SampleInterval: offIfZero(c.Duration("sample-interval")), CalibrationWindow: offIfZero(c.Duration("calibrate")),
 		Profile: c.String("profile") != "", Traffic: trafficConfig(c),
 	}
-	if sp.Mode == runner.ModeMux && !c.IsSet("duration") {
-		// Logical clients take no traffic phase: the default one is off,
-		// and one asked for is refused (Spec.Check).
-		sp.Traffic.Duration = 0
-	}
 	return sp
 }
 

@@ -71,9 +71,6 @@ func trafficOptions(c *cli.Context) ([]slo.SLO, string, *requirement, error) {
 	if c.String("client-cmd") != "" {
 		noTraffic, why = true, "the clients are --client-cmd's"
 	}
-	if c.String("mode") == runner.ModeMux && !c.IsSet("duration") {
-		noTraffic, why = true, "mux mode's logical clients run no traffic phase"
-	}
 	if c.String("client-kind") == result.ClientRDMACM && !c.Bool("cm-server-echoes") {
 		noTraffic, why = true, "rdma_cm clients (--client-kind rdmacm) run no traffic phase unless the server echoes (--cm-server-echoes)"
 	}

@@ -88,8 +88,8 @@ func NewDialer(dev fabric.Device, cfg Config) (*Dialer, error) {
 	// Twice Depth receives stay posted in the traffic phase (bufs).
 	wr := max(QPDepth, 2*cfg.Depth)
 	if cfg.Mux > 0 {
-		// A receive and a send for each logical client of a QP.
-		wr = max(wr, cfg.Mux)
+		// Depth receives and sends for each logical client of a QP.
+		wr = max(wr, cfg.Mux*cfg.Depth)
 	}
 	head := 0
 	if cfg.UD {
@@ -145,7 +145,10 @@ type Conn struct {
 	// (Config.Mux, mux.go); sqDead is sq's, nil without one.
 	sq      *sharedQP
 	logical uint32
-	sqDead  chan struct{}
+	// sent is the logical client's round trips so far: its next message
+	// is round trip sent+1, as the server counts them.
+	sent   uint64
+	sqDead chan struct{}
 	// ud: the address handle towards the server's UD QP (serverQPN) and
 	// the Q_Key its datagrams must carry.
 	ah         fabric.AH

@@ -169,24 +169,32 @@ func (f *flow) postLocked(due, now time.Time) {
 	f.posts++
 	*s = slot{busy: true, seq: seq, order: f.posts, due: due, posted: now}
 	var err error
-	switch e.cfg.Op {
-	case result.OpSend:
+	switch {
+	case c.sq != nil:
+		// A logical client: its messages go out in order (never written
+		// ahead, takeLogical), as its server counts them.
+		s.seq, err = f.postLogical(j, seq)
+	case e.cfg.Op == result.OpSend:
 		if !written {
 			payload.Fill(c.sendBuf(j), seq, e.size)
 		}
 		err = c.postSend(wrid(kindSend, j), j, e.size)
-	case result.OpWrite:
+	case e.cfg.Op == result.OpWrite:
 		payload.Fill(c.sendBuf(j), seq, e.size)
 		err = c.qp.PostWrite(wrid(kindWrite, j), c.buf.mr, c.buf.sendOff(j), e.size,
 			c.remote.Addr+uint64(j*e.size), c.remote.RKey)
-	case result.OpRead:
+	case e.cfg.Op == result.OpRead:
 		clear(c.recvBuf(j)[:payload.HeaderLen])
 		err = c.qp.PostRead(wrid(kindRead, j), c.buf.mr, c.buf.recvOff(j), e.size,
 			c.remote.Addr+uint64(j*e.size), c.remote.RKey)
 	}
 	if err != nil {
 		s.busy = false
-		f.failLocked(result.TrafficPost, err)
+		class := result.TrafficPost
+		if fe, ok := err.(*fateError); ok {
+			class = fateClass(fe) // its shared QP failed
+		}
+		f.failLocked(class, err)
 		return
 	}
 	f.busy++

@@ -243,6 +243,9 @@ func (g *groups) broken(cg *cqGroup, err error) {
 			f.cqBroken(err)
 		}
 	}
+	for _, sq := range cg.shared {
+		sq.fail(0, "cq-error", err)
+	}
 }
 
 // close stops the routers and destroys the CQs left (every client must

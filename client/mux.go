@@ -22,8 +22,8 @@ import (
 // that QP has handed out Mux IDs; the first accept to come back takes the
 // QP to RTS, and the others must name the same server QP.
 //
-// The QP has a receive posted for each of its logical clients, in a
-// buffer of its own: an echo lands in whichever receive is next, so the
+// The QP has Depth receives posted for each of its logical clients, each
+// in a buffer of its own: an echo lands in whichever receive is next, so the
 // group's router checks it there, hands the verified sequence number to
 // the logical client it names (payload.MuxSeq) and posts the receive
 // again. A send's wrID is its message's sequence, which names its
@@ -31,13 +31,21 @@ import (
 // logical client the QP does not carry, or a failed receive ends the QP
 // for all of them: the one named (if any) fails its round trip, its
 // neighbours share its fate (result.OutcomeSharedFate).
+//
+// In the traffic phase each logical client is a flow as any client is
+// (flow.go), Depth messages outstanding from its own send buffers, its
+// sequence numbers going on from its connect's round trips: the router
+// hands its verified echoes and its sends' completions to its flow
+// (takeLogical), which accounts them to it alone. A failed completion
+// ends the QP: the logical client it belongs to fails with its status,
+// the others' flows with result.OutcomeSharedFate.
 
 // sharedQP is one QP of a dialer's logical clients.
 type sharedQP struct {
 	d     *Dialer
 	qp    fabric.QP
 	group *cqGroup
-	mr    fabric.MR // a receive buffer per logical client
+	mr    fabric.MR // Depth receive buffers per logical client
 	psn   uint32
 
 	mu      sync.Mutex
@@ -46,9 +54,11 @@ type sharedQP struct {
 	members map[uint32]*Conn
 	// remote is the server's QP this one is connected to (0: not yet).
 	remote uint32
-	// dead is closed, with culprit and err set, when the QP has failed.
+	// dead is closed, with culprit, class and err set, when the QP has
+	// failed; class is what the culprit failed with.
 	dead    chan struct{}
 	culprit uint32
+	class   string
 	err     error
 }
 
@@ -56,6 +66,7 @@ type sharedQP struct {
 // its own failure, or (shared) its neighbour's or the QP's.
 type fateError struct {
 	shared bool
+	class  string // the culprit's outcome class
 	err    error
 }
 
@@ -89,7 +100,7 @@ func (d *Dialer) join() (*sharedQP, uint32, error) {
 }
 
 // openShared creates a QP for Config.Mux logical clients and posts its
-// receives.
+// receives: Depth for each, as many as their messages outstanding.
 func (d *Dialer) openShared() (*sharedQP, error) {
 	psn, err := randPSN()
 	if err != nil {
@@ -99,7 +110,7 @@ func (d *Dialer) openShared() (*sharedQP, error) {
 	if sq.group, err = d.groups.join(); err != nil {
 		return nil, err
 	}
-	k, size := d.cfg.Mux, d.cfg.MsgSize
+	k, size := d.cfg.Mux*d.cfg.Depth, d.cfg.MsgSize
 	if sq.mr, err = d.pd.RegMR(k*size, fabric.AccessLocalWrite); err != nil {
 		sq.close()
 		return nil, err
@@ -152,12 +163,18 @@ func (sq *sharedQP) enter(id uint32, c *Conn) {
 	sq.mu.Unlock()
 }
 
-// post sends c's message seq from its send buffer; the QP's logical
-// clients post from their own goroutines.
-func (sq *sharedQP) post(c *Conn, seq uint64, size int) error {
+// post sends c's message seq from its send buffer at off; the QP's
+// logical clients post from their own goroutines. On a QP that failed it
+// returns c's fate.
+func (sq *sharedQP) post(c *Conn, seq uint64, off, size int) error {
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
-	return sq.qp.PostSend(seq, c.buf.mr, c.buf.sendOff(0), size)
+	select {
+	case <-sq.dead:
+		return &fateError{shared: sq.culprit != c.logical, class: sq.class, err: sq.err}
+	default:
+	}
+	return sq.qp.PostSend(seq, c.buf.mr, off, size)
 }
 
 // take handles a completion of the QP, from its group's router.
@@ -173,37 +190,42 @@ func (sq *sharedQP) take(wc fabric.WC) {
 		return
 	}
 	if wc.Status != fabric.WCSuccess {
-		sq.fail(0, &fabric.WCError{Op: "recv", Status: wc.Status})
+		sq.fail(0, wc.Status.Name(), &fabric.WCError{Op: "recv", Status: wc.Status})
 		return
 	}
 	size := sq.d.cfg.MsgSize
-	j := int(min(wc.WRID, uint64(sq.d.cfg.Mux-1)))
+	j := int(min(wc.WRID, uint64(sq.d.cfg.Mux*sq.d.cfg.Depth-1)))
 	b := sq.mr.Buf()[j*size : j*size+min(max(wc.ByteLen, 0), size)]
 	seq, err := payload.Check(b)
 	if err != nil {
-		sq.fail(payload.Logical(payload.Seq(b)), fmt.Errorf("echo: %w", err))
+		sq.fail(payload.Logical(payload.Seq(b)), result.TrafficVerify, fmt.Errorf("echo: %w", err))
 		return
 	}
 	sq.mu.Lock()
 	c := sq.members[payload.Logical(seq)]
 	sq.mu.Unlock()
 	if c == nil {
-		sq.fail(0, fmt.Errorf("echo %#x for logical client %d, which this QP does not carry", seq, payload.Logical(seq)))
+		sq.fail(0, result.TrafficVerify, fmt.Errorf("echo %#x for logical client %d, which this QP does not carry", seq, payload.Logical(seq)))
 		return
 	}
 	// Verified: the echo's sequence goes to its logical client, and the
 	// buffer back to the QP's receives.
 	if err := sq.qp.PostRecv(uint64(j), sq.mr, j*size, size); err != nil {
-		sq.fail(0, err)
+		sq.fail(0, result.TrafficPost, err)
 		return
 	}
 	wc.WRID = seq
 	c.deliver(wc)
 }
 
-// deliver hands a completion to c's goroutine. The channel holds every
-// completion c's round trip can have outstanding (a send and an echo).
+// deliver hands a completion to c's flow in the traffic phase, else to
+// c's goroutine. The channel holds every completion c's round trip can
+// have outstanding (a send and an echo).
 func (c *Conn) deliver(wc fabric.WC) {
+	if f := c.flow.Load(); f != nil {
+		f.takeLogical(wc)
+		return
+	}
 	select {
 	case c.wcs <- wc:
 	default:
@@ -211,24 +233,108 @@ func (c *Conn) deliver(wc fabric.WC) {
 }
 
 // fail ends the QP for its logical clients: culprit (if it is one of
-// them) fails, the others share its fate.
-func (sq *sharedQP) fail(culprit uint32, err error) {
+// them) fails with class, the others share its fate. Those in the
+// traffic phase have their flows failed so; the others see dead.
+func (sq *sharedQP) fail(culprit uint32, class string, err error) {
 	sq.mu.Lock()
-	defer sq.mu.Unlock()
 	select {
 	case <-sq.dead:
+		sq.mu.Unlock()
 		return
 	default:
 	}
-	sq.culprit, sq.err = culprit, err
+	sq.culprit, sq.class, sq.err = culprit, class, err
 	close(sq.dead)
+	var flows []*flow
+	for _, c := range sq.members {
+		if f := c.flow.Load(); f != nil {
+			flows = append(flows, f)
+		}
+	}
+	// A flow's lock is taken before sq.mu (post), so not under it.
+	sq.mu.Unlock()
+	for _, f := range flows {
+		f.fated()
+	}
 }
 
 // fate is the error of logical client id once the QP has failed.
 func (sq *sharedQP) fate(id uint32) error {
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
-	return &fateError{shared: sq.culprit != id, err: sq.err}
+	return &fateError{shared: sq.culprit != id, class: sq.class, err: sq.err}
+}
+
+// fateClass is the traffic error class of a logical client's fate.
+func fateClass(fe *fateError) string {
+	if fe.shared {
+		return result.OutcomeSharedFate
+	}
+	return fe.class
+}
+
+// fated fails f's logical client with its fate on the QP that failed.
+func (f *flow) fated() {
+	c := f.c
+	err := c.sq.fate(c.logical)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.finished {
+		fe := err.(*fateError)
+		f.failLocked(fateClass(fe), err)
+	}
+}
+
+// takeLogical is a completion of f's logical client in the traffic
+// phase: a send of one of its messages, or an echo of one that the
+// router verified already (sharedQP.take, its WRID the message's
+// sequence). A failed completion ends the QP.
+func (f *flow) takeLogical(wc fabric.WC) {
+	c := f.c
+	if wc.Status != fabric.WCSuccess {
+		c.sq.fail(c.logical, wc.Status.Name(), &fabric.WCError{Op: wc.Opcode.String(), Status: wc.Status})
+		f.fated()
+		return
+	}
+	now := time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.finished {
+		return
+	}
+	j := -1
+	for k := range f.slots {
+		if s := &f.slots[k]; s.busy && s.seq == wc.WRID {
+			j = k
+			break
+		}
+	}
+	if j < 0 {
+		f.failLocked(result.TrafficVerify, fmt.Errorf("completion of message %#x, which is not outstanding", wc.WRID))
+		return
+	}
+	s := &f.slots[j]
+	if wc.Opcode != fabric.WCRecv {
+		s.sent = true
+	} else {
+		if s.echoed || wc.ByteLen != f.e.size {
+			f.failLocked(result.TrafficVerify, fmt.Errorf("echo of message %#x: %d bytes, sent %d, echoed before %v", wc.WRID, wc.ByteLen, f.e.size, s.echoed))
+			return
+		}
+		s.echoed = true
+		f.lat.RecordDuration(now.Sub(s.due))
+		f.countLocked(now)
+	}
+	f.echoDoneLocked(j, now)
+}
+
+// postLogical posts f's logical client's message n from slot j: the
+// message is round trip n of its logical client on the wire.
+func (f *flow) postLogical(j int, n uint64) (uint64, error) {
+	c := f.c
+	seq := payload.MuxSeq(c.logical, n)
+	payload.Fill(c.sendBuf(j), seq, f.e.size)
+	return seq, c.sq.post(c, seq, c.buf.sendOff(j), f.e.size)
 }
 
 // leave gives back logical client id's hold on the QP; the last to leave
@@ -324,6 +430,7 @@ func (d *Dialer) connectLogical(ctx context.Context, a *attempt, c *Conn, tc net
 
 	size := d.cfg.MsgSize
 	for i := 0; i < d.cfg.Rounds; i++ {
+		c.sent = uint64(i) + 1
 		t0 := time.Now()
 		if err := c.logicalRoundTrip(ctx, payload.MuxSeq(id, uint64(i)+1), size); err != nil {
 			class := result.OutcomeMessage
@@ -347,7 +454,7 @@ func (d *Dialer) connectLogical(ctx context.Context, a *attempt, c *Conn, tc net
 // (sharedQP.take), to come back.
 func (c *Conn) logicalRoundTrip(ctx context.Context, seq uint64, size int) error {
 	payload.Fill(c.sendBuf(0), seq, size)
-	if err := c.sq.post(c, seq, size); err != nil {
+	if err := c.sq.post(c, seq, c.buf.sendOff(0), size); err != nil {
 		return err
 	}
 	var sent, got bool
@@ -372,4 +479,15 @@ func (c *Conn) logicalRoundTrip(ctx context.Context, seq uint64, size int) error
 		}
 	}
 	return nil
+}
+
+// RoundTrips names a logical client's shared QP (its number) and its
+// logical ID, and counts the messages it has sent over it, round trips
+// and traffic, each of which its server counts for it; zeros for a
+// client with a QP of its own.
+func (c *Conn) RoundTrips() (qpn, logical uint32, n uint64) {
+	if c.sq == nil {
+		return 0, 0, 0
+	}
+	return c.sq.qp.QPN(), c.logical, c.sent
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/fabric"
 	"github.com/rdmaprobe/rdmaprobe/fabric/sim"
 	"github.com/rdmaprobe/rdmaprobe/payload"
+	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/server"
 )
 
@@ -125,5 +127,124 @@ func TestSharedQPFate(t *testing.T) {
 		if !errors.As(err, &fe) || fe.shared != (id != 2) {
 			t.Errorf("logical client %d: %v; want shared fate %v", id, err, id != 2)
 		}
+	}
+}
+
+// In the traffic phase, an echo that fails its check ends the shared QP
+// for every logical client on it: the one it names fails as verify, its
+// neighbours, mid-phase with messages outstanding, as shared-fate, and
+// none waits for the message timeout.
+func TestSharedQPTrafficFate(t *testing.T) {
+	const size, k = 64, 3
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dev, err := sim.New(sim.Options{}).Open(ctx, fabric.DeviceConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	d, err := NewDialer(dev, Config{MsgSize: size, Mux: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var (
+		sq    *sharedQP
+		conns []*Conn
+	)
+	for i := 0; i < k; i++ {
+		s, id, err := d.join()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sq = s
+		c := &Conn{id: i, msg: size, wcs: make(chan fabric.WC, 4), sq: s, logical: id, sqDead: s.dead, group: s.group, qp: s.qp}
+		if c.buf, err = d.bufs.get(); err != nil {
+			t.Fatal(err)
+		}
+		s.enter(id, c)
+		conns = append(conns, c)
+		defer func() { d.bufs.put(c.buf); s.leave(id) }()
+	}
+
+	// The server's end echoes each message back, the 50th message of
+	// logical client 2 corrupted.
+	pd, err := dev.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Dealloc()
+	cq, err := dev.CreateCQ(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cq.Destroy()
+	const nbuf = 2 * k
+	mr, err := pd.RegMR(2*nbuf*size, fabric.AccessLocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Dereg()
+	peer, err := pd.CreateQP(fabric.QPInitAttr{SendCQ: cq, RecvCQ: cq, MaxSendWR: nbuf, MaxRecvWR: nbuf, MaxSendSGE: 1, MaxRecvSGE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Destroy()
+	port := dev.Port()
+	if err := peer.ToInit(fabric.InitAttr{Port: port.Port, Access: fabric.AccessLocalWrite}); err != nil {
+		t.Fatal(err)
+	}
+	for j := 0; j < nbuf; j++ {
+		if err := peer.PostRecv(uint64(j), mr, j*size, size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const peerPSN = 78
+	end := func(qpn, psn uint32) exchange.Msg {
+		return exchange.Msg{Type: exchange.Accept, QPN: qpn, PSN: psn, LID: port.LID, GID: port.GID, MTU: port.ActiveMTU}
+	}
+	if _, err := sq.connect(end(peer.QPN(), peerPSN)); err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.ToRTR(server.RTR(port, end(sq.qp.QPN(), sq.psn), port.ActiveMTU)); err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.ToRTS(server.RTS(peerPSN)); err != nil {
+		t.Fatal(err)
+	}
+	pctx, stop := context.WithCancel(ctx)
+	echoed := make(chan struct{})
+	go func() {
+		defer close(echoed)
+		buf := mr.Buf()
+		for {
+			wc, err := fabric.Await(pctx, cq)
+			if err != nil || wc.Status != fabric.WCSuccess {
+				return
+			}
+			if wc.Opcode != fabric.WCRecv {
+				continue
+			}
+			j := int(wc.WRID)
+			out := buf[(nbuf+j)*size:][:size]
+			copy(out, buf[j*size:][:size])
+			if payload.Seq(out) == payload.MuxSeq(2, 50) {
+				out[size-1] ^= 0x80
+			}
+			if peer.PostSend(uint64(nbuf+j), mr, (nbuf+j)*size, size) != nil || peer.PostRecv(uint64(j), mr, j*size, size) != nil {
+				return
+			}
+		}
+	}()
+	defer func() { stop(); <-echoed }()
+
+	tr := d.Traffic(ctx, conns, TrafficConfig{Duration: 10 * time.Second, Timeout: 10 * time.Second})
+	if tr.ClientsFailed != k || tr.Errors[result.TrafficVerify] != 1 || tr.Errors[result.OutcomeSharedFate] != k-1 ||
+		!strings.Contains(tr.ErrorText[result.OutcomeSharedFate], "its shared QP failed: echo:") {
+		t.Errorf("%d of %d failed, errors %v (%v); want verify for logical client 2, shared-fate for the others", tr.ClientsFailed, k, tr.Errors, tr.ErrorText)
+	}
+	// Logical client 2 sent its 49 messages before; the others theirs.
+	if tr.Messages < 49 || tr.DurationSec >= 10 {
+		t.Errorf("%d messages in %.1fs: the phase should have ended at the failure", tr.Messages, tr.DurationSec)
 	}
 }

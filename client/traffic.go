@@ -166,7 +166,8 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 			h = hist.Latency()
 			lats[c.group] = h
 		}
-		f := &flow{e: e, c: c, lat: h, slots: make([]slot, cfg.Depth)}
+		// A logical client's messages go on from its round trips so far.
+		f := &flow{e: e, c: c, lat: h, slots: make([]slot, cfg.Depth), seq: c.sent}
 		if cfg.Op == result.OpWrite {
 			f.lastSeq = make([]uint64, cfg.Depth)
 		}
@@ -175,14 +176,18 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 	// One client, one message at a time, closed loop, busy-polled: its
 	// router owns the process's polling, and a provider that can runs
 	// the client's loop itself (flow.ping).
-	e.ping = len(e.flows) == 1 && cfg.Op == result.OpSend && cfg.Depth == 1 && cfg.Rate == 0 && d.cfg.BusyPoll > 0
+	e.ping = len(e.flows) == 1 && conns[0].sq == nil && cfg.Op == result.OpSend && cfg.Depth == 1 && cfg.Rate == 0 && d.cfg.BusyPoll > 0
 	cpu0, spun0 := cpuTime(), spun(lats)
 	e.active.Store(int64(len(e.flows)))
 	e.pending.Store(int64(len(e.flows)))
 	// Receives for the echoes, twice Depth (see echoLocked): the connect
-	// left one posted, in buffer 0.
+	// left one posted, in buffer 0. A shared QP has its logical clients'
+	// posted already (openShared).
 	if cfg.Op == result.OpSend {
 		for _, f := range e.flows {
+			if f.c.sq != nil {
+				continue
+			}
 			for j := 1; j < 2*cfg.Depth; j++ {
 				if err := f.c.postRecv(wrid(kindRecv, j), j, e.size); err != nil {
 					f.failLocked(result.TrafficPost, fmt.Errorf("post receive %d: %w", j, err))
@@ -221,6 +226,11 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 	elapsed := time.Since(e.start)
 	for _, f := range e.flows {
 		f.c.flow.Store(nil)
+		if f.c.sq != nil {
+			f.mu.Lock()
+			f.c.sent = f.seq
+			f.mu.Unlock()
+		}
 	}
 	cpu := cpuTime() - cpu0
 
@@ -286,6 +296,9 @@ func (d *Dialer) checkTraffic(conns []*Conn, cfg TrafficConfig) error {
 	}
 	if cfg.Op == result.OpSend {
 		return nil
+	}
+	if d.cfg.Mux > 0 {
+		return fmt.Errorf("RDMA %s: logical clients sharing a QP exchange messages only (send); the server lends them no buffer", cfg.Op)
 	}
 	need := uint64(cfg.Depth) * uint64(d.cfg.MsgSize)
 	for _, c := range conns {

@@ -18,7 +18,7 @@ import (
 // overlaid plots, with each design's own report beside it.
 
 // DesignHeader names the columns of the capacity-by-design table.
-var DesignHeader = []string{"Design", "Max connected", "Max sustainable", "Limited by", "Server objects per client", "Server RSS per client"}
+var DesignHeader = []string{"Design", "Max connected", "Max sustainable", "Limited by", "Server objects per client", "Server RSS per client", "Message rate"}
 
 // DesignRow is one server design of a run: how many clients it held by
 // each criterion among the counts tested, what stopped it, and what each
@@ -34,6 +34,9 @@ type DesignRow struct {
 	// that held every client, else the largest with a cost.
 	Objects, RSS string
 	CostAt       int
+	// Rate is the traffic phase's message rate at the largest count
+	// whose phase completed messages, "–" without a traffic phase.
+	Rate string
 }
 
 // Cells is the row as the table prints it.
@@ -44,7 +47,7 @@ func (r DesignRow) Cells() []string {
 		}
 		return fmt.Sprintf("%s (at %d)", s, r.CostAt)
 	}
-	return []string{r.Design, r.MaxConnected, r.MaxSustainable, r.Limit, cost(r.Objects), cost(r.RSS)}
+	return []string{r.Design, r.MaxConnected, r.MaxSustainable, r.Limit, cost(r.Objects), cost(r.RSS), r.Rate}
 }
 
 // DesignRows is the capacity-by-design table of run, nil for a run of
@@ -56,7 +59,7 @@ func DesignRows(run *result.Run) []DesignRow {
 		d := designResult(run, mode)
 		f := analysis.Analyse(sub)
 		r := DesignRow{Design: mode, MaxConnected: atLeast(d.MaxConnected, f), MaxSustainable: "–", Limit: "nothing, within the counts tested",
-			Objects: "–", RSS: "–"}
+			Objects: "–", RSS: "–", Rate: "–"}
 		if run.Config.Traffic != nil {
 			r.MaxSustainable = atLeast(d.MaxSustainable, f)
 		}
@@ -72,6 +75,10 @@ func DesignRows(run *result.Run) []DesignRow {
 				r.Objects += fmt.Sprintf(", %s AH", f2(c.AHs))
 			}
 			r.RSS, r.CostAt = bytesIEC(c.ServerRSS), c.Clients
+		}
+		if t, ok := trafficData(sub); ok && len(t.rate.Y) > 0 {
+			last := len(t.rate.Y) - 1
+			r.Rate = fmt.Sprintf("%.0f msg/s (at %.0f)", t.rate.Y[last], t.rate.X[last])
 		}
 		rows = append(rows, r)
 	}

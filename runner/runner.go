@@ -224,8 +224,8 @@ func (s Spec) checkMux() error {
 		return fmt.Errorf("--mux %d: want 1 to %d logical clients per QP", s.Mux, server.MaxMux)
 	case s.Detach:
 		return fmt.Errorf("--detach with --mode %s: a logical client's connection is how its server sees it leave", server.ModeMux)
-	case s.Traffic.Duration > 0:
-		return fmt.Errorf("--duration with --mode %s: its logical clients connect and echo, but take no traffic phase", server.ModeMux)
+	case s.Traffic.Duration > 0 && s.Traffic.Op != "" && s.Traffic.Op != result.OpSend:
+		return fmt.Errorf("--op %s with --mode %s: logical clients sharing a QP exchange messages only (send); the server lends them no buffer", s.Traffic.Op, server.ModeMux)
 	case s.Server != nil || s.Client != nil || s.CM != nil:
 		return fmt.Errorf("--mode %s is the built-in server's and clients' protocol: not with a server or client command or rdma_cm clients", server.ModeMux)
 	}

@@ -24,3 +24,19 @@ func (s *Server) SRQBuffers() (posted, total int) {
 	}
 	return posted, total
 }
+
+// MuxRoundTrips is each logical client's messages the server has counted
+// (mux mode), by its client QP's number and its logical ID.
+func (s *Server) MuxRoundTrips() map[[2]uint32]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[[2]uint32]uint64{}
+	for k, m := range s.muxes {
+		m.mu.Lock()
+		for id, l := range m.members {
+			out[[2]uint32{k.QPN, id}] = l.next - 1
+		}
+		m.mu.Unlock()
+	}
+	return out
+}

@@ -102,17 +102,14 @@ func TestTraffic(t *testing.T) {
 	}
 	cases = append(cases, tc{result.OpWrite, 2}, tc{result.OpRead, 2})
 	for _, mode := range server.Modes {
-		if mode == server.ModeMux {
-			continue // logical clients take no traffic phase: the runner refuses one
-		}
 		for _, c := range cases {
-			if mode == server.ModeUD && c.op != result.OpSend {
-				continue // UD QPs only send
+			if (mode == server.ModeUD || mode == server.ModeMux) && c.op != result.OpSend {
+				continue // UD QPs only send; logical clients sharing a QP are lent no buffer
 			}
 			t.Run(fmt.Sprintf("%s/%s/depth%d", mode, c.op, c.depth), func(t *testing.T) {
 				var h *harness
 				tr, window := longEnough(t, window, func(w time.Duration) result.Traffic {
-					h = newHarnessOpts(t, n, harnessOpts{mode: mode, depth: c.depth, remote: c.op != result.OpSend})
+					h = newHarnessOpts(t, n, harnessOpts{mode: mode, depth: c.depth, remote: c.op != result.OpSend, mux: 2})
 					conns := connectAll(t, h, n)
 					return h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{
 						Op: c.op, Duration: w, Depth: c.depth, Timeout: guard})
@@ -147,9 +144,7 @@ func TestTrafficBusyPoll(t *testing.T) {
 	}
 	var cases []tc
 	for _, mode := range server.Modes {
-		if mode != server.ModeMux { // no traffic phase, as above
-			cases = append(cases, tc{mode, 3, 1})
-		}
+		cases = append(cases, tc{mode, 3, 1})
 	}
 	cases = append(cases, tc{server.ModePerClient, 1, 3})
 	window := 150 * time.Millisecond * timeScale
@@ -157,7 +152,7 @@ func TestTrafficBusyPoll(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/%d/depth%d", c.mode, c.n, c.depth), func(t *testing.T) {
 			var h *harness
 			tr, _ := longEnough(t, window, func(w time.Duration) result.Traffic {
-				h = newHarnessOpts(t, c.n, harnessOpts{mode: c.mode, busy: time.Millisecond, depth: c.depth})
+				h = newHarnessOpts(t, c.n, harnessOpts{mode: c.mode, busy: time.Millisecond, depth: c.depth, mux: 2})
 				conns := connectAll(t, h, c.n)
 				return h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{Duration: w, Depth: c.depth, Timeout: guard})
 			})
