@@ -228,7 +228,10 @@ func TestTrafficAnswered(t *testing.T) {
 		t.Logf("%d messages in %d slices: too few to judge the echo loop's idles", tr.Messages, slices)
 	}
 	if !simulated && !starved {
-		if idles := srvIdles; idles > 2+slices/2 {
+		// The bound sits between a loaded guest's honest idles (36-45 in
+		// 60 slices, with other guests beside it) and a loop that sleeps
+		// at each slice's end (61-65): about one idle per slice.
+		if idles := srvIdles; idles > slices*7/8 {
 			t.Errorf("the server's echo loop went idle %d times in a %.2f s phase (%d slices)", idles, tr.DurationSec, slices)
 		}
 	}
