@@ -235,8 +235,11 @@ int rp_qp_state(struct ibv_qp *qp) {
 	return a.qp_state;
 }
 
-// Work requests live on the C stack: posting allocates nothing.
-int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey) {
+// Work requests live on the C stack: posting allocates nothing. A send
+// with an address handle is a datagram from a UD QP to qpn, carrying
+// qkey; without one it goes to the connected peer.
+int rp_post_send_ud(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey,
+		struct ibv_ah *ah, uint32_t qpn, uint32_t qkey) {
 	struct ibv_sge sge = { .addr = addr, .length = len, .lkey = lkey };
 	struct ibv_send_wr wr, *bad = NULL;
 	memset(&wr, 0, sizeof wr);
@@ -245,7 +248,16 @@ int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len,
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
 	wr.send_flags = IBV_SEND_SIGNALED;
+	if (ah) {
+		wr.wr.ud.ah = ah;
+		wr.wr.ud.remote_qpn = qpn;
+		wr.wr.ud.remote_qkey = qkey;
+	}
 	return rp_ret(ibv_post_send(qp, &wr, &bad));
+}
+
+int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey) {
+	return rp_post_send_ud(qp, wr_id, addr, len, lkey, NULL, 0, 0);
 }
 
 // rp_post_rdma posts a signaled RDMA WRITE (read = 0) or READ of one

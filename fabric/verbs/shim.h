@@ -67,7 +67,7 @@ int rp_post_recv(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len,
 int rp_post_rdma(struct ibv_qp *qp, int read, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey,
 		uint64_t raddr, uint32_t rkey);
 
-// UD QP and address handles (ud.c).
+// UD QP and address handles (ud.c; the send in shim.c).
 int rp_to_init_ud(struct ibv_qp *qp, int pkey_index, int port, uint32_t qkey);
 int rp_to_rtr_ud(struct ibv_qp *qp);
 int rp_to_rts_ud(struct ibv_qp *qp, uint32_t sq_psn);

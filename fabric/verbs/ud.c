@@ -1,7 +1,7 @@
 //go:build verbs && cgo
 
-// Unreliable datagrams: the QP's INIT with a Q_Key, address handles and
-// the send that names its destination. Declared in shim.h.
+// Unreliable datagrams: the QP's INIT with a Q_Key and address handles
+// (their send is shim.c's rp_post_send_ud). Declared in shim.h.
 
 #include "shim.h"
 
@@ -49,21 +49,4 @@ struct ibv_ah *rp_create_ah(struct ibv_pd *pd, uint16_t dlid, rp_gid dgid, int s
 		a.grh.hop_limit = hop_limit;
 	}
 	return ibv_create_ah(pd, &a);
-}
-
-int rp_post_send_ud(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey,
-		struct ibv_ah *ah, uint32_t qpn, uint32_t qkey) {
-	struct ibv_sge sge = { .addr = addr, .length = len, .lkey = lkey };
-	struct ibv_send_wr wr, *bad = NULL;
-	memset(&wr, 0, sizeof wr);
-	wr.wr_id = wr_id;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.wr.ud.ah = ah;
-	wr.wr.ud.remote_qpn = qpn;
-	wr.wr.ud.remote_qkey = qkey;
-	int r = ibv_post_send(qp, &wr, &bad);
-	return r < 0 ? (errno ? errno : EIO) : r;
 }
