@@ -258,3 +258,22 @@ func TestProcTreeIsSummed(t *testing.T) {
 		t.Errorf("tree sample %+v, the shell alone %+v", ps, alone)
 	}
 }
+
+// The OS comes from os-release's ID and VERSION_ID, quoted or not.
+func TestOSRelease(t *testing.T) {
+	p := t.TempDir() + "/os-release"
+	if err := os.WriteFile(p, []byte("PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=\"Debian GNU/Linux\"\nVERSION_ID=\"12\"\n# a comment\nID=debian\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := osRelease(p); got != "debian 12" {
+		t.Errorf("osRelease = %q, want %q", got, "debian 12")
+	}
+	if got := osRelease(t.TempDir() + "/none"); got != "" {
+		t.Errorf("missing file: %q, want empty", got)
+	}
+	if _, err := os.Stat(osReleaseFile); err == nil {
+		if env := Environment(); env.OS == "" || env.Kernel == "" {
+			t.Errorf("Environment: OS %q, kernel %q; want both read on this machine", env.OS, env.Kernel)
+		}
+	}
+}
