@@ -68,13 +68,7 @@ func Generate(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Reader
 	}
 	defer dev.Close()
 	addr := spec.Addr
-	// released is closed when in ends after the release: the runner let
-	// the clients go, or it (or the connection to it) is gone.
-	released := make(chan struct{})
-	// startTraffic gets the runner's protocol.StartTraffic line.
-	startTraffic := make(chan struct{}, 1)
-	// endWindow is closed on the runner's EndTrafficWindow line.
-	endWindow, endOnce := make(chan struct{}), sync.Once{}
+	var lines *runnerLines
 	if events {
 		// Started, device open: the runner sends the server's address
 		// when the server and every generator are ready, so the clients
@@ -90,21 +84,7 @@ func Generate(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Reader
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		go func() {
-			watchRelease(in, protocol.HeartbeatLost, func(line string) {
-				switch strings.TrimSpace(line) {
-				case protocol.StartTraffic:
-					select {
-					case startTraffic <- struct{}{}:
-					default:
-					}
-				case protocol.EndTrafficWindow:
-					endOnce.Do(func() { close(endWindow) })
-				}
-			})
-			close(released)
-			cancel()
-		}()
+		lines = watchRunner(in, cancel)
 	}
 	d, err := client.NewDialer(dev, client.Config{Addr: addr, TLS: tlsConf,
 		Rounds: spec.Rounds, MsgSize: spec.MsgSize, Timeout: spec.Timeout, Depth: spec.Traffic.Depth, BusyPoll: spec.Traffic.BusyPoll,
@@ -122,7 +102,9 @@ func Generate(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Reader
 	if events {
 		usage := selfUsage(spec.Proc, dev.Name(), spec.Fabric.Backend)
 		emit.Emit(protocol.Event{Event: "done", OK: len(conns), Records: recs, Usage: &usage})
-		holdForRunner(ctx, d, conns, spec.Traffic, emit, startTraffic, endWindow, released)
+		holdForRunner(ctx, spec.Traffic, emit, lines, func(ctx context.Context, cfg client.TrafficConfig) result.Traffic {
+			return d.Traffic(ctx, conns, cfg)
+		})
 	} else if err := standalone(ctx, d, spec, recs, conns, in, out); err != nil {
 		return err
 	}
@@ -146,28 +128,63 @@ func clientTLS(spec protocol.GeneratorSpec) (*tls.Config, error) {
 	return tlsConf, nil
 }
 
-// holdForRunner runs the traffic phase when the runner asks (every
+// runnerLines are what the runner says to a generator once its clients
+// started.
+type runnerLines struct {
+	// released is closed when in ends after the release: the runner let
+	// the clients go, or it (or the connection to it) is gone.
+	released chan struct{}
+	// startTraffic gets the runner's protocol.StartTraffic line.
+	startTraffic chan struct{}
+	// endWindow is closed on the runner's EndTrafficWindow line.
+	endWindow chan struct{}
+}
+
+// watchRunner reads the runner's lines from in until the release, then
+// closes released and calls cancel.
+func watchRunner(in *bufio.Reader, cancel func()) *runnerLines {
+	l := &runnerLines{released: make(chan struct{}), startTraffic: make(chan struct{}, 1), endWindow: make(chan struct{})}
+	var endOnce sync.Once
+	go func() {
+		watchRelease(in, protocol.HeartbeatLost, func(line string) {
+			switch strings.TrimSpace(line) {
+			case protocol.StartTraffic:
+				select {
+				case l.startTraffic <- struct{}{}:
+				default:
+				}
+			case protocol.EndTrafficWindow:
+				endOnce.Do(func() { close(l.endWindow) })
+			}
+		})
+		close(l.released)
+		cancel()
+	}()
+	return l
+}
+
+// holdForRunner runs the traffic phase (run) when the runner asks (every
 // client of the point connected), then holds every connected client
 // until the runner releases them.
-func holdForRunner(ctx context.Context, d *client.Dialer, conns []*client.Conn, traffic client.TrafficConfig, emit *protocol.Emitter,
-	startTraffic <-chan struct{}, endWindow, released <-chan struct{}) {
+func holdForRunner(ctx context.Context, traffic client.TrafficConfig, emit *protocol.Emitter, l *runnerLines,
+	run func(context.Context, client.TrafficConfig) result.Traffic) {
 	if traffic.Duration > 0 {
 		select {
-		case <-startTraffic:
+		case <-l.startTraffic:
 			cfg := traffic
-			cfg.Shared = &client.SharedWindow{End: endWindow,
+			cfg.Shared = &client.SharedWindow{End: l.endWindow,
 				Measured: func() { emit.Emit(protocol.Event{Event: "measured"}) }}
 			cfg.Progress = func(n int64) { emit.Emit(protocol.Event{Event: "traffic-progress", Messages: n}) }
-			tr := d.Traffic(ctx, conns, cfg)
+			tr := run(ctx, cfg)
 			emit.Emit(protocol.Event{Event: "traffic", Traffic: &tr})
-		case <-released:
+		case <-l.released:
 		case <-ctx.Done():
 		}
 	}
 	// (Traffic returns at once when ctx ends, with what it measured:
 	// an interrupted phase is reported too.)
 	select {
-	case <-released:
+	case <-l.released:
 	case <-ctx.Done():
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/rdmaprobe/rdmaprobe/client"
@@ -84,9 +83,6 @@ func generateCM(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Read
 		emit.Emit(protocol.Event{Event: "done", OK: connected, Records: recs, Usage: &usage})
 		// Hold every connection until the runner releases them, running
 		// the traffic phase when it asks.
-		released := make(chan struct{})
-		startTraffic := make(chan struct{}, 1)
-		endWindow, endOnce := make(chan struct{}), sync.Once{}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		// A held connection the server drops is reported as it comes;
@@ -102,38 +98,10 @@ func generateCM(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Read
 			cancel()
 			<-watched
 		}()
-		go func() {
-			watchRelease(in, protocol.HeartbeatLost, func(line string) {
-				switch strings.TrimSpace(line) {
-				case protocol.StartTraffic:
-					select {
-					case startTraffic <- struct{}{}:
-					default:
-					}
-				case protocol.EndTrafficWindow:
-					endOnce.Do(func() { close(endWindow) })
-				}
-			})
-			close(released)
-			cancel()
-		}()
-		if spec.Traffic.Duration > 0 {
-			select {
-			case <-startTraffic:
-				tcfg := spec.Traffic
-				tcfg.Shared = &client.SharedWindow{End: endWindow,
-					Measured: func() { emit.Emit(protocol.Event{Event: "measured"}) }}
-				tcfg.Progress = func(n int64) { emit.Emit(protocol.Event{Event: "traffic-progress", Messages: n}) }
-				tr := conns.Traffic(ctx, tcfg, size)
-				emit.Emit(protocol.Event{Event: "traffic", Traffic: &tr})
-			case <-released:
-			case <-ctx.Done():
-			}
-		}
-		select {
-		case <-released:
-		case <-ctx.Done():
-		}
+		lines := watchRunner(in, cancel)
+		holdForRunner(ctx, spec.Traffic, emit, lines, func(ctx context.Context, cfg client.TrafficConfig) result.Traffic {
+			return conns.Traffic(ctx, cfg, size)
+		})
 		return nil
 	}
 	printCounts(out, recs, connected)
