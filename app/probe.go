@@ -270,9 +270,9 @@ func sessionOptions(c *cli.Context, s Streams, mode string, strat session.Strate
 			lv.events.Progress(p.Done, p.OK, p.Failed)
 			prog.update(p)
 		},
-		PointStarts: func(n, trial int) {
-			lv.metrics.PointStarts(n, trial)
-			lv.events.PointStarts(n, trial)
+		PointStarts: func(design string, n, trial int) {
+			lv.metrics.PointStarts(design, n, trial)
+			lv.events.PointStarts(design, n, trial)
 			prog.start(n, trial, c.Int("trials"))
 		},
 		Started: func(id string, run *result.Run) {

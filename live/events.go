@@ -32,6 +32,8 @@ type Event struct {
 	// point_start, progress, decision: the point's client count.
 	Clients int `json:"clients,omitempty"`
 	Trial   int `json:"trial,omitempty"`
+	// point_start, progress, point_end: the point's server design.
+	Design string `json:"design,omitempty"`
 	// progress: clients with an outcome so far, and connected of them.
 	Done int `json:"done,omitempty"`
 	// progress: failed clients so far by outcome class.
@@ -62,6 +64,7 @@ type Events struct {
 	mu       sync.Mutex
 	enc      *json.Encoder
 	err      error
+	design   string
 	clients  int
 	trial    int
 	started  time.Time
@@ -99,14 +102,14 @@ func (e *Events) RunStarts(id string, run *result.Run) {
 }
 
 // PointStarts writes point_start.
-func (e *Events) PointStarts(n, trial int) {
+func (e *Events) PointStarts(design string, n, trial int) {
 	if e == nil {
 		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.clients, e.trial, e.started, e.lastProg = n, trial, time.Now(), time.Now()
-	e.emit(Event{Type: EventPointStart, Clients: n, Trial: trial})
+	e.design, e.clients, e.trial, e.started, e.lastProg = design, n, trial, time.Now(), time.Now()
+	e.emit(Event{Type: EventPointStart, Design: design, Clients: n, Trial: trial})
 }
 
 // Progress writes progress at most once per ProgressEvery.
@@ -120,7 +123,7 @@ func (e *Events) Progress(done, ok int, failed map[string]int) {
 		return
 	}
 	e.lastProg = time.Now()
-	e.emit(Event{Type: EventProgress, Clients: e.clients, Trial: e.trial, Done: done, Connected: ok, Failed: failed,
+	e.emit(Event{Type: EventProgress, Design: e.design, Clients: e.clients, Trial: e.trial, Done: done, Connected: ok, Failed: failed,
 		Elapsed: time.Since(e.started).Seconds()})
 }
 
@@ -132,7 +135,7 @@ func (e *Events) PointEnds(pt result.Point) {
 	pt.Records, pt.Samples = nil, nil
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.emit(Event{Type: EventPointEnd, Clients: pt.Clients, Trial: pt.Trial, Point: &pt})
+	e.emit(Event{Type: EventPointEnd, Design: pt.Design, Clients: pt.Clients, Trial: pt.Trial, Point: &pt})
 }
 
 // Decision writes decision.

@@ -78,7 +78,7 @@ func NewRegistry(l Labels) *Metrics {
 func (m *Metrics) start(l Labels) {
 	reg := prometheus.NewRegistry()
 	cl := prometheus.Labels{"run_id": l.RunID, "backend": l.Backend, "mode": l.Mode}
-	pl := []string{"point", "trial"}
+	pl := []string{"point", "trial", "design"}
 	gauge := func(name, help string, extra ...string) *prometheus.GaugeVec {
 		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: cl}, append(append([]string{}, pl...), extra...))
 		reg.MustRegister(g)
@@ -194,8 +194,9 @@ func (m *Metrics) Close(ctx context.Context, linger time.Duration) error {
 	return err
 }
 
-// PointStarts starts the series of the point of n clients, trial.
-func (m *Metrics) PointStarts(n, trial int) {
+// PointStarts starts the series of the point of n clients, trial, of
+// the server design named.
+func (m *Metrics) PointStarts(design string, n, trial int) {
 	if m == nil {
 		return
 	}
@@ -204,7 +205,7 @@ func (m *Metrics) PointStarts(n, trial int) {
 	if m.reg == nil {
 		return
 	}
-	m.point = prometheus.Labels{"point": strconv.Itoa(n), "trial": strconv.Itoa(trial)}
+	m.point = pointLabels(design, n, trial)
 	m.started, m.seen = time.Time{}, map[string][]int{}
 	m.clients.With(m.point).Set(float64(n))
 	m.attempted.With(m.point).Set(0)
@@ -309,7 +310,7 @@ func (m *Metrics) PointEnds(pt result.Point) {
 	if m.reg == nil {
 		return
 	}
-	p := prometheus.Labels{"point": strconv.Itoa(pt.Clients), "trial": strconv.Itoa(pt.Trial)}
+	p := pointLabels(pt.Design, pt.Clients, pt.Trial)
 	m.point = nil
 	m.clients.With(p).Set(float64(pt.Clients))
 	m.attempted.With(p).Set(float64(pt.Attempted))
@@ -354,6 +355,12 @@ func (m *Metrics) PointEnds(pt result.Point) {
 		}
 	}
 	m.points.WithLabelValues(strconv.FormatBool(pt.Passed)).Inc()
+}
+
+// pointLabels are a point's labels: its count, trial and design, so that
+// the designs of one run measured at one count stay apart.
+func pointLabels(design string, n, trial int) prometheus.Labels {
+	return prometheus.Labels{"point": strconv.Itoa(n), "trial": strconv.Itoa(trial), "design": design}
 }
 
 func with(l prometheus.Labels, k, v string) prometheus.Labels {

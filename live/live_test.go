@@ -31,7 +31,7 @@ func fed(t *testing.T) (*Metrics, *result.Run) {
 	}
 	m := NewRegistry(Labels{RunID: "r1", Backend: run.Backend.Name, Mode: run.Mode})
 	for _, pt := range run.Points {
-		m.PointStarts(pt.Clients, pt.Trial)
+		m.PointStarts(pt.Design, pt.Clients, pt.Trial)
 		m.Progress(pt.Clients, pt.Attempted/2, pt.Connected/2, nil, nil)
 		m.PointEnds(pt)
 	}
@@ -156,7 +156,7 @@ func TestEventsLines(t *testing.T) {
 	var buf bytes.Buffer
 	e := NewEvents(&buf)
 	e.RunStarts("r1", run)
-	e.PointStarts(run.Points[0].Clients, 1)
+	e.PointStarts(run.Points[0].Design, run.Points[0].Clients, 1)
 	e.PointEnds(run.Points[0])
 	e.RunEnds(run, "x/run.json", nil)
 	var types []string
@@ -186,11 +186,11 @@ func TestOffIsNil(t *testing.T) {
 	var m *Metrics
 	var e *Events
 	m.Start(Labels{})
-	m.PointStarts(1, 1)
+	m.PointStarts("per-client", 1, 1)
 	m.Progress(1, 1, 1, map[string]int{"timeout": 1}, nil)
 	m.PointEnds(result.Point{})
 	e.RunStarts("", nil)
-	e.PointStarts(1, 1)
+	e.PointStarts("per-client", 1, 1)
 	e.Progress(1, 1, nil)
 	e.PointEnds(result.Point{})
 	e.Decision(1, "")
@@ -206,7 +206,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // A remote generator's memory is labelled with its host.
 func TestRemoteGeneratorHost(t *testing.T) {
 	m := NewRegistry(Labels{RunID: "r1", Backend: "sim", Mode: "ramp"})
-	m.PointStarts(4, 1)
+	m.PointStarts("per-client", 4, 1)
 	m.PointEnds(result.Point{Clients: 4, Trial: 1, Hosts: []result.HostPoint{
 		{Host: "node7", Generators: []int{1}, Usage: []result.GeneratorUsage{{Generator: 1, RSS: 12345}}}}})
 	for _, s := range gather(t, m)["rdmaprobe_process_rss_bytes"].GetMetric() {
@@ -221,7 +221,7 @@ func TestRemoteGeneratorHost(t *testing.T) {
 // each, however often the same cumulative counts arrive.
 func TestProgressPhasesStream(t *testing.T) {
 	m := NewRegistry(Labels{RunID: "r1", Backend: "sim", Mode: "ramp"})
-	m.PointStarts(10, 1)
+	m.PointStarts("per-client", 10, 1)
 	counts := make([]int, len(protocol.PhaseBounds)+1)
 	counts[5] = 3
 	m.Progress(10, 3, 3, nil, map[string][]int{"tls": slices.Clone(counts)})
@@ -257,7 +257,7 @@ func TestSampleDuringPoint(t *testing.T) {
 	if n := len(gather(t, m)["rdmaprobe_process_rss_bytes"].GetMetric()); n != 0 {
 		t.Fatalf("a reading outside a point made %d series", n)
 	}
-	m.PointStarts(100, 1)
+	m.PointStarts("per-client", 100, 1)
 	m.Sample(reading)
 	mfs := gather(t, m)
 	rss := mfs["rdmaprobe_process_rss_bytes"].GetMetric()
@@ -277,7 +277,7 @@ func TestSampleDuringPoint(t *testing.T) {
 func TestTrafficDuringPoint(t *testing.T) {
 	m := NewRegistry(Labels{RunID: "r1", Backend: "sim", Mode: "ramp"})
 	m.Traffic(10, 640, 1) // no point yet: dropped
-	m.PointStarts(8, 1)
+	m.PointStarts("per-client", 8, 1)
 	m.Traffic(3000, 3000*64, 1.5)
 	mfs := gather(t, m)
 	for name, want := range map[string]float64{"rdmaprobe_traffic_messages": 3000, "rdmaprobe_traffic_bytes": 3000 * 64, "rdmaprobe_traffic_messages_per_second": 2000} {
@@ -285,5 +285,39 @@ func TestTrafficDuringPoint(t *testing.T) {
 		if len(ms) != 1 || label(ms[0], "point") != "8" || ms[0].GetGauge().GetValue() != want {
 			t.Errorf("%s: %v, want one series of point 8 at %g", name, ms, want)
 		}
+	}
+}
+
+// Two designs measured at one count are two series, not one overwritten,
+// and their events say which design each is.
+func TestDesignsAtOneCountStayApart(t *testing.T) {
+	m := NewRegistry(Labels{RunID: "r2", Backend: "sim", Mode: "srq,ud"})
+	var buf bytes.Buffer
+	e := NewEvents(&buf)
+	for i, d := range []string{"srq", "ud"} {
+		m.PointStarts(d, 100, 1)
+		e.PointStarts(d, 100, 1)
+		pt := result.Point{Clients: 100, Trial: 1, Design: d, Attempted: 100, Connected: 90 + i}
+		m.PointEnds(pt)
+		e.PointEnds(pt)
+	}
+	got := map[string]float64{}
+	for _, s := range gather(t, m)["rdmaprobe_point_connected"].GetMetric() {
+		got[label(s, "design")] = s.GetGauge().GetValue()
+	}
+	if got["srq"] != 90 || got["ud"] != 91 || len(got) != 2 {
+		t.Errorf("connected by design: %v, want srq 90 and ud 91", got)
+	}
+	var designs []string
+	dec := json.NewDecoder(&buf)
+	for {
+		var ev Event
+		if err := dec.Decode(&ev); err != nil {
+			break
+		}
+		designs = append(designs, ev.Type+":"+ev.Design)
+	}
+	if want := "point_start:srq point_end:srq point_start:ud point_end:ud"; strings.Join(designs, " ") != want {
+		t.Errorf("events %q, want %q", strings.Join(designs, " "), want)
 	}
 }

@@ -80,7 +80,7 @@ type Options struct {
 	// the strategy's notes. They are called from one goroutine at a
 	// time.
 	Progress    func(runner.Progress)
-	PointStarts func(n, trial int)
+	PointStarts func(design string, n, trial int)
 	Point       func(result.Point)
 	// Note, and Decision's why, begin with the design they are of
 	// ("srq: ") in a run of several designs.
@@ -170,7 +170,7 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 			setMode.SetMode(design)
 		}
 		if o.PointStarts != nil {
-			o.PointStarts(n, trial)
+			o.PointStarts(design, n, trial)
 		}
 		pt, err := r.RunPoint(ctx, n, trial)
 		pt.Design = design

@@ -79,7 +79,7 @@ func TestRunSavesEveryPointAndSummarises(t *testing.T) {
 	var path string
 	f.path = func() string { return path }
 	var points []int
-	o.PointStarts = func(n, trial int) {
+	o.PointStarts = func(_ string, n, trial int) {
 		runs, _ := filepath.Glob(filepath.Join(o.ResultsDir, "*", result.FileName))
 		if len(runs) == 1 {
 			path = runs[0]
