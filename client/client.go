@@ -90,6 +90,10 @@ func NewDialer(dev fabric.Device, cfg Config) (*Dialer, error) {
 	if cfg.Mux > 0 {
 		// Depth receives and sends for each logical client of a QP.
 		wr = max(wr, cfg.Mux*cfg.Depth)
+		if err := dev.Caps().FitsQP(wr, fmt.Sprintf("--mux %d × --depth %d", cfg.Mux, cfg.Depth)); err != nil {
+			pd.Dealloc()
+			return nil, err
+		}
 	}
 	head := 0
 	if cfg.UD {

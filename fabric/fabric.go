@@ -60,6 +60,19 @@ type Caps struct {
 	VendorPart uint32 `json:"vendor_part_id,omitempty"`
 }
 
+// FitsQP says why a QP with wr work requests on each queue, and a CQ
+// that completes all of them, is more than c grants; nil when it fits or
+// c does not say. what names the request in the error.
+func (c Caps) FitsQP(wr int, what string) error {
+	switch {
+	case c.MaxQPWR > 0 && wr > c.MaxQPWR:
+		return fmt.Errorf("%s asks %d work requests of a QP: the device grants %d (max_qp_wr)", what, wr, c.MaxQPWR)
+	case c.MaxCQE > 0 && wr > c.MaxCQE:
+		return fmt.Errorf("%s asks a CQ of %d entries: the device grants %d (max_cqe)", what, wr, c.MaxCQE)
+	}
+	return nil
+}
+
 // PortInfo is what ibv_query_port and ibv_query_gid report for the chosen port.
 type PortInfo struct {
 	Port      int    `json:"port"`

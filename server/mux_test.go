@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/certs"
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/exchange"
 	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/fabric/sim"
 	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 	"github.com/rdmaprobe/rdmaprobe/payload"
 	"github.com/rdmaprobe/rdmaprobe/result"
@@ -366,5 +368,29 @@ func TestMuxTrafficShareFate(t *testing.T) {
 	}
 	if shared > 0 && !strings.Contains(tr.ErrorText[result.OutcomeSharedFate], "its shared QP failed: send completion: transport retry counter exceeded") {
 		t.Errorf("shared fate says %q", tr.ErrorText[result.OutcomeSharedFate])
+	}
+}
+
+// A shared QP needs Mux·Depth work requests and CQ entries: more than
+// the device grants is refused at start, naming the device's limit,
+// rather than failing at the first QP.
+func TestMuxRefusesMoreThanAQPHolds(t *testing.T) {
+	fab := testFabric(t, sim.Options{})
+	pair, err := certs.SelfSigned()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpair, err := certs.SelfSignedClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stls, err := pair.Server(cpair.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = server.New(context.Background(), server.Config{Listen: "127.0.0.1:0", MaxClients: 1, Mode: server.ModeMux,
+		Mux: server.MaxMux, Depth: 64, TLS: stls, Provider: fab.server, Device: fabric.DeviceConfig{GIDIndex: -1}})
+	if err == nil || !strings.Contains(err.Error(), "--mux 1024 × --depth 64") || !strings.Contains(err.Error(), "the device grants") {
+		t.Errorf("server.New: %v, want a refusal naming --mux × --depth and the device's limit", err)
 	}
 }

@@ -247,6 +247,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.stats.Detached = cfg.Detach
 	s.stats.Errors = map[string]int{}
 	caps := dev.Caps()
+	if cfg.Mode == ModeMux {
+		if err := caps.FitsQP(cfg.Mux*cfg.Depth, fmt.Sprintf("--mux %d × --depth %d", cfg.Mux, cfg.Depth)); err != nil {
+			s.teardown()
+			return nil, err
+		}
+	}
 	per := groupSize(caps, cfg.MaxClients, s.wr)
 	if cfg.Remote {
 		if s.region, err = newRegion(pd, caps, cfg.MaxClients, cfg.Depth*cfg.MsgSize); err != nil {
