@@ -1,7 +1,9 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -33,6 +35,10 @@ type Model struct {
 	// PhaseAt is the client count whose connection phases are shown.
 	PhaseAt int
 	Phases  []PhaseRow
+	// PhaseHead and PhaseByPoint are each point's phases, p50 (p99) in
+	// ms, when more than one point has any: how a step slows with N.
+	PhaseHead    []string
+	PhaseByPoint [][]string
 	RTT     []RTTRow
 	// Traffic is each count's traffic phase (none: the run had none);
 	// TrafficNote says how they ran.
@@ -321,6 +327,50 @@ func (m *Model) costs(f analysis.Findings) {
 	}
 }
 
+// phasesByPoint fills PhaseHead and PhaseByPoint: a column per phase
+// that any point timed, a row per point in run order.
+func (m *Model) phasesByPoint(run *result.Run) {
+	var cols []string
+	for _, ph := range result.Phases {
+		for _, p := range run.Points {
+			if pc, ok := p.Phases[ph]; ok && pc.N > 0 {
+				cols = append(cols, ph)
+				break
+			}
+		}
+	}
+	pts := slices.Clone(run.Points)
+	slices.SortStableFunc(pts, func(a, b result.Point) int {
+		return cmp.Or(strings.Compare(a.Design, b.Design), cmp.Compare(a.Clients, b.Clients), cmp.Compare(a.Trial, b.Trial))
+	})
+	var rows [][]string
+	for _, p := range pts {
+		if len(p.Phases) == 0 {
+			continue
+		}
+		row := []string{itoa(p.Clients)}
+		if p.Trial > 1 {
+			row[0] += " #" + itoa(p.Trial)
+		}
+		if len(m.Designs) > 1 {
+			row[0] = p.Design + " " + row[0]
+		}
+		for _, ph := range cols {
+			cell := "–"
+			if pc, ok := p.Phases[ph]; ok && pc.N > 0 {
+				cell = f2(pc.P50) + " (" + f2(pc.P99) + ")"
+			}
+			row = append(row, cell)
+		}
+		rows = append(rows, row)
+	}
+	if len(rows) < 2 || len(cols) == 0 {
+		return
+	}
+	m.PhaseHead = append([]string{"Clients"}, cols...)
+	m.PhaseByPoint = rows
+}
+
 func (m *Model) phases(run *result.Run) {
 	// The phases at the highest fully connected count, else the largest.
 	var pick *result.Point
@@ -342,6 +392,7 @@ func (m *Model) phases(run *result.Run) {
 				P95: f2(pick.Connect.P95), P99: f2(pick.Connect.P99)})
 		}
 	}
+	m.phasesByPoint(run)
 	seen := map[int]bool{}
 	for _, p := range run.Points {
 		if p.RTT.N == 0 || seen[p.Clients] {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -254,5 +255,30 @@ func TestStepReasons(t *testing.T) {
 		if !strings.Contains(out, r.Search.Steps[1].Note+": "+why) {
 			t.Errorf("%s lacks the step's reason:\n%s", name, out)
 		}
+	}
+}
+
+// An rdma_cm run's steps are shown for each point, in count order, so
+// a step that slows with N reads down a column.
+func TestPhasesByPoint(t *testing.T) {
+	step := func(p50 float64) result.Percentiles { return result.Percentiles{N: 10, P50: p50, P99: 2 * p50} }
+	run := &result.Run{SchemaVersion: result.SchemaVersion, Mode: "search", Backend: result.Backend{Name: "vm"}}
+	for _, n := range []int{2000, 100} {
+		f := float64(n) / 100
+		run.Points = append(run.Points, result.Point{Clients: n, Trial: 1, Attempted: n, Connected: n,
+			Phases: map[string]result.Percentiles{result.PhaseResolveAddr: step(f), result.PhaseResolveRoute: step(2 * f),
+				result.PhaseQPCreate: step(0.5), result.PhaseEstablish: step(3 * f)}})
+	}
+	m := NewModel(run)
+	want := []string{"Clients", result.PhaseResolveAddr, result.PhaseResolveRoute, result.PhaseQPCreate, result.PhaseEstablish}
+	if !slices.Equal(m.PhaseHead, want) || len(m.PhaseByPoint) != 2 {
+		t.Fatalf("head %v, %d rows; want %v and 2 rows", m.PhaseHead, len(m.PhaseByPoint), want)
+	}
+	if r := m.PhaseByPoint[0]; r[0] != "100" || r[2] != "2 (4)" {
+		t.Errorf("first row %v, want 100 clients with resolve_route 2 (4)", r)
+	}
+	md, err := Markdown(m)
+	if err != nil || !strings.Contains(string(md), "Each point's phases") || !strings.Contains(string(md), "| 2000 ") {
+		t.Errorf("Markdown lacks the by-point table (%v):\n%s", err, md)
 	}
 }

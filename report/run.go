@@ -86,16 +86,17 @@ func Markdown(m *Model) ([]byte, error) {
 			t.PerClient, t.ServerMem, t.ServerCPU, t.GenCPU, t.Errors, t.SLO})
 	}
 	return execMarkdown("report", map[string]any{
-		"M":      m,
-		"P":      m.PlotPrefix,
-		"Source": resourceSource(m),
-		"Env":    mdTable([]string{"What", "Value"}, env),
-		"Table":  mdTable([]string{"Clients", "Connected", "Success", "95% CI", "QPs", "CQs", "MRs", "Status"}, rows),
-		"Rates":  mdTable([]string{"Clients", "Trial", "Connected", "Connect s", "Connects/s", "Start-up s", "Host speed (hs/s)", "Per hs"}, rates),
-		"Cost":   mdTable([]string{"Clients", "QPs", "CQs", "MRs", "PDs", "Registered", "Server RSS"}, cost),
-		"Phases": mdTable([]string{"Phase", "n", "p50", "p95", "p99"}, phases),
-		"RTT":    mdTable([]string{"Clients", "n", "p50", "p95", "p99", "max"}, rtt),
-		"Steps":  mdTable([]string{"#", "Clients", "Trials", "Success", "Decision", "Note"}, steps),
+		"M":       m,
+		"P":       m.PlotPrefix,
+		"Source":  resourceSource(m),
+		"Env":     mdTable([]string{"What", "Value"}, env),
+		"Table":   mdTable([]string{"Clients", "Connected", "Success", "95% CI", "QPs", "CQs", "MRs", "Status"}, rows),
+		"Rates":   mdTable([]string{"Clients", "Trial", "Connected", "Connect s", "Connects/s", "Start-up s", "Host speed (hs/s)", "Per hs"}, rates),
+		"Cost":    mdTable([]string{"Clients", "QPs", "CQs", "MRs", "PDs", "Registered", "Server RSS"}, cost),
+		"Phases":  mdTable([]string{"Phase", "n", "p50", "p95", "p99"}, phases),
+		"ByPoint": mdTable(m.PhaseHead, m.PhaseByPoint),
+		"RTT":     mdTable([]string{"Clients", "n", "p50", "p95", "p99", "max"}, rtt),
+		"Steps":   mdTable([]string{"#", "Clients", "Trials", "Success", "Decision", "Note"}, steps),
 		"Traffic": mdTable([]string{"Clients", "Success", "Connect p50 ms", "Window s", "Unmeasured", "Latency p50", "p99", "p99.9", "Throughput msg/s", "MB/s",
 			"Per client msg/s (min / median / max)", "Server memory", "Server CPU (cores)", "Generator CPU (cores)", "Errors", "SLO"}, traffic),
 	})
