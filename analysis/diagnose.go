@@ -447,6 +447,10 @@ func Cost(pt result.Point) *result.Cost {
 	}
 	per := func(k string) float64 { return roundTo(float64(res[k])/n, 2) }
 	c.QPs, c.CQs, c.MRs, c.PDs, c.AHs = per("qp"), per("cq"), per("mr"), per("pd"), per("ah")
+	if c.AHs == 0 && pt.Server.PeakAHs > 0 {
+		// On rxe: the kernel counts no AHs, the server counts its own.
+		c.AHs = roundTo(float64(pt.Server.PeakAHs)/n, 2)
+	}
 	c.RegisteredMem = roundTo(float64(res["mr_bytes"])/n, 0)
 	if pt.Peak != nil && pt.Peak.ServerRSS > 0 {
 		// Growth over the server's first reading (up, no clients yet).

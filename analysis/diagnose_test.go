@@ -154,6 +154,11 @@ func TestCost(t *testing.T) {
 	if Cost(result.Point{}) != nil {
 		t.Error("cost of a point without clients")
 	}
+	// ud on rxe: the kernel counts no AHs, the server's own count stands in.
+	pt.Server.PeakAHs = 64
+	if c := Cost(pt); c.AHs != 1 {
+		t.Errorf("ud cost %+v, want 1 AH per client from the server's count", c)
+	}
 }
 
 func TestNum(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 )
 
 // SchemaVersion is the version written by this build.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // Outcome classes of one client attempt.
 const (
@@ -418,6 +418,10 @@ type ServerStats struct {
 	// clients in mux mode, which PeakActive counts (absent in other
 	// modes, where each client is one QP).
 	PeakQPs int `json:"peak_qps,omitempty"`
+	// PeakAHs is the most address handles the server held at once in ud
+	// mode, by its own count: the kernel's resource tracking counts no
+	// AHs (absent in other modes and before schema version 6).
+	PeakAHs int `json:"peak_ahs,omitempty"`
 	// Resources are the fabric objects the server held at its peak
 	// ("qp", "cq", "mr", "pd"), as the fabric counts them.
 	Resources map[string]int `json:"resources,omitempty"`

@@ -219,6 +219,9 @@ func (c *conn) destroy() (released bool) {
 	}
 	if c.ah != nil {
 		c.ah.Destroy()
+		c.s.mu.Lock()
+		c.s.ahs--
+		c.s.mu.Unlock()
 		released = true
 	}
 	for _, mr := range c.own {

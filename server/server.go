@@ -178,8 +178,9 @@ type Server struct {
 	// muxes holds the QPs of mux mode by the client endpoint they serve
 	// (mux.go).
 	muxes map[muxKey]*muxQP
-	// muxQPs counts the QPs of mux mode open now.
-	muxQPs int
+	// muxQPs counts the QPs of mux mode open now, ahs the address
+	// handles of ud mode.
+	muxQPs, ahs int
 
 	wg sync.WaitGroup
 	// readers are the goroutines that watch srq-mode clients whose

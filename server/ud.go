@@ -175,6 +175,10 @@ func (c *conn) setupUD(h exchange.Msg) (exchange.Msg, string, error) {
 	if err != nil {
 		return exchange.Msg{}, result.OutcomeQPCreate, err
 	}
+	s.mu.Lock()
+	s.ahs++
+	s.stats.PeakAHs = max(s.stats.PeakAHs, s.ahs)
+	s.mu.Unlock()
 	c.peerQKey = h.QKey
 	c.inflight = make([]uint64, s.wr)
 	c.pending = make([]pendingEcho, 0, max(maxPending, s.cfg.Depth))

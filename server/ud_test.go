@@ -137,8 +137,8 @@ func TestUDSenderChecked(t *testing.T) {
 			t.Fatalf("a receive after the client's echo: %+v (the intruder was answered)", wc)
 		}
 	}
-	if st := h.srv.Stats(); st.Released != 0 {
-		t.Fatalf("the client was not kept: %+v", st)
+	if st := h.srv.Stats(); st.Released != 0 || st.PeakAHs != 1 {
+		t.Fatalf("the client was not kept, or not counted as one AH: %+v", st)
 	}
 	post(client, 4, true)
 	eventually.True(t, guard, "the client is released on its bad payload", func() bool {
