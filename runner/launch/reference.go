@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -18,10 +19,18 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/softroce"
 )
 
-// perftestPort is the TCP port the reference's perftest server listens
-// on here for its client on a generator host: perftest's default, 18515,
-// plus one, so that a perftest someone left running is not dialled.
-const perftestPort = 18516
+// freePort is a TCP port free on this host now, for the reference's
+// perftest server to listen on for its client on a generator host: not
+// perftest's fixed default, which a perftest someone left running, or a
+// second run's reference, would hold.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free TCP port for perftest's server: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
 
 // perftestIterations is the bandwidth tool's count: at 4 KiB a real
 // device sends them in well under a second, and more than perftest's
@@ -34,9 +43,9 @@ var _ runner.Referencer = (*SSH)(nil)
 // PerftestArgv are a perftest tool's command lines for a pair whose
 // server runs on this host and whose client runs on a generator host:
 // the fabric's device, port and GID index on both sides (the same ones
-// rdmaprobe's server and generators open), size-byte messages, and the
-// client dialling serverIP.
-func PerftestArgv(tool string, f protocol.Fabric, size int, serverIP string) (server, client []string) {
+// rdmaprobe's server and generators open), size-byte messages, the
+// server listening on port, and the client dialling serverIP there.
+func PerftestArgv(tool string, f protocol.Fabric, size, port int, serverIP string) (server, client []string) {
 	argv := []string{tool, "-F"}
 	if f.Device != "" {
 		argv = append(argv, "-d", f.Device)
@@ -44,7 +53,7 @@ func PerftestArgv(tool string, f protocol.Fabric, size int, serverIP string) (se
 	if f.Port > 0 {
 		argv = append(argv, "-i", strconv.Itoa(f.Port))
 	}
-	argv = append(argv, "-x", strconv.Itoa(f.GIDIndex), "-p", strconv.Itoa(perftestPort),
+	argv = append(argv, "-x", strconv.Itoa(f.GIDIndex), "-p", strconv.Itoa(port),
 		"-s", strconv.Itoa(size), "-n", strconv.Itoa(perftestIterations))
 	server = argv
 	client = append(append([]string(nil), argv...), serverIP)
@@ -81,10 +90,14 @@ func (s *SSH) DataPathReference(ctx context.Context, f protocol.Fabric, op strin
 	here, _ := os.Hostname()
 	var refs []result.Reference
 	for _, h := range s.hosts {
-		server, client := PerftestArgv(tool, f, size, serverIP)
-		ref := result.Reference{Tool: tool, Command: strings.Join(client, " "),
-			Where: fmt.Sprintf("server host %s ↔ generator host %s", here, h.Name), When: result.ReferenceBefore}
-		s.pairReference(ctx, h.Name, here, server, client, &ref)
+		ref := result.Reference{Tool: tool, Where: fmt.Sprintf("server host %s ↔ generator host %s", here, h.Name), When: result.ReferenceBefore}
+		if port, err := freePort(); err != nil {
+			ref.Error = err.Error()
+		} else {
+			server, client := PerftestArgv(tool, f, size, port, serverIP)
+			ref.Command = strings.Join(client, " ")
+			s.pairReference(ctx, h.Name, here, port, server, client, &ref)
+		}
 		if out != nil {
 			switch {
 			case ref.Error != "":
@@ -99,7 +112,7 @@ func (s *SSH) DataPathReference(ctx context.Context, f protocol.Fabric, op strin
 }
 
 // pairReference runs server here and client on host, filling ref.
-func (s *SSH) pairReference(ctx context.Context, host, here string, server, client []string, ref *result.Reference) {
+func (s *SSH) pairReference(ctx context.Context, host, here string, port int, server, client []string, ref *result.Reference) {
 	tool := server[0]
 	if _, err := exec.LookPath(tool); err != nil {
 		ref.Absent, ref.Error = true, fmt.Sprintf("server host %s has no %s: no reference across that path", here, tool)
@@ -114,7 +127,7 @@ func (s *SSH) pairReference(ctx context.Context, host, here string, server, clie
 		ref.Absent, ref.Error = true, fmt.Sprintf("%s has no %s: no reference across that path", host, tool)
 		return
 	}
-	output, err := runPerftestPair(ctx, server, func(ctx context.Context) (string, error) {
+	output, err := runPerftestPair(ctx, port, server, func(ctx context.Context) (string, error) {
 		return s.run(ctx, host, nil, shellJoin(client...))
 	})
 	ref.Output = output
@@ -134,14 +147,14 @@ func (s *SSH) pairReference(ctx context.Context, host, here string, server, clie
 }
 
 // runPerftestPair starts server on this host, waits until it listens on
-// perftestPort, then runs client and returns the client's output; the
+// port, then runs client and returns the client's output; the
 // server, which ends when its client has, is given a few seconds more
 // and then ended.
-func runPerftestPair(ctx context.Context, server []string, client func(context.Context) (string, error)) (string, error) {
+func runPerftestPair(ctx context.Context, port int, server []string, client func(context.Context) (string, error)) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if command.TCPListening(perftestPort) {
-		return "", fmt.Errorf("TCP port %d is taken on this host", perftestPort)
+	if command.TCPListening(port) {
+		return "", fmt.Errorf("TCP port %d is taken on this host", port)
 	}
 	srvCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -155,14 +168,14 @@ func runPerftestPair(ctx context.Context, server []string, client func(context.C
 	go func() { exited <- cmd.Wait() }()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for !command.TCPListening(perftestPort) {
+	for !command.TCPListening(port) {
 		select {
 		case err := <-exited:
-			return "", fmt.Errorf("server on this host exited before it listened on port %d (%v): %s", perftestPort, err, command.LastLinesJoined(stderr.String(), 2, "; "))
+			return "", fmt.Errorf("server on this host exited before it listened on port %d (%v): %s", port, err, command.LastLinesJoined(stderr.String(), 2, "; "))
 		case <-ctx.Done():
 			stop()
 			<-exited
-			return "", fmt.Errorf("server on this host not listening on port %d: %w", perftestPort, ctx.Err())
+			return "", fmt.Errorf("server on this host not listening on port %d: %w", port, ctx.Err())
 		case <-tick.C:
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +22,7 @@ import (
 // device, port and GID index on both sides, and only the client names
 // the server's address.
 func TestPerftestArgv(t *testing.T) {
-	srv, cli := PerftestArgv("ib_send_bw", protocol.Fabric{Backend: "verbs", Device: "mlx5_0", Port: 1, GIDIndex: 3}, 4096, "10.0.0.1")
+	srv, cli := PerftestArgv("ib_send_bw", protocol.Fabric{Backend: "verbs", Device: "mlx5_0", Port: 1, GIDIndex: 3}, 4096, 18516, "10.0.0.1")
 	want := []string{"ib_send_bw", "-F", "-d", "mlx5_0", "-i", "1", "-x", "3", "-p", "18516", "-s", "4096", "-n", "5000"}
 	if !reflect.DeepEqual(srv, want) {
 		t.Errorf("server: %q, want %q", srv, want)
@@ -29,7 +31,7 @@ func TestPerftestArgv(t *testing.T) {
 		t.Errorf("client: %q, want %q", cli, append(want, "10.0.0.1"))
 	}
 	// No device named: perftest takes the first, as the fabric does.
-	srv, _ = PerftestArgv("ib_write_bw", protocol.Fabric{Backend: "verbs"}, 64, "10.0.0.1")
+	srv, _ = PerftestArgv("ib_write_bw", protocol.Fabric{Backend: "verbs"}, 64, 18516, "10.0.0.1")
 	if strings.Join(srv, " ") != "ib_write_bw -F -x 0 -p 18516 -s 64 -n 5000" {
 		t.Errorf("server without a device: %q", srv)
 	}
@@ -65,7 +67,7 @@ func TestPerftestOverSSH(t *testing.T) {
 		t.Errorf("%s on h1: %v, %v; want not found", only, has, err)
 	}
 	var ref result.Reference
-	s.pairReference(ctx, "h1", "srv", []string{only}, []string{only, "10.0.0.1"}, &ref)
+	s.pairReference(ctx, "h1", "srv", 18516, []string{only}, []string{only, "10.0.0.1"}, &ref)
 	if !ref.Absent || ref.Error != "h1 has no "+only+": no reference across that path" || ref.Figures != nil {
 		t.Errorf("a host without the tool: %+v", ref)
 	}
@@ -94,8 +96,16 @@ func TestPerftestOverSSH(t *testing.T) {
 	} else if !strings.Contains(r.Error, "server on this host exited before it listened") {
 		t.Errorf("without an RDMA device here: %+v", r)
 	}
-	if command.TCPListening(perftestPort) {
-		t.Errorf("something still listens on port %d", perftestPort)
+	// The server listened on a port free when the reference began, and
+	// nothing listens there after it.
+	f := strings.Fields(r.Command)
+	i := slices.Index(f, "-p")
+	port, err := strconv.Atoi(f[min(i+1, len(f)-1)])
+	if i < 0 || err != nil || port == 0 {
+		t.Fatalf("no port in %q", r.Command)
+	}
+	if command.TCPListening(port) {
+		t.Errorf("something still listens on port %d", port)
 	}
 	noneLeft(t, hosts)
 }
