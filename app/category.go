@@ -38,7 +38,7 @@ var flagCategory = map[string]string{
 
 	"server-cmd": catCommands, "server-port": catCommands, "server-build": catCommands, "server-build-cache": catCommands,
 	"server-ready": catCommands, "server-stop-grace": catCommands, "server-start-timeout": catCommands,
-	"server-addr": catCommands, "target-dir": catCommands, "client-cmd": catCommands, "client-kind": catCommands, "cm-private-data": catCommands, "cm-server-echoes": catCommands, "client-stdin": catCommands,
+	"server-addr": catCommands, "target-dir": catCommands, "client-cmd": catCommands, "client-kind": catCommands, "cm-private-data": catCommands, "cm-server-echoes": catCommands, "cm-steps": catCommands, "client-stdin": catCommands,
 	"client-ok": catCommands, "client-count": catCommands,
 
 	"duration": catTraffic, "op": catTraffic, "depth": catTraffic, "msg-rate": catTraffic, "busy-poll": catTraffic,
