@@ -50,7 +50,7 @@ func benchCommand(s Streams) *cli.Command {
 			&cli.DurationFlag{Name: "op-timeout", Value: 60 * time.Second, Usage: "deadline of each operation"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"results"}, Value: "results", Usage: "directory that receives <UTC time>-bench-<backend>/" + bench.FileName},
 		}, append(vmFlags(), fabricFlags()...)...),
-		Subcommands: []*cli.Command{soakCommand(s)},
+		Subcommands: []*cli.Command{soakCommand(s), benchRDMACMCommand(s)},
 		Action: func(c *cli.Context) error {
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()

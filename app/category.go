@@ -38,7 +38,7 @@ var flagCategory = map[string]string{
 
 	"server-cmd": catCommands, "server-port": catCommands, "server-build": catCommands, "server-build-cache": catCommands,
 	"server-ready": catCommands, "server-stop-grace": catCommands, "server-start-timeout": catCommands,
-	"server-addr": catCommands, "target-dir": catCommands, "client-cmd": catCommands, "client-kind": catCommands, "cm-private-data": catCommands, "cm-server-echoes": catCommands, "client-stdin": catCommands,
+	"server-addr": catCommands, "target-dir": catCommands, "client-cmd": catCommands, "client-kind": catCommands, "cm-private-data": catCommands, "cm-server-echoes": catCommands, "cm-steps": catCommands, "client-stdin": catCommands,
 	"client-ok": catCommands, "client-count": catCommands,
 
 	"duration": catTraffic, "op": catTraffic, "depth": catTraffic, "msg-rate": catTraffic, "busy-poll": catTraffic,
@@ -67,11 +67,15 @@ var flagCategory = map[string]string{
 	"bench soak/duration": catSoak, "bench soak/interval": catSoak, "bench soak/wave": catSoak, "bench soak/traffic": catSoak,
 	"bench soak/max-clients": catServer, "bench soak/mode": catServer, "bench soak/msg-size": catServer,
 	"bench soak/inflight": catClients, "bench soak/out": catOutput,
+
+	"bench rdmacm/n": catBench, "bench rdmacm/passes": catBench, "bench rdmacm/cm-modes": catBench,
+	"bench rdmacm/op-timeout": catBench, "bench rdmacm/cmtime": catServer, "bench rdmacm/cm-port": catServer,
+	"bench rdmacm/out": catOutput,
 }
 
 // categorized are the commands whose --help groups the flags, a
 // subcommand after its command and a space.
-var categorized = []string{"search", "ramp", "serve", "bench", "bench soak", "hostinfo"}
+var categorized = []string{"search", "ramp", "serve", "bench", "bench soak", "bench rdmacm", "hostinfo"}
 
 // commandAt finds a command or, for "cmd sub", a subcommand.
 func commandAt(app *cli.App, path string) *cli.Command {

@@ -35,6 +35,9 @@ func TestClientKindRefusals(t *testing.T) {
 		{append([]string{"--cm-server-echoes"}, srv...), "--cm-server-echoes goes with --client-kind rdmacm"},
 		{append([]string{"--client-kind", "rdmacm", "--cm-server-echoes", "--op", "write"}, srv...), "--op write with --cm-server-echoes"},
 		{append([]string{"--client-kind", "rdmacm", "--cm-server-echoes", "--msg-rate", "10"}, srv...), "closed loop only"},
+		{append([]string{"--client-kind", "rdmacm", "--cm-steps", "fast"}, srv...), `--cm-steps "fast": want auto, lockstep or interleaved`},
+		{append([]string{"--client-kind", "rdmacm", "--cm-steps", "lockstep", "--rate", "10"}, srv...), "not with --rate"},
+		{append([]string{"--cm-steps", "lockstep"}, srv...), "--cm-steps goes with --client-kind rdmacm"},
 	}
 	for _, c := range cases {
 		args := append([]string{"ramp", "--backend", "sim", "--clients", "1", "--results", t.TempDir()}, c.args...)

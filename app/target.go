@@ -36,6 +36,7 @@ func targetFlags() []cli.Flag {
 		&cli.StringFlag{Name: "client-cmd", Usage: "run this command once per client instead of the built-in client, with {i} {n} {addr} {port} {dir} {device} {build}"},
 		&cli.StringFlag{Name: "client-kind", Usage: "the clients: builtin (rdmaprobe's own TLS clients, the default), rdmacm (rdma_cm RC connections to a --server-cmd, thousands per generator process from one event channel, each step timed; a traffic phase only with --cm-server-echoes) or command (--client-cmd's, implied by it)"},
 		&cli.StringFlag{Name: "cm-private-data", Usage: "with --client-kind rdmacm: the private data every connect request carries, as hex or @file (at most 56 bytes)"},
+		&cli.StringFlag{Name: "cm-steps", Value: protocol.CMStepsAuto, Usage: "with --client-kind rdmacm: how each generator steps its connections: lockstep (every address resolved, then every route, every QP, every connect, in batches of --inflight, as cmtime does), interleaved (each moves on as its own events come) or auto (lockstep when --inflight covers a generator's clients and no --rate paces them, as measured faster by `rdmaprobe bench rdmacm`; interleaved otherwise)"},
 		&cli.BoolFlag{Name: "cm-server-echoes", Usage: "with --client-kind rdmacm: the server posts receives and sends every message back as it came, so the rdma_cm clients run the traffic phase (SENDs of --msg-size, --depth outstanding, each echo verified); without it they run none, since a SEND to a server that posts no receive is RNR-NAKed"},
 		&cli.StringFlag{Name: "client-stdin", Usage: "text written to each client command's stdin, with printf escapes (e.g. 'send Test\\nquit\\n')"},
 		&cli.StringFlag{Name: "client-ok", Usage: "regexp on a client command's output that says it connected (without it, exit status 0 alone)"},
@@ -112,7 +113,7 @@ func clientKind(c *cli.Context, spec *runner.Spec) error {
 		if kind == "builtin" && spec.Client != nil {
 			return fmt.Errorf("--client-kind builtin and --client-cmd: the clients are one or the other")
 		}
-		for _, f := range []string{"cm-private-data", "cm-server-echoes"} {
+		for _, f := range []string{"cm-private-data", "cm-server-echoes", "cm-steps"} {
 			if c.IsSet(f) {
 				return fmt.Errorf("--%s goes with --client-kind rdmacm", f)
 			}
@@ -132,7 +133,18 @@ func clientKind(c *cli.Context, spec *runner.Spec) error {
 	if err != nil {
 		return fmt.Errorf("--cm-private-data: %w", err)
 	}
-	spec.CM = &protocol.CMClient{PrivateData: pd, ServerEchoes: c.Bool("cm-server-echoes")}
+	steps := c.String("cm-steps")
+	switch steps {
+	case protocol.CMStepsAuto:
+		steps = ""
+	case protocol.CMStepsLockstep, protocol.CMStepsInterleaved:
+		if steps == protocol.CMStepsLockstep && spec.Rate > 0 {
+			return fmt.Errorf("--cm-steps lockstep starts each batch at once: not with --rate")
+		}
+	default:
+		return fmt.Errorf("--cm-steps %q: want auto, lockstep or interleaved", steps)
+	}
+	spec.CM = &protocol.CMClient{PrivateData: pd, ServerEchoes: c.Bool("cm-server-echoes"), Steps: steps}
 	if !spec.CM.ServerEchoes {
 		// Servers such as cmtime's post no receives: a SEND would be
 		// RNR-NAKed, so rdma_cm clients run no traffic phase unless

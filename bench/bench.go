@@ -31,7 +31,9 @@ import (
 )
 
 // SchemaVersion of the bench file; bump on any incompatible change.
-const SchemaVersion = 1
+// Version 2 added rdma_cm (the rdma_cm comparison of `bench rdmacm`,
+// whose files have no measurements of the suite).
+const SchemaVersion = 2
 
 // Tool and Kind tell a bench file from a run.json at a glance.
 const (
@@ -76,6 +78,9 @@ type Run struct {
 	Measurements []Measurement `json:"measurements"`
 	Comparisons  []Comparison  `json:"comparisons"`
 	Targets      []Target      `json:"targets"`
+	// RDMACM is the rdma_cm comparison of `rdmaprobe bench rdmacm`
+	// against cmtime; such a run has no other measurements.
+	RDMACM *CMRun `json:"rdma_cm,omitempty"`
 	// Complete is false when the run stopped early; Error says why.
 	Complete bool   `json:"complete"`
 	Error    string `json:"error,omitempty"`
@@ -189,6 +194,15 @@ func (r *Run) Summarise() {
 		if !seen[m.Concurrency] {
 			seen[m.Concurrency] = true
 			levels = append(levels, m.Concurrency)
+		}
+	}
+	if cm := r.RDMACM; cm != nil {
+		cm.Summarise()
+		for _, x := range cm.Ratios {
+			r.Targets = append(r.Targets, Target{
+				Name:        "rdma_cm connects/s (" + x.Mode + ") >= 1.0 x cmtime's, median of passes",
+				Concurrency: cm.N, Value: x.Median, Limit: MinCMRatio, Compare: ">=", Met: x.Met,
+			})
 		}
 	}
 	for _, c := range levels {

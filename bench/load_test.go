@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -78,7 +79,7 @@ func TestLoadErrors(t *testing.T) {
 		{"foreign", []byte(`{"name": "something else"}`), "not an rdmaprobe run"},
 		{"run file", run, `a capacity run (kind "run"), not a bench run`},
 		{"other kind", []byte(`{"schema_version": 1, "tool": "rdmaprobe", "kind": "trace"}`), `(kind "trace"), not a bench run`},
-		{"newer", encode(t, newer), "schema version 2 is newer than this build reads (1)"},
+		{"newer", encode(t, newer), fmt.Sprintf("schema version %d is newer than this build reads (%d)", SchemaVersion+1, SchemaVersion)},
 		{"wrong type", []byte(`{"schema_version": 1, "tool": "rdmaprobe", "kind": "bench", "measurements": "many"}`), `field "measurements"`},
 		{"truncated gzip", gz(good)[:30], "gzip: unexpected EOF"},
 	} {

@@ -24,6 +24,9 @@ type BenchModel struct {
 	Phases       []Table
 	Plot         Plot
 	Method       BenchMethod
+	// CM marks the rdma_cm comparison against cmtime (bench rdmacm):
+	// Measurements are its turns and Ratios each mode's median.
+	CM bool
 }
 
 // BenchMethod is how the bench run was made.
@@ -63,6 +66,10 @@ func InFlight(c int) string {
 // NewBenchModel computes the report of a bench run.
 func NewBenchModel(run *bench.Run) *BenchModel {
 	m := &BenchModel{Simulated: run.Backend.Simulated}
+	if run.RDMACM != nil {
+		m.cmModel(run)
+		return m
+	}
 	m.Title = "rdmaprobe bench on " + backendName(run.Backend)
 	if m.Simulated {
 		m.SimNote = simNote

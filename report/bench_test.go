@@ -204,3 +204,44 @@ func TestBenchCompareGolden(t *testing.T) {
 	golden(t, "bench-compare.golden.md", got["compare.md"])
 	golden(t, "bench-compare.golden.html", got["compare.html"])
 }
+
+// The rdma_cm comparison's report: its verdict per mode, a row per turn
+// with the ratio to the same pass's cmtime, the ratios by pass, the
+// limits, and none of the suite's sections.
+func TestWriteBenchRDMACM(t *testing.T) {
+	cm := &bench.CMRun{N: 1000, Passes: 2, Modes: []string{bench.CMLockstep}, Limits: "two emulated CPUs.",
+		Server: "cmtime -b 192.0.2.1 -p 7471 -c 1000", CMTime: "cmtime -s 192.0.2.1 -p 7471 -c 1000"}
+	for p, rates := range [][2]float64{{100, 150}, {200, 240}} {
+		cm.Measurements = append(cm.Measurements,
+			bench.CMMeasurement{Pass: p + 1, Client: bench.CMTimeClient, Attempted: 1000, Connected: 1000, PerSec: rates[0], Sec: 1000 / rates[0],
+				StepsMS: map[string]float64{"resolve addr": 40, "resolve route": 90, "create qp": 700, "connect": 3000}},
+			bench.CMMeasurement{Pass: p + 1, Client: bench.RDMAProbeClient, Mode: bench.CMLockstep, Attempted: 1000, Connected: 1000,
+				PerSec: rates[1], Sec: 1000 / rates[1], StepsMS: map[string]float64{result.PhaseResolveRoute: 12.5, result.PhaseEstablish: 800}})
+	}
+	run := &bench.Run{SchemaVersion: bench.SchemaVersion, Tool: bench.Tool, Kind: bench.Kind, ToolVersion: "test",
+		Command: []string{"rdmaprobe", "bench", "rdmacm"}, StartedAt: benchStart, FinishedAt: benchStart.Add(time.Minute),
+		Backend: result.Backend{Name: "vm", Description: "vm: rxe1 on dummy0"}, RDMACM: cm, Complete: true}
+	run.Summarise()
+	files, err := WriteBench(run, t.TempDir(), Formats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, files)
+	md, html := string(got["report.md"]), string(got["report.html"])
+	for _, w := range []string{
+		"# rdmaprobe bench rdmacm on vm: rxe1 on dummy0",
+		"makes **1.35 ×** cmtime's connects/s at 1000 connections, median of 2 passes in turns — target ≥ 1.0: **met**",
+		"What limits both: two emulated CPUs.",
+		"| 1    | rdmaprobe (lockstep) | 1000/1000 | 6.67  | 150.0      | 1.50     |",
+		"| 2    | cmtime               | 1000/1000 | 5.00  | 200.0      |          | 40.0            | 90.0             | 700.0        | 3000.0     |",
+		"| lockstep | 1.50, 1.20       | 1.35   | met   |",
+		"![rdma_cm connects/s at 1000 connections, by pass](bench-rdmacm.png)",
+	} {
+		if !strings.Contains(md, w) {
+			t.Errorf("report.md lacks %q:\n%s", w, md)
+		}
+	}
+	if strings.Contains(md, "bare TLS") || strings.Contains(html, "bare TLS") || !strings.Contains(html, `data-plot="bench-rdmacm"`) {
+		t.Errorf("the comparison's report shows the suite's text or lacks its plot:\n%s", md)
+	}
+}

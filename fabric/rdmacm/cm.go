@@ -29,6 +29,7 @@ func Supported() bool { return true }
 const (
 	stepAddr = iota
 	stepRoute
+	stepQP // lockstep: route resolved, waiting for the window's QPs
 	stepEstablish
 	stepHeld
 	stepEnded
@@ -39,6 +40,9 @@ type conn struct {
 	step        int
 	start, last time.Time
 	deadline    time.Time
+	// ready: under Config.Lockstep, this attempt has finished its step
+	// and waits for the rest of its batch.
+	ready bool
 	// The traffic phase's registered buffer (traffic.go).
 	mr  *C.struct_ibv_mr
 	buf unsafe.Pointer
@@ -174,6 +178,8 @@ func Run(ctx context.Context, cfg Config) ([]result.ClientRecord, *Conns, error)
 		recs[i].PhasesUS[name] = now.Sub(c.last).Microseconds()
 		c.last = now
 	}
+	// batch is the attempts of the current lockstep batch.
+	var batch []int
 	begin := time.Now()
 	for ended < cfg.N {
 		now := time.Now()
@@ -188,13 +194,20 @@ func Run(ctx context.Context, cfg Config) ([]result.ClientRecord, *Conns, error)
 			}
 			break
 		}
-		for next < cfg.N && pending < window && (cfg.Rate <= 0 || !now.Before(startAt(begin, next, cfg.Rate))) {
+		if cfg.Lockstep && pending == 0 {
+			batch = batch[:0]
+		}
+		for next < cfg.N && pending < window && (cfg.Rate <= 0 || !now.Before(startAt(begin, next, cfg.Rate))) &&
+			(!cfg.Lockstep || len(batch) < window) {
 			i := next
 			next++
 			pending++
 			c := &h.conns[i]
 			c.start, c.last, c.deadline = now, now, now.Add(cfg.Timeout)
 			started = append(started, i)
+			if cfg.Lockstep {
+				batch = append(batch, i)
+			}
 			if e := C.rp_cm_start(h.g, C.uint64_t(i), chost, cport, cmMS, &c.id); e != 0 {
 				c.id = nil
 				end(i, result.OutcomeAddrError, "rdma_resolve_addr", syscall.Errno(-e))
@@ -212,6 +225,9 @@ func Run(ctx context.Context, cfg Config) ([]result.ClientRecord, *Conns, error)
 				continue
 			}
 			break
+		}
+		if cfg.Lockstep {
+			advance(h, batch, recs, phase, end, cmMS, pdata, len(cfg.PrivateData))
 		}
 		if ended == cfg.N {
 			break
@@ -234,16 +250,73 @@ func Run(ctx context.Context, cfg Config) ([]result.ClientRecord, *Conns, error)
 		}
 		// The channel drains in one go: one poll per burst of events.
 		for got > 0 {
-			handle(h, &ev, recs, phase, end, cmMS, pdata, len(cfg.PrivateData))
+			handle(h, &ev, recs, phase, end, cmMS, pdata, len(cfg.PrivateData), cfg.Lockstep)
 			got = C.rp_cm_next(h.g, 0, &ev)
 		}
 	}
 	return recs, h, nil
 }
 
-// handle moves the attempt ev belongs to on by one step.
-func handle(h *Conns, ev *C.rp_cm_ev, recs []result.ClientRecord, phase func(int, string),
+// advance moves a lockstep batch on once every attempt of it still in
+// progress has finished its step: all routes are resolved, then all QPs
+// created, then all connects issued, as cmtime steps its connections.
+// Each step is timed from its own issue, as cmtime times it.
+func advance(h *Conns, batch []int, recs []result.ClientRecord, phase func(int, string),
 	end func(int, string, string, syscall.Errno), cmMS C.int, pdata unsafe.Pointer, pdlen int) {
+	live := 0
+	for _, i := range batch {
+		c := &h.conns[i]
+		if c.step == stepHeld || c.step == stepEnded {
+			continue
+		}
+		if !c.ready {
+			return
+		}
+		live++
+	}
+	if live == 0 {
+		return
+	}
+	for _, i := range batch {
+		c := &h.conns[i]
+		if c.step != stepRoute || !c.ready {
+			continue
+		}
+		c.ready, c.last = false, time.Now()
+		if e := C.rp_cm_route(c.id, cmMS); e != 0 {
+			end(i, result.OutcomeRouteError, "rdma_resolve_route", syscall.Errno(-e))
+		}
+	}
+	for _, i := range batch {
+		c := &h.conns[i]
+		if c.step != stepQP || !c.ready {
+			continue
+		}
+		c.last = time.Now()
+		var qpn C.uint32_t
+		if e := C.rp_cm_qp(h.g, c.id, &qpn); e != 0 {
+			end(i, result.OutcomeQPCreate, "rdma_create_qp", syscall.Errno(-e))
+			continue
+		}
+		recs[i].LocalQPN = uint32(qpn)
+		phase(i, result.PhaseQPCreate)
+	}
+	for _, i := range batch {
+		c := &h.conns[i]
+		if c.step != stepQP || !c.ready {
+			continue
+		}
+		c.ready, c.last, c.step = false, time.Now(), stepEstablish
+		if e := C.rp_cm_connect(c.id, pdata, C.int(pdlen)); e != 0 {
+			end(i, result.OutcomeConnectError, "rdma_connect", syscall.Errno(-e))
+		}
+	}
+}
+
+// handle moves the attempt ev belongs to on by one step; under lockstep
+// a resolved address or route waits for advance.
+func handle(h *Conns, ev *C.rp_cm_ev, recs []result.ClientRecord, phase func(int, string),
+	end func(int, string, string, syscall.Errno), cmMS C.int, pdata unsafe.Pointer, pdlen int, lockstep bool) {
 	i := int(ev.idx)
 	if i < 0 || i >= len(h.conns) || h.conns[i].id != ev.id {
 		return // an attempt already ended
@@ -258,11 +331,19 @@ func handle(h *Conns, ev *C.rp_cm_ev, recs []result.ClientRecord, phase func(int
 	case C.RDMA_CM_EVENT_ADDR_RESOLVED:
 		phase(i, result.PhaseResolveAddr)
 		c.step = stepRoute
+		if lockstep {
+			c.ready = true
+			return
+		}
 		if e := C.rp_cm_route(c.id, cmMS); e != 0 {
 			end(i, result.OutcomeRouteError, "rdma_resolve_route", syscall.Errno(-e))
 		}
 	case C.RDMA_CM_EVENT_ROUTE_RESOLVED:
 		phase(i, result.PhaseResolveRoute)
+		if lockstep {
+			c.step, c.ready = stepQP, true
+			return
+		}
 		var qpn C.uint32_t
 		if e := C.rp_cm_qp(h.g, c.id, &qpn); e != 0 {
 			end(i, result.OutcomeQPCreate, "rdma_create_qp", syscall.Errno(-e))
@@ -359,6 +440,8 @@ func stepName(step int) string {
 		return "resolving the address"
 	case stepRoute:
 		return "resolving the route"
+	case stepQP:
+		return "waiting for the rest of its lockstep batch to resolve its routes"
 	default:
 		return "connecting"
 	}

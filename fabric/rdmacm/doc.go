@@ -30,6 +30,12 @@ type Config struct {
 	InFlight int
 	// Rate paces the attempts' starts, per second (0 = no pacing).
 	Rate float64
+	// Lockstep steps the attempts in batches of InFlight as cmtime
+	// does: every address resolved, then every route, then every QP
+	// created, then every connect issued; the next batch starts when
+	// the last one has ended. Without it each attempt moves on as its
+	// own events come (interleaved). Not with Rate.
+	Lockstep bool
 	// Timeout bounds each attempt, the CM's own timeouts and retries
 	// included.
 	Timeout time.Duration
@@ -49,6 +55,9 @@ type Config struct {
 func (c Config) Check() error {
 	if c.N < 1 {
 		return fmt.Errorf("--n must be at least 1")
+	}
+	if c.Lockstep && c.Rate > 0 {
+		return fmt.Errorf("lockstep batches start together: not with a --rate")
 	}
 	if len(c.PrivateData) > MaxPrivateData {
 		return fmt.Errorf("--cm-private-data: %d bytes, an RC connect request carries at most %d", len(c.PrivateData), MaxPrivateData)

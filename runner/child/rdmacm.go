@@ -32,7 +32,8 @@ func generateCM(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Read
 		return err
 	}
 	cfg := rdmacm.Config{N: spec.N, IDBase: spec.IDBase, Proc: spec.Proc, InFlight: spec.InFlight,
-		Rate: spec.Rate, Timeout: spec.Timeout, PrivateData: spec.CM.PrivateData}
+		Rate: spec.Rate, Timeout: spec.Timeout, PrivateData: spec.CM.PrivateData,
+		Lockstep: spec.CM.Lockstep(spec.N, spec.InFlight, spec.Rate)}
 	size := spec.MsgSize
 	if spec.Traffic.Duration > 0 {
 		cfg.TrafficDepth = max(spec.Traffic.Depth, 1)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/bench"
+	"github.com/rdmaprobe/rdmaprobe/bench/cmbench"
 	"github.com/rdmaprobe/rdmaprobe/certs"
 	"github.com/rdmaprobe/rdmaprobe/fabric"
 	"github.com/rdmaprobe/rdmaprobe/result"
@@ -65,6 +66,14 @@ func (a *agent) handle(ctx context.Context, op string, payload json.RawMessage, 
 		return takeProfiles(vm.GuestProfileDir)
 	case vm.OpSoak:
 		return soakInGuest(ctx, payload, progress)
+	case vm.OpCMBench:
+		var req vm.CMBenchRequest
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		return cmbench.Run(ctx, cmbench.Config{CMTime: req.CMTime, Addr: vm.GuestNetdevAddr, Port: req.Port,
+			Device: vm.GuestNetdevDevice, N: req.N, Passes: req.Passes, Modes: req.Modes, Timeout: req.Timeout},
+			func(m bench.CMMeasurement) { progress(m) })
 	case vm.OpBench:
 		var req vm.BenchRequest
 		if err := json.Unmarshal(payload, &req); err != nil {

@@ -555,6 +555,31 @@ func (g *Guest) fetchProfiles(ctx context.Context) error {
 	return nil
 }
 
+// BootCMGuest boots the guest for the rdma_cm comparison: with the
+// netdev device, where rdma_cm resolves, and the programs named (cmtime)
+// carried into its image at their host paths.
+func BootCMGuest(ctx context.Context, opts GuestOptions, programs []string) (*Guest, error) {
+	return bootGuestWith(ctx, opts, false, &guestCommands{binaries: programs})
+}
+
+// BenchRDMACM runs the rdma_cm comparison inside the guest.
+func (g *Guest) BenchRDMACM(ctx context.Context, req CMBenchRequest, progress func(bench.CMMeasurement)) (*bench.CMRun, error) {
+	raw, err := g.g.Call(ctx, OpCMBench, req, func(m json.RawMessage) {
+		var meas bench.CMMeasurement
+		if json.Unmarshal(m, &meas) == nil {
+			progress(meas)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("guest: %w", err)
+	}
+	var got bench.CMRun
+	if err := json.Unmarshal(raw, &got); err != nil {
+		return nil, fmt.Errorf("guest sent an unreadable rdma_cm comparison: %w", err)
+	}
+	return &got, nil
+}
+
 // Bench runs the bench suite inside the guest, so the vm backend's
 // figures are all taken under the same CPU emulation.
 func (g *Guest) Bench(ctx context.Context, req BenchRequest, progress func(bench.Measurement)) (*bench.Run, error) {

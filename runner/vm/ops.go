@@ -31,7 +31,23 @@ const (
 	// OpSoak runs a soak in the guest: soak.Config → soak.Result, with
 	// soak.Sample messages meanwhile.
 	OpSoak = "soak"
+	// OpCMBench runs the rdma_cm comparison against cmtime:
+	// CMBenchRequest → bench.CMRun, with bench.CMMeasurement messages
+	// meanwhile.
+	OpCMBench = "cmbench"
 )
+
+// CMBenchRequest asks the guest for the rdma_cm comparison (OpCMBench)
+// on the netdev device; CMTime is the program's path, the same in the
+// guest as on the host (BootCMGuest copies it in).
+type CMBenchRequest struct {
+	CMTime  string        `json:"cmtime"`
+	Port    int           `json:"port"`
+	N       int           `json:"n"`
+	Passes  int           `json:"passes"`
+	Modes   []string      `json:"modes"`
+	Timeout time.Duration `json:"timeout"`
+}
 
 // GuestPointRequest asks the guest's agent for one point (OpPoint).
 type GuestPointRequest struct {
