@@ -39,7 +39,7 @@ type Model struct {
 	// ms, when more than one point has any: how a step slows with N.
 	PhaseHead    []string
 	PhaseByPoint [][]string
-	RTT     []RTTRow
+	RTT          []RTTRow
 	// Traffic is each count's traffic phase (none: the run had none);
 	// TrafficNote says how they ran.
 	Traffic     []TrafficRow
