@@ -51,15 +51,7 @@ func benchCommand(s Streams) *cli.Command {
 			&cli.StringFlag{Name: "out", Aliases: []string{"results"}, Value: "results", Usage: "directory that receives <UTC time>-bench-<backend>/" + bench.FileName},
 		}, append(vmFlags(), fabricFlags()...)...),
 		Subcommands: []*cli.Command{soakCommand(s), benchRDMACMCommand(s)},
-		Action: func(c *cli.Context) error {
-			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			err := runBench(ctx, c, s)
-			if err != nil && ctx.Err() != nil {
-				return fail(ExitInterrupted, "interrupted: %v", err)
-			}
-			return err
-		},
+		Action: interruptible(s, runBench),
 	}
 }
 
@@ -260,4 +252,18 @@ func yesNo(ok bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// interruptible runs a measuring command's action with a context that
+// SIGINT and SIGTERM end: an action that then fails exits as interrupted.
+func interruptible(s Streams, run func(context.Context, *cli.Context, Streams) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		err := run(ctx, c, s)
+		if err != nil && ctx.Err() != nil {
+			return fail(ExitInterrupted, "interrupted: %v", err)
+		}
+		return err
+	}
 }

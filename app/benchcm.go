@@ -7,10 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -49,15 +47,7 @@ func benchRDMACMCommand(s Streams) *cli.Command {
 			&cli.DurationFlag{Name: "op-timeout", Value: 2 * time.Minute, Usage: "deadline of each client's N connections"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"results"}, Value: "results", Usage: "directory that receives <UTC time>-bench-rdmacm-vm/" + bench.FileName},
 		}, vmFlags()...),
-		Action: func(c *cli.Context) error {
-			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			err := runBenchRDMACM(ctx, c, s)
-			if err != nil && ctx.Err() != nil {
-				return fail(ExitInterrupted, "interrupted: %v", err)
-			}
-			return err
-		},
+		Action: interruptible(s, runBenchRDMACM),
 	}
 }
 

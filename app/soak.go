@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -44,15 +42,7 @@ func soakCommand(s Streams) *cli.Command {
 			&cli.IntFlag{Name: "inflight", Value: protocol.DefaultInFlight, Usage: "connection attempts in progress at once"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"results"}, Value: "results", Usage: "directory that receives <UTC time>-soak-<backend>/" + soakFileName},
 		}, vmFlags()...),
-		Action: func(c *cli.Context) error {
-			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			err := runSoak(ctx, c, s)
-			if err != nil && ctx.Err() != nil {
-				return fail(ExitInterrupted, "interrupted: %v", err)
-			}
-			return err
-		},
+		Action: interruptible(s, runSoak),
 	}
 }
 
