@@ -178,6 +178,7 @@ func Run(ctx context.Context, cfg Config) ([]result.ClientRecord, *Conns, error)
 		recs[i].PhasesUS[name] = now.Sub(c.last).Microseconds()
 		c.last = now
 	}
+	st := &steps{h: h, recs: recs, phase: phase, end: end, cmMS: cmMS, pdata: pdata, pdlen: len(cfg.PrivateData)}
 	// batch is the attempts of the current lockstep batch.
 	var batch []int
 	begin := time.Now()
@@ -227,7 +228,7 @@ func Run(ctx context.Context, cfg Config) ([]result.ClientRecord, *Conns, error)
 			break
 		}
 		if cfg.Lockstep {
-			advance(h, batch, recs, phase, end, cmMS, pdata, len(cfg.PrivateData))
+			advance(st, batch)
 		}
 		if ended == cfg.N {
 			break
@@ -250,7 +251,7 @@ func Run(ctx context.Context, cfg Config) ([]result.ClientRecord, *Conns, error)
 		}
 		// The channel drains in one go: one poll per burst of events.
 		for got > 0 {
-			handle(h, &ev, recs, phase, end, cmMS, pdata, len(cfg.PrivateData), cfg.Lockstep)
+			handle(st, &ev, cfg.Lockstep)
 			got = C.rp_cm_next(h.g, 0, &ev)
 		}
 	}
@@ -261,8 +262,8 @@ func Run(ctx context.Context, cfg Config) ([]result.ClientRecord, *Conns, error)
 // progress has finished its step: all routes are resolved, then all QPs
 // created, then all connects issued, as cmtime steps its connections.
 // Each step is timed from its own issue, as cmtime times it.
-func advance(h *Conns, batch []int, recs []result.ClientRecord, phase func(int, string),
-	end func(int, string, string, syscall.Errno), cmMS C.int, pdata unsafe.Pointer, pdlen int) {
+func advance(st *steps, batch []int) {
+	h := st.h
 	live := 0
 	for _, i := range batch {
 		c := &h.conns[i]
@@ -283,9 +284,7 @@ func advance(h *Conns, batch []int, recs []result.ClientRecord, phase func(int, 
 			continue
 		}
 		c.ready, c.last = false, time.Now()
-		if e := C.rp_cm_route(c.id, cmMS); e != 0 {
-			end(i, result.OutcomeRouteError, "rdma_resolve_route", syscall.Errno(-e))
-		}
+		st.route(i)
 	}
 	for _, i := range batch {
 		c := &h.conns[i]
@@ -293,30 +292,60 @@ func advance(h *Conns, batch []int, recs []result.ClientRecord, phase func(int, 
 			continue
 		}
 		c.last = time.Now()
-		var qpn C.uint32_t
-		if e := C.rp_cm_qp(h.g, c.id, &qpn); e != 0 {
-			end(i, result.OutcomeQPCreate, "rdma_create_qp", syscall.Errno(-e))
-			continue
-		}
-		recs[i].LocalQPN = uint32(qpn)
-		phase(i, result.PhaseQPCreate)
+		st.createQP(i)
 	}
 	for _, i := range batch {
 		c := &h.conns[i]
 		if c.step != stepQP || !c.ready {
 			continue
 		}
-		c.ready, c.last, c.step = false, time.Now(), stepEstablish
-		if e := C.rp_cm_connect(c.id, pdata, C.int(pdlen)); e != 0 {
-			end(i, result.OutcomeConnectError, "rdma_connect", syscall.Errno(-e))
-		}
+		c.ready, c.last = false, time.Now()
+		st.connect(i)
+	}
+}
+
+// steps issues an attempt's next CM call, in lockstep batches (advance)
+// or as its events come (handle), and ends the attempt on a failure.
+type steps struct {
+	h     *Conns
+	recs  []result.ClientRecord
+	phase func(int, string)
+	end   func(int, string, string, syscall.Errno)
+	cmMS  C.int
+	pdata unsafe.Pointer
+	pdlen int
+}
+
+func (st *steps) route(i int) {
+	if e := C.rp_cm_route(st.h.conns[i].id, st.cmMS); e != 0 {
+		st.end(i, result.OutcomeRouteError, "rdma_resolve_route", syscall.Errno(-e))
+	}
+}
+
+// createQP creates attempt i's QP and reports whether it did.
+func (st *steps) createQP(i int) bool {
+	var qpn C.uint32_t
+	if e := C.rp_cm_qp(st.h.g, st.h.conns[i].id, &qpn); e != 0 {
+		st.end(i, result.OutcomeQPCreate, "rdma_create_qp", syscall.Errno(-e))
+		return false
+	}
+	st.recs[i].LocalQPN = uint32(qpn)
+	st.phase(i, result.PhaseQPCreate)
+	return true
+}
+
+func (st *steps) connect(i int) {
+	c := &st.h.conns[i]
+	c.step = stepEstablish
+	if e := C.rp_cm_connect(c.id, st.pdata, C.int(st.pdlen)); e != 0 {
+		st.end(i, result.OutcomeConnectError, "rdma_connect", syscall.Errno(-e))
 	}
 }
 
 // handle moves the attempt ev belongs to on by one step; under lockstep
 // a resolved address or route waits for advance.
-func handle(h *Conns, ev *C.rp_cm_ev, recs []result.ClientRecord, phase func(int, string),
-	end func(int, string, string, syscall.Errno), cmMS C.int, pdata unsafe.Pointer, pdlen int, lockstep bool) {
+func handle(st *steps, ev *C.rp_cm_ev, lockstep bool) {
+	h, recs, phase, end := st.h, st.recs, st.phase, st.end
 	i := int(ev.idx)
 	if i < 0 || i >= len(h.conns) || h.conns[i].id != ev.id {
 		return // an attempt already ended
@@ -335,25 +364,15 @@ func handle(h *Conns, ev *C.rp_cm_ev, recs []result.ClientRecord, phase func(int
 			c.ready = true
 			return
 		}
-		if e := C.rp_cm_route(c.id, cmMS); e != 0 {
-			end(i, result.OutcomeRouteError, "rdma_resolve_route", syscall.Errno(-e))
-		}
+		st.route(i)
 	case C.RDMA_CM_EVENT_ROUTE_RESOLVED:
 		phase(i, result.PhaseResolveRoute)
 		if lockstep {
 			c.step, c.ready = stepQP, true
 			return
 		}
-		var qpn C.uint32_t
-		if e := C.rp_cm_qp(h.g, c.id, &qpn); e != 0 {
-			end(i, result.OutcomeQPCreate, "rdma_create_qp", syscall.Errno(-e))
-			return
-		}
-		recs[i].LocalQPN = uint32(qpn)
-		phase(i, result.PhaseQPCreate)
-		c.step = stepEstablish
-		if e := C.rp_cm_connect(c.id, pdata, C.int(pdlen)); e != 0 {
-			end(i, result.OutcomeConnectError, "rdma_connect", syscall.Errno(-e))
+		if st.createQP(i) {
+			st.connect(i)
 		}
 	case C.RDMA_CM_EVENT_ESTABLISHED:
 		phase(i, result.PhaseEstablish)
