@@ -51,7 +51,7 @@ func benchCommand(s Streams) *cli.Command {
 			&cli.StringFlag{Name: "out", Aliases: []string{"results"}, Value: "results", Usage: "directory that receives <UTC time>-bench-<backend>/" + bench.FileName},
 		}, append(vmFlags(), fabricFlags()...)...),
 		Subcommands: []*cli.Command{soakCommand(s), benchRDMACMCommand(s)},
-		Action: interruptible(s, runBench),
+		Action:      interruptible(s, runBench),
 	}
 }
 
