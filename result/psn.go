@@ -1,5 +1,8 @@
 package result
 
+// designUD is the connectionless server design (server.ModeUD).
+const designUD = "ud"
+
 // CheckPSNs checks the PSNs of every connected client in points.
 func CheckPSNs(points []Point) PSNCheck {
 	type pair struct{ local, remote uint32 }
@@ -11,6 +14,12 @@ func CheckPSNs(points []Point) PSNCheck {
 		qpn  uint32
 	}
 	for _, p := range points {
+		if p.Design == designUD {
+			// A UD QP has no connection: the server issues no PSN, every
+			// reply carries 0, and pairs would repeat as the clients'
+			// own PSNs do by chance.
+			continue
+		}
 		// The logical clients of one QP (mux mode) share its connection
 		// and so its PSNs: the QP counts once.
 		shared := map[qp]bool{}

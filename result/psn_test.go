@@ -35,6 +35,10 @@ func TestCheckPSNs(t *testing.T) {
 			t.Errorf("%s: got %+v", tc.name, c)
 		}
 	}
+	// ud clients get no PSN from the server: not connections to check.
+	if c := CheckPSNs([]Point{{Design: "ud", Records: []ClientRecord{rec(1, 0, true), rec(1, 0, true)}}, {Records: []ClientRecord{rec(1, 2, true)}}}); c.Connections != 1 || !c.Unique {
+		t.Errorf("ud records counted: %+v", c)
+	}
 	if c := CheckPSNs([]Point{{Records: []ClientRecord{rec(1, 2, true)}}}); c.ExpectedRepeats <= 0 || c.ExpectedRepeats > 1e-6 {
 		t.Errorf("expected repeats for 2 draws: %g", c.ExpectedRepeats)
 	}
