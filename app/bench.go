@@ -88,14 +88,7 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 			PayloadBytes: req.MsgSize, Rounds: 1, TimeoutSec: req.Timeout.Seconds()}}
 	// Saved after every measurement, so an interrupted run or a dead
 	// guest keeps what it finished.
-	save := func() error {
-		run.Summarise()
-		b, err := json.MarshalIndent(run, "", " ")
-		if err != nil {
-			return err
-		}
-		return result.WriteFileAtomic(path, append(b, '\n'), 0o644)
-	}
+	save := func() error { return saveBench(run, path) }
 	progress := func(m bench.Measurement) {
 		run.Measurements = append(run.Measurements, m)
 		fmt.Fprintf(s.Err, "  %-13s %s: %d/%d ok, %.1f conn/s, %.3f ms/conn\n",
@@ -119,20 +112,38 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 			run.Measurements = got.Measurements
 		}
 	}
+	return finishBench(s, run, dir, path, printBench, err)
+}
+
+// saveBench writes run to path whole, summarised: a bench saves after
+// every measurement, so an interrupted run or a dead guest keeps what it
+// finished.
+func saveBench(run *bench.Run, path string) error {
+	run.Summarise()
+	b, err := json.MarshalIndent(run, "", " ")
+	if err != nil {
+		return err
+	}
+	return result.WriteFileAtomic(path, append(b, '\n'), 0o644)
+}
+
+// finishBench ends a bench run that err ended (nil: it completed): it
+// saves the run, prints it with print and renders its report from the
+// saved contents, as `rdmaprobe report bench.json` would, so the report
+// can be regenerated. It returns err, or the first error of its own.
+func finishBench(s Streams, run *bench.Run, dir, path string, print func(io.Writer, *bench.Run) error, err error) error {
 	run.FinishedAt = time.Now().UTC()
 	run.Complete = err == nil
 	if err != nil {
 		run.Error = err.Error()
 	}
-	if serr := save(); serr != nil && err == nil {
+	if serr := saveBench(run, path); serr != nil && err == nil {
 		err = serr
 	}
-	if perr := printBench(s.Out, run); perr != nil && err == nil {
+	if perr := print(s.Out, run); perr != nil && err == nil {
 		err = perr
 	}
 	fmt.Fprintf(s.Out, "saved %s\n", path)
-	// The report is rendered from the saved file's contents, like
-	// `rdmaprobe report bench.json` would, so it can be regenerated.
 	files, rerr := report.WriteBench(run, dir, report.Formats)
 	if rerr != nil {
 		fmt.Fprintf(s.Err, "report: %v\n", rerr)

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -87,14 +86,7 @@ func runBenchRDMACM(ctx context.Context, c *cli.Context, s Streams) error {
 		Backend: result.Backend{Name: "vm"}, Host: bench.Local(nil),
 		Config: bench.Config{N: req.N, Passes: req.Passes, Concurrency: req.N, TimeoutSec: req.Timeout.Seconds()},
 		RDMACM: &bench.CMRun{N: req.N, Passes: req.Passes, Modes: req.Modes, Limits: cmLimits(opts.CPUs)}}
-	save := func() error {
-		run.Summarise()
-		b, err := json.MarshalIndent(run, "", " ")
-		if err != nil {
-			return err
-		}
-		return result.WriteFileAtomic(path, append(b, '\n'), 0o644)
-	}
+	save := func() error { return saveBench(run, path) }
 	progress := func(m bench.CMMeasurement) {
 		run.RDMACM.Measurements = append(run.RDMACM.Measurements, m)
 		fmt.Fprintf(s.Err, "  pass %d %-22s %d/%d connected in %.2f s: %.1f connects/s%s\n",
@@ -117,25 +109,7 @@ func runBenchRDMACM(ctx context.Context, c *cli.Context, s Streams) error {
 		}
 		g.Close()
 	}
-	run.FinishedAt = time.Now().UTC()
-	run.Complete = err == nil
-	if err != nil {
-		run.Error = err.Error()
-	}
-	if serr := save(); serr != nil && err == nil {
-		err = serr
-	}
-	printCMBench(s.Out, run)
-	fmt.Fprintf(s.Out, "saved %s\n", path)
-	files, rerr := report.WriteBench(run, dir, report.Formats)
-	if rerr != nil {
-		fmt.Fprintf(s.Err, "report: %v\n", rerr)
-		if err == nil {
-			err = rerr
-		}
-	}
-	sayReports(s, files, "report.", "report")
-	return err
+	return finishBench(s, run, dir, path, printCMBench, err)
 }
 
 // cmLimits says what bounds both clients in the guest.
@@ -161,7 +135,7 @@ func errSuffix(e string) string {
 
 // printCMBench writes a table per pass, each mode's median ratio and
 // what limits both.
-func printCMBench(w io.Writer, run *bench.Run) {
+func printCMBench(w io.Writer, run *bench.Run) error {
 	cm := run.RDMACM
 	for p := 1; p <= cm.Passes; p++ {
 		t := newTable(w)
@@ -183,7 +157,9 @@ func printCMBench(w io.Writer, run *bench.Run) {
 				fmt.Sprintf("%.2f", m.Sec), fmt.Sprintf("%.1f", m.PerSec), ratio}, report.CMSteps(m)...))
 		}
 		if rows > 0 {
-			t.Render()
+			if err := t.Render(); err != nil {
+				return err
+			}
 		}
 	}
 	fmt.Fprintln(w, "(cmtime: each step's total, first call to last completion, for all N; rdmaprobe: each step's p50 per connection)")
@@ -194,6 +170,7 @@ func printCMBench(w io.Writer, run *bench.Run) {
 	if cm.Limits != "" {
 		fmt.Fprintln(w, "What limits both: "+cm.Limits)
 	}
+	return nil
 }
 
 func joinRatios(xs []float64) string {
