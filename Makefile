@@ -19,7 +19,7 @@ run: setup build
 	./$(BIN) $(RUN_ARGS)
 
 test: setup vet
-	$(GO) test -count=1 -timeout 60m ./...
+	RDMAPROBE_REQUIRE_PARTS=1 $(GO) test -count=1 -timeout 60m ./...
 	$(MAKE) --no-print-directory fuzz
 
 # The fuzz budgets are execution counts, not durations: a wall-clock

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
+	"github.com/rdmaprobe/rdmaprobe/internal/parts"
 	"github.com/rdmaprobe/rdmaprobe/live"
 	"github.com/rdmaprobe/rdmaprobe/report"
 	"github.com/rdmaprobe/rdmaprobe/result"
@@ -136,7 +137,7 @@ func startPrometheus(t *testing.T, target string) string {
 	t.Helper()
 	const bin = "/usr/bin/prometheus"
 	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("no %s (scripts/setup.sh installs Debian's prometheus): %v", bin, err)
+		parts.Missing(t, "no %s (scripts/setup.sh installs Debian's prometheus): %v", bin, err)
 	}
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "prometheus.yml")

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/internal/parts"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
 )
@@ -16,7 +17,7 @@ func needTool(t *testing.T, tool, pkg string) string {
 	t.Helper()
 	p, err := exec.LookPath(tool)
 	if err != nil {
-		t.Skipf("%s not installed (Debian package %s; scripts/setup.sh installs it)", tool, pkg)
+		parts.Missing(t, "%s not installed (Debian package %s; scripts/setup.sh installs it)", tool, pkg)
 	}
 	return p
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
+	"github.com/rdmaprobe/rdmaprobe/internal/parts"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/softroce"
 )
@@ -20,7 +21,7 @@ import (
 func needVM(t *testing.T) {
 	t.Helper()
 	if ok, why := softroce.Available(); !ok {
-		t.Skip("no Soft-RoCE guest: " + why)
+		parts.Missing(t, "no Soft-RoCE guest: %s", why)
 	}
 }
 

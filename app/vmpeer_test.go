@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmaprobe/rdmaprobe/internal/parts"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -19,7 +20,7 @@ func TestVMPeer(t *testing.T) {
 	for _, tool := range []string{"ssh", "ssh-keygen", "/usr/sbin/sshd"} {
 		// CI installs openssh-server and -client (scripts/setup.sh).
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (openssh-server, openssh-client)", tool)
+			parts.Missing(t, "%s not installed (openssh-server, openssh-client)", tool)
 		}
 	}
 	root := t.TempDir()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/internal/parts"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/slo"
 )
@@ -25,7 +26,7 @@ func chromium(t *testing.T, file string, args ...string) (string, string) {
 	t.Helper()
 	bin, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Skip("chromium not installed (make setup installs it)")
+		parts.Missing(t, "chromium not installed (make setup installs it)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

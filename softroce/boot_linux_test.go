@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/internal/parts"
 )
 
 // TestGuest boots one real guest and runs every built-in op against it.
@@ -286,7 +288,7 @@ func TestGuestContextCancel(t *testing.T) {
 // silent as the TCG hang CI once saw.
 func TestGuestStall(t *testing.T) {
 	if ok, why := Available(); !ok {
-		t.Skipf("vm backend unavailable: %s", why)
+		parts.Missing(t, "vm backend unavailable: %s", why)
 	}
 	qemu, err := qemuBinary("")
 	if err != nil {
@@ -431,7 +433,7 @@ func testImage(t testing.TB, ctx context.Context, extra []string) Image {
 func bootGuest(t testing.TB, ctx context.Context, netdev bool, extra []string) *Guest {
 	t.Helper()
 	if ok, why := Available(); !ok {
-		t.Skipf("vm backend unavailable: %s", why)
+		parts.Missing(t, "vm backend unavailable: %s", why)
 	}
 	img := testImage(t, ctx, extra)
 	logPath := filepath.Join(t.TempDir(), "console.log")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/command"
+	"github.com/rdmaprobe/rdmaprobe/internal/parts"
 )
 
 // TestGuestCapserver builds the compiled-cap fixture (testdata/capserver)
@@ -25,10 +26,10 @@ import (
 // refused with "at capacity"; all leave, and the server stops on SIGTERM.
 func TestGuestCapserver(t *testing.T) {
 	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc not installed (scripts/setup.sh installs it)")
+		parts.Missing(t, "gcc not installed (scripts/setup.sh installs it)")
 	}
 	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
-		t.Skip("libibverbs-dev not installed (scripts/setup.sh installs it)")
+		parts.Missing(t, "libibverbs-dev not installed (scripts/setup.sh installs it)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/rdmaprobe/rdmaprobe/internal/parts"
 )
 
 // TestHostFilesApply ships a target directory the way the vm backend
@@ -17,7 +19,7 @@ import (
 func TestHostFilesApply(t *testing.T) {
 	prog, err := exec.LookPath("ibv_devinfo")
 	if err != nil {
-		t.Skip("ibv_devinfo not installed (Debian package ibverbs-utils)")
+		parts.Missing(t, "ibv_devinfo not installed (Debian package ibverbs-utils)")
 	}
 	dir := t.TempDir()
 	copyFile(t, prog, filepath.Join(dir, "server"), nil)

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/internal/parts"
 )
 
 // TestGuestLink boots two guests joined by a link and shows RDMA across
@@ -25,7 +27,7 @@ func TestGuestLink(t *testing.T) {
 	for _, tool := range []string{"ssh", "ssh-keygen", "/usr/sbin/sshd"} {
 		// CI installs openssh-server and -client, so there this never skips.
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (Debian packages openssh-server, openssh-client; scripts/setup.sh installs them)", tool)
+			parts.Missing(t, "%s not installed (Debian packages openssh-server, openssh-client; scripts/setup.sh installs them)", tool)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -184,7 +186,7 @@ func pingpongAcross(t *testing.T, ctx context.Context, a, b *Guest, argv func(*G
 func bootLinkedGuests(t *testing.T, ctx context.Context) (*Guest, *Guest) {
 	t.Helper()
 	if ok, why := Available(); !ok {
-		t.Skipf("vm backend unavailable: %s", why)
+		parts.Missing(t, "vm backend unavailable: %s", why)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -371,7 +373,7 @@ func startSSHD(t *testing.T, ctx context.Context, a, b *Guest) {
 // descriptor is left behind by the refusal.
 func TestBootRefusesUsedLink(t *testing.T) {
 	if _, err := qemuBinary(""); err != nil {
-		t.Skipf("no QEMU: %v", err)
+		parts.Missing(t, "no QEMU: %v", err)
 	}
 	a, b, err := NewLink()
 	if err != nil {

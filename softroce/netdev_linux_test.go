@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/internal/parts"
 )
 
 // TestGuestNetdev boots a guest with the netdev device and runs
@@ -21,7 +23,7 @@ func TestGuestNetdev(t *testing.T) {
 	for _, tool := range []string{"rping", "ucmatose"} {
 		// CI installs rdmacm-utils, so there this never skips.
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (Debian package rdmacm-utils; scripts/setup.sh installs it)", tool)
+			parts.Missing(t, "%s not installed (Debian package rdmacm-utils; scripts/setup.sh installs it)", tool)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)

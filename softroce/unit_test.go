@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/rdmaprobe/rdmaprobe/internal/parts"
 )
 
 func TestModuleLoadOrder(t *testing.T) {
@@ -142,7 +144,7 @@ func normalize(es []cpioEntry) []cpioEntry {
 func TestLibResolverMatchesLdd(t *testing.T) {
 	bin, err := exec.LookPath("ibv_devinfo")
 	if err != nil {
-		t.Skip("ibv_devinfo not installed (Debian package ibverbs-utils)")
+		parts.Missing(t, "ibv_devinfo not installed (Debian package ibverbs-utils)")
 	}
 	out, err := exec.Command("ldd", bin).Output()
 	if err != nil {
@@ -227,10 +229,10 @@ func TestPlanMirrorsSymlinks(t *testing.T) {
 
 func TestBuildImageCache(t *testing.T) {
 	if _, err := newestRxeKernel("/"); err != nil {
-		t.Skip(err)
+		parts.Missing(t, "%v", err)
 	}
 	if _, err := os.Stat("/etc/libibverbs.d/rxe.driver"); err != nil {
-		t.Skip("ibverbs-providers not installed")
+		parts.Missing(t, "ibverbs-providers not installed")
 	}
 	exe, err := os.Executable()
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/command"
+	"github.com/rdmaprobe/rdmaprobe/internal/parts"
 	"github.com/rdmaprobe/rdmaprobe/runner"
 	"github.com/rdmaprobe/rdmaprobe/softroce"
 )
@@ -24,10 +25,10 @@ import (
 // unauthenticated peers get no QP there either.
 func TestGuestSuites(t *testing.T) {
 	if ok, why := softroce.Available(); !ok {
-		t.Skip("no Soft-RoCE guest: " + why)
+		parts.Missing(t, "no Soft-RoCE guest: %s", why)
 	}
 	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
-		t.Skip("libibverbs-dev missing (make setup installs it)")
+		parts.Missing(t, "libibverbs-dev missing (make setup installs it)")
 	}
 	ctx := context.Background()
 	// Not under /tmp (the guest mounts a fresh tmpfs there, and a CI

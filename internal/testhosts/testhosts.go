@@ -25,6 +25,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/internal/parts"
 )
 
 // scriptsDir is the repository's scripts folder, found from this source
@@ -34,18 +36,19 @@ func scriptsDir() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "scripts")
 }
 
-// need skips t unless it runs as root with every tool in tools.
+// need skips t (fails it under make test: internal/parts) unless it runs
+// as root with every tool in tools.
 func need(t testing.TB, what string, tools ...string) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
-		t.Skipf("%s: Linux only", what)
+		parts.Missing(t, "%s: Linux only", what)
 	}
 	if os.Geteuid() != 0 {
-		t.Skipf("%s: needs root (network namespaces, daemons)", what)
+		parts.Missing(t, "%s: needs root (network namespaces, daemons)", what)
 	}
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s: %s not installed (scripts/setup.sh installs it)", what, tool)
+			parts.Missing(t, "%s: %s not installed (scripts/setup.sh installs it)", what, tool)
 		}
 	}
 }
