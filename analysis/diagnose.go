@@ -45,8 +45,8 @@ type failure struct {
 func dominant(pt result.Point) failure {
 	var f failure
 	for _, k := range sortedKeys(pt.Outcomes) {
-		if k == result.OutcomeOK {
-			continue
+		if k == result.OutcomeOK || k == result.OutcomeUnlaunched {
+			continue // unlaunched clients did not fail: the wall stopped their launch
 		}
 		f.failed += pt.Outcomes[k]
 		if pt.Outcomes[k] > f.count {

@@ -48,6 +48,13 @@ func Wilson(successes, n int, z float64) (lo, hi float64) {
 // records none: every client.
 const DefaultThreshold = 1.0
 
+// FailAllowance is how many of n clients may fail while the point still
+// passes threshold (Passes).
+func FailAllowance(n int, threshold float64) int {
+	need := int(math.Ceil(threshold*float64(n) - 1e-9))
+	return min(n, max(0, n-need))
+}
+
 // Passes reports whether connected out of attempted reaches threshold. The
 // comparison is done on counts with a small tolerance so that, for example,
 // 19/20 passes a 0.95 threshold despite 0.95*20 not being exact in binary.

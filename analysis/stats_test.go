@@ -127,3 +127,19 @@ func closeP(a, b result.Percentiles) bool {
 	c := func(x, y float64) bool { return math.Abs(x-y) < 1e-9 }
 	return a.N == b.N && c(a.Min, b.Min) && c(a.Mean, b.Mean) && c(a.P50, b.P50) && c(a.P95, b.P95) && c(a.P99, b.P99) && c(a.Max, b.Max)
 }
+
+func TestFailAllowance(t *testing.T) {
+	for _, c := range []struct {
+		n         int
+		threshold float64
+		want      int
+	}{{1000, 1, 0}, {1000, 0.95, 50}, {999, 0.95, 49}, {10, 0, 10}, {3, 0.9, 0}} {
+		got := FailAllowance(c.n, c.threshold)
+		if got != c.want {
+			t.Errorf("FailAllowance(%d, %g) = %d, want %d", c.n, c.threshold, got, c.want)
+		}
+		if got < c.n && (!Passes(c.n-got, c.n, c.threshold) || Passes(c.n-got-1, c.n, c.threshold)) {
+			t.Errorf("FailAllowance(%d, %g) = %d disagrees with Passes", c.n, c.threshold, got)
+		}
+	}
+}

@@ -31,7 +31,7 @@ var flagCategory = map[string]string{
 
 	"threshold": catPass, "criterion": catPass, "require": catPass, "stop-on-error": catPass,
 
-	"procs": catClients, "rate": catClients, "tls-resume": catClients, "inflight": catClients, "timeout": catClients,
+	"procs": catClients, "rate": catClients, "tls-resume": catClients, "inflight": catClients, "timeout": catClients, "wall-stop": catClients,
 	"rounds": catClients, "msg-size": catClients, "tls-kex": catClients, "gomaxprocs": catClients,
 
 	"max-clients": catServer, "mode": catServer, "mux": catServer, "backlog": catServer, "detach": catServer, "nofile": catServer, "memlock": catServer,

@@ -215,7 +215,7 @@ func checkRanges(c *cli.Context) error {
 	for _, f := range []struct {
 		name string
 		min  int
-	}{{"rounds", 1}, {"max-clients", 0}, {"inflight", 0}, {"backlog", 0}} {
+	}{{"rounds", 1}, {"max-clients", 0}, {"inflight", 0}, {"backlog", 0}, {"wall-stop", 0}} {
 		if has(f.name) && c.Int(f.name) < f.min {
 			return fail(ExitUsage, "--%s %d: want %d or more", f.name, c.Int(f.name), f.min)
 		}

@@ -450,7 +450,9 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 		c.serverQKey = reply.QKey
 		if c.ah, err = d.pd.CreateAH(fabric.AHAttr{DLID: reply.LID, DGID: reply.GID, GIDIndex: d.port.GIDIndex,
 			HopLimit: server.QPHopLimit, Port: d.port.Port}); err != nil {
-			a.fail(ctx, result.OutcomeRTR, err)
+			// A resource, like the server's AH for this client: both
+			// come from the device's AH pool, which rxe caps at max_ah.
+			a.fail(ctx, result.OutcomeQPCreate, err)
 			return c, err
 		}
 		rtr = fabric.RTRAttr{}

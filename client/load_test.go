@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
 // Pace keeps a schedule from start: launch i is not released before
@@ -30,5 +32,42 @@ func TestPace(t *testing.T) {
 	Pace(cctx, time.Now(), 1, 1.0/3600) // due in an hour
 	if got := time.Since(t0); got > 5*time.Second {
 		t.Errorf("a cancelled wait took %v", got)
+	}
+}
+
+// Launches stop only once the point has failed (more failures than
+// allowed) and the last WallStop attempts were all a resource's refusal;
+// a connect or a failure of another kind starts the count again.
+func TestWallStop(t *testing.T) {
+	refused := result.ClientRecord{Outcome: result.OutcomeRefused}
+	enomem := result.ClientRecord{Outcome: result.OutcomeQPCreate, Errno: "ENOMEM"}
+	timeout := result.ClientRecord{Outcome: result.OutcomeTimeout}
+	ok := result.ClientRecord{Outcome: result.OutcomeOK}
+	for _, c := range []struct {
+		name      string
+		allowance int
+		ends      []result.ClientRecord
+		stop      bool
+	}{
+		{"three refusals in a row", 0, []result.ClientRecord{ok, refused, enomem, refused}, true},
+		{"a connect between", 0, []result.ClientRecord{refused, refused, ok, refused}, false},
+		{"a timeout between", 0, []result.ClientRecord{refused, timeout, refused, refused}, false},
+		{"within the allowance", 3, []result.ClientRecord{refused, refused, refused}, false},
+		{"past the allowance", 2, []result.ClientRecord{refused, refused, refused}, true},
+	} {
+		w := &wallStop{limit: 3, allowance: c.allowance}
+		for i := range c.ends {
+			w.ended(&c.ends[i])
+		}
+		if w.stopped() != c.stop {
+			t.Errorf("%s: stopped %v, want %v", c.name, w.stopped(), c.stop)
+		}
+	}
+	off := &wallStop{}
+	for range 10 {
+		off.ended(&refused)
+	}
+	if off.stopped() {
+		t.Error("WallStop 0 stopped the launches")
 	}
 }

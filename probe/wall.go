@@ -8,30 +8,14 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
-// wallErrnos are the errnos with which a resource says no: memory or map
-// count (ENOMEM), a pool or ports (EAGAIN), file descriptors (EMFILE,
-// ENFILE), space (ENOSPC). A client that failed with one of them was
-// turned away by a limit, and the same limit turns away the same client
-// at any load; a timeout or a TLS failure says only that the server was
-// slow, which depends on everything else the point did.
-var wallErrnos = map[string]bool{"ENOMEM": true, "EAGAIN": true, "EMFILE": true, "ENFILE": true, "ENOSPC": true}
-
 // failureKey names a failed client's class and errno, and whether it is
-// a resource's refusal. rxe answers EINVAL when an object pool is full
-// (rxe_add_to_pool, 6.1), so EINVAL counts as a wall only when creating
-// the client's resources.
+// a resource's refusal (result.WallRefusal).
 func failureKey(class, errno string) (key string, wall bool) {
-	switch {
-	case class == result.OutcomeRefused:
-		return class, true
-	case class == result.OutcomeTimeout:
-		return class, false
-	case wallErrnos[errno], class == result.OutcomeQPCreate && errno == "EINVAL":
-		return class + " " + errno, true
-	case errno != "":
-		return class + " " + errno, false
+	wall = result.WallRefusal(class, errno)
+	if errno == "" || class == result.OutcomeRefused || class == result.OutcomeTimeout {
+		return class, wall
 	}
-	return class, false
+	return class + " " + errno, wall
 }
 
 // evidence is what the points at one failing count say about why it
@@ -79,7 +63,7 @@ func readEvidence(points []result.Point) evidence {
 			// A run kept without its records: only the classes are left,
 			// and of those only a refusal says which limit it was.
 			for class, n := range pt.Outcomes {
-				if class == result.OutcomeOK || n == 0 {
+				if class == result.OutcomeOK || class == result.OutcomeUnlaunched || n == 0 {
 					continue
 				}
 				k, _ := failureKey(class, "")

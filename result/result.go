@@ -12,7 +12,7 @@ import (
 )
 
 // SchemaVersion is the version written by this build.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // Outcome classes of one client attempt.
 const (
@@ -35,6 +35,10 @@ const (
 	// OutcomeLost: a datagram or its echo never came back (ud mode: UD
 	// is unreliable, and nothing retransmits).
 	OutcomeLost = "lost"
+	// OutcomeUnlaunched is a client its load generator never launched:
+	// the point had already failed at a wall (Point.Unlaunched). It has
+	// no record.
+	OutcomeUnlaunched = "unlaunched"
 )
 
 // Outcome classes of a client command (--client-cmd): what the harness
@@ -64,7 +68,7 @@ const (
 // Outcomes lists every outcome class in display order.
 var Outcomes = []string{OutcomeOK, OutcomeRefused, OutcomeTCPConnect, OutcomeTLS,
 	OutcomeExchange, OutcomeQPCreate, OutcomeInit, OutcomeRTR, OutcomeRTS,
-	OutcomeMessage, OutcomeSharedFate, OutcomeTimeout, OutcomeLost, OutcomeExit, OutcomeSignal, OutcomeMismatch, OutcomeStart,
+	OutcomeMessage, OutcomeSharedFate, OutcomeTimeout, OutcomeLost, OutcomeUnlaunched, OutcomeExit, OutcomeSignal, OutcomeMismatch, OutcomeStart,
 	OutcomeRejected, OutcomeUnreachable, OutcomeConnectError, OutcomeAddrError, OutcomeRouteError, OutcomeDisconnected}
 
 // ClientRDMACM is Config.ClientKind of rdma_cm clients: RC connections
@@ -242,6 +246,7 @@ type Config struct {
 	Rate          float64      `json:"rate_per_sec,omitempty"` // launch pacing, 0 = all at once
 	Procs         int          `json:"procs"`                  // load-generator processes
 	InFlight      int          `json:"inflight,omitempty"`     // connect attempts in progress per generator, 0 = unbounded
+	WallStop      int          `json:"wall_stop,omitempty"`    // a generator stopped launching after this many resource refusals in a row once the point had failed (Point.Unlaunched); 0 = launched every client
 	TLSResume     bool         `json:"tls_resume,omitempty"`   // clients of a generator resumed TLS sessions
 	Detach        bool         `json:"detach,omitempty"`       // the server closed each client's control connection once accepted; clients left with a goodbye over their QP
 	TLSKex        string       `json:"tls_kex,omitempty"`      // handshake key exchange: "hybrid" (X25519MLKEM768) or "x25519"; empty in runs before it was recorded
@@ -335,8 +340,17 @@ type Point struct {
 	// beside its own in turns. Absent elsewhere and in the version-1 runs
 	// saved before it was recorded.
 	LatencyReference *Reference `json:"latency_reference,omitempty"`
-	Attempted        int        `json:"attempted"`
-	Connected        int        `json:"connected"`
+	// Attempted counts the clients the point accounts for: those with a
+	// record and the Unlaunched.
+	Attempted int `json:"attempted"`
+	Connected int `json:"connected"`
+	// Unlaunched counts clients the load generators never launched
+	// because the point had already failed at a wall (--wall-stop): more
+	// failures than --threshold allows, the last of them that many
+	// resource refusals in a row (WallRefusal). They have no records;
+	// Outcomes counts them as OutcomeUnlaunched and Attempted includes
+	// them, so the success rate is still over every client asked for.
+	Unlaunched int `json:"unlaunched,omitempty"`
 	// QPs is how many QPs the connected clients rode in mux mode, where
 	// they are logical clients and up to Config.Mux share one (a QP is
 	// a generator's local QPN); absent in other modes: one QP each.

@@ -55,6 +55,7 @@ type genState struct {
 	ready, done bool
 	progress    protocol.Event
 	recs        []result.ClientRecord
+	unlaunched  int
 	// readyEv is the generator's "ready" (its device and host), doneAt
 	// when its "done" came, usage what it said of itself then, fault
 	// how it failed.
@@ -207,7 +208,7 @@ func (c *collection) onGenerator(t tagged, addr string) {
 		c.st[i].progress = ev
 		c.report()
 	case "done":
-		c.st[i].recs = ev.Records
+		c.st[i].recs, c.st[i].unlaunched = ev.Records, ev.Unlaunched
 		c.st[i].progress = protocol.Event{Done: len(ev.Records), OK: ev.OK, Failed: failedOf(ev.Records), Phases: phasesOf(ev.Records)}
 		c.st[i].done = true
 		c.st[i].doneAt = time.Now()
@@ -286,7 +287,7 @@ func (c *collection) interrupt(merged <-chan tagged) {
 				st.done = true
 				c.remaining--
 			case t.ev.Event == "done":
-				st.recs, st.done, st.doneAt, st.usage = t.ev.Records, true, time.Now(), t.ev.Usage
+				st.recs, st.unlaunched, st.done, st.doneAt, st.usage = t.ev.Records, t.ev.Unlaunched, true, time.Now(), t.ev.Usage
 				c.remaining--
 			}
 		case <-grace.C:
@@ -401,6 +402,16 @@ func (c *collection) records() []result.ClientRecord {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// unlaunched counts the clients the generators never launched
+// (client.Load.WallStop).
+func (c *collection) unlaunched() int {
+	n := 0
+	for _, s := range c.st {
+		n += s.unlaunched
+	}
+	return n
 }
 
 // failedOf counts records' failures by outcome class.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/certs"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
@@ -324,6 +325,7 @@ func (l *Local) endPoint(pt *result.Point, c *collection, srv Server, gens []*pr
 	pt.Target = srv.Record()
 	pt.Error = c.pointErr
 	pt.Records = c.records()
+	pt.Unlaunched = c.unlaunched()
 	if r := l.remote(); r != nil {
 		pt.Hosts = c.hostPoints(r)
 	}
@@ -347,6 +349,9 @@ func (l *Local) startGenerators(n, trial int, build string) ([]*process, error) 
 			TLSResume: spec.TLSResume, TLSKex: spec.TLSKex, InFlight: spec.InFlight,
 			Timeout: spec.Timeout, Rounds: spec.Rounds, MsgSize: spec.MsgSize, Mux: spec.MuxOrDefault(), UD: spec.Mode == server.ModeUD,
 			Command: spec.Client, CM: spec.CM, Total: n, Build: build}
+		if spec.Client == nil && spec.CM == nil && spec.WallStop > 0 {
+			gs.WallStop, gs.FailAllowance = spec.WallStop, analysis.FailAllowance(n, spec.Threshold)
+		}
 		if protocol.RunsTraffic(spec.Traffic, spec.Client, spec.CM) {
 			gs.Traffic = spec.traffic()
 		}

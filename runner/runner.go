@@ -96,6 +96,11 @@ type Referencer interface {
 	DataPathReference(ctx context.Context, f protocol.Fabric, op string, size int, serverIP string, out io.Writer) []result.Reference
 }
 
+// DefaultWallStop is --wall-stop's default: 1,000 refusals in a row are
+// four of the default in-flight windows, every attempt of which met the
+// wall.
+const DefaultWallStop = 1000
+
 // Spec is what every point of a run does, wherever it runs. It holds no
 // host paths, callbacks or key material: it travels as JSON to a guest
 // and, split into protocol.ServerSpec and protocol.GeneratorSpec, to every child.
@@ -118,6 +123,11 @@ type Spec struct {
 	Threshold float64 `json:"threshold"`
 	// InFlight bounds each generator's connection attempts in progress.
 	InFlight int `json:"inflight"`
+	// WallStop has each generator of built-in clients stop launching
+	// once the point has failed at a wall: more failures than Threshold
+	// allows, the last WallStop of them resource refusals in a row
+	// (client.Load). 0 launches every client.
+	WallStop int `json:"wall_stop,omitempty"`
 	// TLSResume lets a generator's clients resume TLS sessions (the
 	// server then issues tickets).
 	TLSResume bool `json:"tls_resume,omitempty"`

@@ -11,9 +11,10 @@ import (
 const maxErrorTexts = 20
 
 // Summarise fills a point's counts, outcome classes, error texts, phase and
-// RTT percentiles, success rate and confidence interval from its records.
+// RTT percentiles, success rate and confidence interval from its records
+// and its unlaunched clients.
 func Summarise(pt *result.Point, threshold float64) {
-	pt.Attempted = len(pt.Records)
+	pt.Attempted = len(pt.Records) + pt.Unlaunched
 	pt.Connected = 0
 	pt.TLSResumed = 0
 	pt.Outcomes = map[string]int{}
@@ -43,6 +44,9 @@ func Summarise(pt *result.Point, threshold float64) {
 			phases[name] = append(phases[name], float64(us)/1e3)
 		}
 		rtt = append(rtt, r.RTTsUS...)
+	}
+	if pt.Unlaunched > 0 {
+		pt.Outcomes[result.OutcomeUnlaunched] = pt.Unlaunched
 	}
 	pt.QPs = len(qps)
 	pt.Errors = topErrors(errs, maxErrorTexts)

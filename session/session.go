@@ -270,7 +270,7 @@ func newRun(o Options) *result.Run {
 		Backend: o.Backend, Environment: collectors.Environment(), Points: []result.Point{}, Target: o.Target,
 		Config: result.Config{
 			ResourceMode: sp.Mode, Rounds: sp.Rounds, PayloadBytes: sp.MsgSize,
-			ClientTimeout: sp.Timeout.Seconds(), Rate: sp.Rate, Procs: sp.Procs, InFlight: sp.InFlight,
+			ClientTimeout: sp.Timeout.Seconds(), Rate: sp.Rate, Procs: sp.Procs, InFlight: sp.InFlight, WallStop: sp.WallStop,
 			TLSResume: sp.TLSResume, TLSKex: sp.TLSKex, GoMaxProcs: sp.GoMaxProcs, Detach: sp.Detach,
 			Threshold: sp.Threshold, Trials: o.Trials, MaxClients: sp.MaxClients, Mux: sp.MuxOrDefault(),
 		},

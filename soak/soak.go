@@ -150,7 +150,7 @@ func Run(ctx context.Context, p fabric.Provider, cfg Config, sample func(Sample)
 		if err := srv.exited(); err != nil {
 			return res, err
 		}
-		recs, conns := client.Run(ctx, d, client.Load{N: cfg.Wave, InFlight: cfg.InFlight}, nil)
+		recs, conns, _ := client.Run(ctx, d, client.Load{N: cfg.Wave, InFlight: cfg.InFlight}, nil)
 		var ok []*client.Conn
 		for i, r := range recs {
 			if r.Outcome == result.OutcomeOK {

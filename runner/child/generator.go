@@ -95,13 +95,13 @@ func Generate(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Reader
 	defer d.Close()
 
 	restore := protocol.SlackenThreads(0, protocol.ConnectTimerSlack)
-	recs, conns := runClients(ctx, d, spec, emit, events)
+	recs, conns, unlaunched := runClients(ctx, d, spec, emit, events)
 	if !protocol.KeepsSlack(spec.Traffic) {
 		restore()
 	}
 	if events {
 		usage := selfUsage(spec.Proc, dev.Name(), spec.Fabric.Backend)
-		emit.Emit(protocol.Event{Event: "done", OK: len(conns), Records: recs, Usage: &usage})
+		emit.Emit(protocol.Event{Event: "done", OK: len(conns), Records: recs, Unlaunched: unlaunched, Usage: &usage})
 		holdForRunner(ctx, spec.Traffic, emit, lines, func(ctx context.Context, cfg client.TrafficConfig) result.Traffic {
 			return d.Traffic(ctx, conns, cfg)
 		})
@@ -224,17 +224,18 @@ func holdStandalone(ctx context.Context, in io.Reader, spec protocol.GeneratorSp
 
 // runClients runs the load and, with events, reports progress every
 // 250 ms while it changes.
-func runClients(ctx context.Context, d *client.Dialer, spec protocol.GeneratorSpec, emit *protocol.Emitter, events bool) ([]result.ClientRecord, []*client.Conn) {
+func runClients(ctx context.Context, d *client.Dialer, spec protocol.GeneratorSpec, emit *protocol.Emitter, events bool) ([]result.ClientRecord, []*client.Conn, int) {
 	var done, ok atomic.Int64
 	failed := &tally{}
 	stopProgress := reportProgress(emit, events, &done, &ok, failed)
-	recs, conns := client.Run(ctx, d, client.Load{N: spec.N, IDBase: spec.IDBase,
-		Proc: spec.Proc, Rate: spec.Rate, InFlight: spec.InFlight, Lead: spec.TLSResume, Ended: failed.add}, func(n, k int) {
+	recs, conns, unlaunched := client.Run(ctx, d, client.Load{N: spec.N, IDBase: spec.IDBase,
+		Proc: spec.Proc, Rate: spec.Rate, InFlight: spec.InFlight, Lead: spec.TLSResume, Ended: failed.add,
+		WallStop: spec.WallStop, FailAllowance: spec.FailAllowance}, func(n, k int) {
 		done.Store(int64(n))
 		ok.Store(int64(k))
 	})
 	stopProgress()
-	return recs, conns
+	return recs, conns, unlaunched
 }
 
 // reportProgress emits a "progress" event (with events) every 250 ms

@@ -60,6 +60,8 @@ type Event struct {
 	Done    int                   `json:"done,omitempty"`
 	OK      int                   `json:"ok,omitempty"`
 	Records []result.ClientRecord `json:"records,omitempty"`
+	// done: the clients never launched (client.Load.WallStop)
+	Unlaunched int `json:"unlaunched,omitempty"`
 	// progress: the failed clients so far by outcome class, cumulative
 	// (bounded by the classes, however many clients)
 	Failed map[string]int `json:"failed,omitempty"`

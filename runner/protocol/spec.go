@@ -101,6 +101,10 @@ type GeneratorSpec struct {
 	// UD makes the clients UD QPs, for a server of --mode ud
 	// (client.Config.UD).
 	UD bool `json:"ud,omitempty"`
+	// WallStop and FailAllowance stop the launches once the point has
+	// failed at a wall (client.Load); the built-in clients only.
+	WallStop      int `json:"wall_stop,omitempty"`
+	FailAllowance int `json:"fail_allowance,omitempty"`
 	// CPUProfile, if set, receives a CPU profile of the process.
 	CPUProfile string `json:"cpu_profile,omitempty"`
 	// Hold keeps connected clients open this long before exiting (by
