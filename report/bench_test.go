@@ -171,6 +171,40 @@ func TestWriteBenchComparison(t *testing.T) {
 	if !strings.Contains(html, "<svg") || !strings.Contains(html, "sim (simulated) 2026-11-23 15:30") || got["bench-compare.png"] == nil {
 		t.Errorf("compare.html lacks the plot or a label; files %v", files)
 	}
+	if strings.Contains(md, "rdma_cm against cmtime") {
+		t.Errorf("an rdma_cm table for runs without one:\n%s", md)
+	}
+}
+
+// A bench rdmacm run's comparison against cmtime gets its own table:
+// medians over passes, and the ratio in the same pass.
+func TestBenchComparisonRDMACM(t *testing.T) {
+	cm := benchRun(false, benchStart)
+	cm.RDMACM = &bench.CMRun{N: 1000, Passes: 2, Modes: []string{bench.CMLockstep},
+		Measurements: []bench.CMMeasurement{
+			{Pass: 1, Client: bench.CMTimeClient, Connected: 1000, PerSec: 100},
+			{Pass: 1, Client: bench.RDMAProbeClient, Mode: bench.CMLockstep, Connected: 1000, PerSec: 150},
+			{Pass: 2, Client: bench.CMTimeClient, Connected: 1000, PerSec: 80},
+			{Pass: 2, Client: bench.RDMAProbeClient, Mode: bench.CMLockstep, Connected: 1000, PerSec: 100},
+		}}
+	cm.RDMACM.Summarise()
+	files, err := WriteBenchComparison([]*bench.Run{benchRun(true, benchStart.Add(time.Hour)), cm}, t.TempDir(), Formats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readAll(t, files)
+	md, html := string(got["compare.md"]), string(got["compare.html"])
+	// cmtime's median 90, rdmaprobe's 125; ratios 1.50 and 1.25.
+	row := "| vm 2026-11-23 14:00 | 1000 | 2      | 90            | 125             | 1.38              | –                  | –                    |"
+	if !strings.Contains(md, "## rdma_cm against cmtime") || !strings.Contains(md, row) {
+		t.Errorf("compare.md lacks the rdma_cm table or its row %q:\n%s", row, md)
+	}
+	if strings.Contains(md, "| sim (simulated)") && strings.Count(md, "| sim (simulated)") != 1 {
+		t.Errorf("the run without rdma_cm has a row in the rdma_cm table:\n%s", md)
+	}
+	if !strings.Contains(html, `<table id="bench-rdmacm-runs">`) {
+		t.Errorf("compare.html lacks the rdma_cm table")
+	}
 }
 
 // Golden report of the committed sim bench run; go test -run

@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/rdmaprobe/rdmaprobe/bench"
 )
@@ -12,6 +13,9 @@ type BenchComparison struct {
 	Labels []string
 	Table  Table
 	Plot   Plot
+	// CM sets the runs' rdma_cm comparisons against cmtime (bench
+	// rdmacm) side by side; nil when no run has one.
+	CM *Table
 }
 
 // BenchLabel names a bench run in a comparison: its backend, whether it
@@ -102,10 +106,64 @@ func NewBenchComparison(runs []*bench.Run) *BenchComparison {
 			}
 		}
 	}
+	c.CM = cmComparison(runs, c.Labels)
 	// Runs are the groups: one bar per mode each, the target across all.
 	c.Plot = barPlot("bench-compare", fmt.Sprintf("Full connect / (TLS + verbs) per run (target %.1f)", bench.MaxCostRatio),
 		"c/(a+b)", c.Labels, []Bars{serial, atN}, bench.MaxCostRatio, fmt.Sprintf("target %.1f", bench.MaxCostRatio))
 	return c
+}
+
+// cmComparison is the table of the runs' rdma_cm comparisons: per run,
+// cmtime's median connects/s over its passes and, for each way
+// rdmaprobe's generator stepped, its median connects/s and its median
+// ratio to cmtime in the same pass (bench.CMRatio). Nil when no run has
+// an rdma_cm comparison.
+func cmComparison(runs []*bench.Run, labels []string) *Table {
+	t := &Table{ID: "bench-rdmacm-runs", Header: []string{"Run", "N", "passes", "cmtime conn/s",
+		"lockstep conn/s", "lockstep × cmtime", "interleaved conn/s", "interleaved × cmtime"}}
+	for i, r := range runs {
+		cm := r.RDMACM
+		if cm == nil {
+			continue
+		}
+		perSec := func(client, mode string) string {
+			var v []float64
+			for _, m := range cm.Measurements {
+				if m.Client == client && m.Mode == mode && m.Error == "" && m.PerSec > 0 {
+					v = append(v, m.PerSec)
+				}
+			}
+			if len(v) == 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.0f", medianOf(v))
+		}
+		ratio := func(mode string) string {
+			for _, x := range cm.Ratios {
+				if x.Mode == mode {
+					return fmt.Sprintf("%.2f", x.Median)
+				}
+			}
+			return "–"
+		}
+		t.Rows = append(t.Rows, []string{labels[i], fmt.Sprint(cm.N), fmt.Sprint(cm.Passes), perSec(bench.CMTimeClient, ""),
+			perSec(bench.RDMAProbeClient, bench.CMLockstep), ratio(bench.CMLockstep),
+			perSec(bench.RDMAProbeClient, bench.CMInterleaved), ratio(bench.CMInterleaved)})
+	}
+	if len(t.Rows) == 0 {
+		return nil
+	}
+	return t
+}
+
+// medianOf is the median of v (not empty); v is sorted in place.
+func medianOf(v []float64) float64 {
+	sort.Float64s(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
 }
 
 // WriteBenchComparison renders bench runs side by side into dir as
@@ -118,7 +176,11 @@ func WriteBenchComparison(runs []*bench.Run, dir string, formats []string) ([]st
 func (c *BenchComparison) Document() Document {
 	return Document{Stem: "compare", Plots: []Plot{c.Plot},
 		Markdown: func() ([]byte, error) {
-			return execMarkdown("bench-compare", map[string]any{"C": c, "Table": mdTable(c.Table.Header, c.Table.Rows)})
+			data := map[string]any{"C": c, "Table": mdTable(c.Table.Header, c.Table.Rows)}
+			if c.CM != nil {
+				data["CM"] = mdTable(c.CM.Header, c.CM.Rows)
+			}
+			return execMarkdown("bench-compare", data)
 		},
 		HTML: func() ([]byte, error) { return execHTML("bench-compare", map[string]any{"C": c}) }}
 }
