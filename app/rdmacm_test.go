@@ -82,6 +82,11 @@ func TestVMRDMACMServers(t *testing.T) {
 			if p.Connected != n {
 				t.Fatalf("%d of %d connected, outcomes %v, error %q", p.Connected, n, p.Outcomes, p.Error)
 			}
+			// The default window (256) holds all 200: auto steps in lockstep;
+			// rping's --inflight 1 does not.
+			if want := map[string]string{"cmtime": "lockstep", "rping": "interleaved"}[tc.name]; run.Config.CMSteps != "auto" || p.CMSteps != want {
+				t.Errorf("cm_steps: config %q, point %q, want auto and %s", run.Config.CMSteps, p.CMSteps, want)
+			}
 			for _, ph := range []string{result.PhaseResolveAddr, result.PhaseResolveRoute, result.PhaseQPCreate, result.PhaseEstablish} {
 				if p.Phases[ph].N != n {
 					t.Errorf("phase %s timed for %d connections, want %d", ph, p.Phases[ph].N, n)

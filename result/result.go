@@ -270,6 +270,9 @@ type Config struct {
 	// ClientKind is the clients' kind when not rdmaprobe's own TLS
 	// clients: ClientRDMACM (absent: built-in, or Target's commands).
 	ClientKind string `json:"client_kind,omitempty"`
+	// CMSteps is --cm-steps of rdma_cm clients: auto, lockstep or
+	// interleaved (each point's CMSteps says which auto chose).
+	CMSteps string `json:"cm_steps,omitempty"`
 	// Traffic is the phase each point ran once its clients connected
 	// (absent: none); SLO the objectives its points were checked
 	// against, and Criterion what a point had to meet to pass
@@ -355,6 +358,11 @@ type Point struct {
 	// they are logical clients and up to Config.Mux share one (a QP is
 	// a generator's local QPN); absent in other modes: one QP each.
 	QPs int `json:"qps,omitempty"`
+	// CMSteps is how the rdma_cm clients' generators stepped their
+	// connections at this point: lockstep, interleaved, or mixed when
+	// --cm-steps auto chose differently for generators of different
+	// sizes (protocol.CMClient.Lockstep).
+	CMSteps string `json:"cm_steps,omitempty"`
 	// TLSResumed counts clients whose TLS handshake resumed a session.
 	TLSResumed  int     `json:"tls_resumed,omitempty"`
 	SuccessRate float64 `json:"success_rate"` // 0..1

@@ -270,10 +270,28 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	return pt, nil
 }
 
+// cmSteps is how the rdma_cm generators of a point of n clients step
+// their connections (result.Point.CMSteps); "" for other clients.
+func (s Spec) cmSteps(n int) string {
+	if s.CM == nil {
+		return ""
+	}
+	procs := max(1, s.Procs)
+	rate := s.Rate / float64(procs)
+	big, small := s.CM.Lockstep((n+procs-1)/procs, s.InFlight, rate), s.CM.Lockstep(n/procs, s.InFlight, rate)
+	switch {
+	case big:
+		return protocol.CMStepsLockstep
+	case !small:
+		return protocol.CMStepsInterleaved
+	}
+	return "mixed"
+}
+
 // beginPoint is a point before its server starts: the calibration
 // before it, and a fresh directory for the commands' files.
 func (l *Local) beginPoint(ctx context.Context, n, trial int) (result.Point, error) {
-	pt := result.Point{Clients: n, Trial: trial, StartedAt: time.Now().UTC()}
+	pt := result.Point{Clients: n, Trial: trial, StartedAt: time.Now().UTC(), CMSteps: l.spec.cmSteps(n)}
 	if l.calib != nil {
 		pt.Calibration = &result.Calibration{WindowSec: l.calib.window.Seconds()}
 		pt.Calibration.BeforeHS = l.calib.measure(ctx, pt.Calibration)

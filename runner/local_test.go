@@ -385,3 +385,34 @@ func TestLocalDataPathReference(t *testing.T) {
 		}
 	}
 }
+
+// A point records how its rdma_cm generators stepped: auto picks
+// lockstep where the window holds a generator's clients and no rate
+// paces them, and generators of different sizes may differ.
+func TestCMStepsOfAPoint(t *testing.T) {
+	auto := &protocol.CMClient{}
+	for _, c := range []struct {
+		spec Spec
+		n    int
+		want string
+	}{
+		{Spec{}, 100, ""},
+		{Spec{CM: auto, Procs: 1, InFlight: 256}, 256, protocol.CMStepsLockstep},
+		{Spec{CM: auto, Procs: 1, InFlight: 256}, 257, protocol.CMStepsInterleaved},
+		{Spec{CM: auto, Procs: 2, InFlight: 256}, 513, "mixed"},
+		{Spec{CM: auto, Procs: 1, InFlight: 256, Rate: 10}, 10, protocol.CMStepsInterleaved},
+		{Spec{CM: &protocol.CMClient{Steps: protocol.CMStepsLockstep}, Procs: 1, InFlight: 8}, 100, protocol.CMStepsLockstep},
+	} {
+		if got := c.spec.cmSteps(c.n); got != c.want {
+			t.Errorf("%d clients, %d procs, window %d, rate %g, steps %q: %q, want %q",
+				c.n, c.spec.Procs, c.spec.InFlight, c.spec.Rate, stepsOf(c.spec.CM), got, c.want)
+		}
+	}
+}
+
+func stepsOf(c *protocol.CMClient) string {
+	if c == nil {
+		return "none"
+	}
+	return c.Steps
+}

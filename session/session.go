@@ -8,6 +8,7 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -277,6 +278,7 @@ func newRun(o Options) *result.Run {
 	}
 	if sp.CM != nil {
 		run.Config.ClientKind = result.ClientRDMACM
+		run.Config.CMSteps = cmp.Or(sp.CM.Steps, protocol.CMStepsAuto)
 	}
 	if t := sp.Traffic; protocol.RunsTraffic(t, sp.Client, sp.CM) {
 		op := t.Op
