@@ -55,6 +55,10 @@ func TestSearchFindsPlantedSustainableCapacity(t *testing.T) {
 		if pt.Connected != pt.Clients || tr.Clients != pt.Clients || tr.Messages == 0 || tr.ErrorCount() != 0 {
 			t.Errorf("%d clients: %d connected, phase %d clients %d messages, errors %v", pt.Clients, pt.Connected, tr.Clients, tr.Messages, tr.Errors)
 		}
+		// The machine was busy with the phase; softirq is a part of that.
+		if tr.HostCPU <= 0 || tr.HostSoftirq < 0 || tr.HostSoftirq > tr.HostCPU {
+			t.Errorf("%d clients: host %.2f cores busy, %.2f in softirq", pt.Clients, tr.HostCPU, tr.HostSoftirq)
+		}
 		if pt.Clients >= 5 && (pt.Passed || tr.SLOPassed || tr.Latency.P99 < 5000) {
 			t.Errorf("%d clients (delay planted): passed %v, p99 %.0f us", pt.Clients, pt.Passed, tr.Latency.P99)
 		}

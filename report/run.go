@@ -83,7 +83,7 @@ func Markdown(m *Model) ([]byte, error) {
 	}
 	for _, t := range m.Traffic {
 		traffic = append(traffic, []string{itoa(t.Clients), t.Success, t.ConnectP50, t.Window, t.Unmeasured, t.P50, t.P99, t.P999, t.MsgRate, t.MBps,
-			t.PerClient, t.ServerMem, t.ServerCPU, t.GenCPU, t.Errors, t.SLO})
+			t.PerClient, t.ServerMem, t.ServerCPU, t.GenCPU, t.HostCPU, t.Errors, t.SLO})
 	}
 	return execMarkdown("report", map[string]any{
 		"M":       m,
@@ -98,7 +98,7 @@ func Markdown(m *Model) ([]byte, error) {
 		"RTT":     mdTable([]string{"Clients", "n", "p50", "p95", "p99", "max"}, rtt),
 		"Steps":   mdTable([]string{"#", "Clients", "Trials", "Success", "Decision", "Note"}, steps),
 		"Traffic": mdTable([]string{"Clients", "Success", "Connect p50 ms", "Window s", "Unmeasured", "Latency p50", "p99", "p99.9", "Throughput msg/s", "MB/s",
-			"Per client msg/s (min / median / max)", "Server memory", "Server CPU (cores)", "Generator CPU (cores)", "Errors", "SLO"}, traffic),
+			"Per client msg/s (min / median / max)", "Server memory", "Server CPU (cores)", "Generator CPU (cores)", "Host CPU (cores, softirq)", "Errors", "SLO"}, traffic),
 	})
 }
 

@@ -36,6 +36,9 @@ type TrafficRow struct {
 	ServerMem string // server RSS at full load
 	ServerCPU string // cores during the phase
 	GenCPU    string // the busiest generator's cores of its GOMAXPROCS
+	// HostCPU is the server's machine's cores busy during the phase and,
+	// in brackets, those in softirq ("1.92 (0.41 softirq)").
+	HostCPU string
 	Errors    string
 	SLO       string // "✅ met", "❌ p99 5.1ms > 2ms"
 	Harness   string // why the figures are the generators' limit, if they are
@@ -58,7 +61,7 @@ func trafficRows(run *result.Run) []TrafficRow {
 			P999: latency(t.Latency.P999), Max: latency(t.Latency.Max),
 			MsgRate: fmt.Sprintf("%.0f", t.MsgRate), MBps: f2(t.MBps),
 			PerClient: ClientRate(t.PerClient.Min) + " / " + ClientRate(t.PerClient.Median) + " / " + ClientRate(t.PerClient.Max),
-			ServerMem: "–", ServerCPU: "–", GenCPU: "–", Errors: "–", SLO: "–", Harness: t.HarnessLimit,
+			ServerMem: "–", ServerCPU: "–", GenCPU: "–", HostCPU: "–", Errors: "–", SLO: "–", Harness: t.HarnessLimit,
 			Window: fmt.Sprintf("%.1f", t.DurationSec), Unmeasured: "–"}
 		if t.MinDurationSec > 0 {
 			r.Unmeasured = fmt.Sprint(t.Unmeasured)
@@ -84,6 +87,9 @@ func trafficRows(run *result.Run) []TrafficRow {
 			if t.ServerSpin > 0 {
 				r.ServerCPU += fmt.Sprintf(" (%s polling empty CQs)", f2(t.ServerSpin))
 			}
+		}
+		if t.HostCPU > 0 {
+			r.HostCPU = fmt.Sprintf("%s (%s softirq)", f2(t.HostCPU), f2(t.HostSoftirq))
 		}
 		if t.GeneratorCores > 0 {
 			r.GenCPU = fmt.Sprintf("%s of %d", f2(t.GeneratorCPU), t.GeneratorCores)

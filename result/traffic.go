@@ -114,6 +114,14 @@ type Traffic struct {
 	// busy-polling loops spent polling empty CQs (0 = none, or not
 	// known): like GeneratorSpin, CPU used whether there was work or not.
 	ServerSpin float64 `json:"server_spin_cores,omitempty"`
+	// HostCPU is the CPU the machine the server ran on used during the
+	// phase, in cores, every process and the kernel together (for the
+	// vm backend the guest's); HostSoftirq the part of it in softirq,
+	// the kernel's deferred work that no process is charged for: on
+	// Soft-RoCE, rxe's tasklets (in Linux 6.1 every UD send completes
+	// through one). 0 = not read.
+	HostCPU     float64 `json:"host_busy_cores,omitempty"`
+	HostSoftirq float64 `json:"host_softirq_cores,omitempty"`
 
 	// Latency holds the histogram's percentiles in microseconds; for a
 	// SEND the round trip of the echo, for WRITE and READ the time to

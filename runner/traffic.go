@@ -36,6 +36,10 @@ func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, sam
 	}
 	tr := &result.Traffic{Op: cfg.Op, MsgBytes: l.spec.MsgSize, Depth: cfg.Depth, RatePerClient: cfg.Rate}
 	cpu := startServerCPU(srv)
+	host := hostCPU{}
+	if l.opts.ServerHost == nil {
+		host = startHostCPU() // the server runs here
+	}
 	start := time.Now()
 	if !samplesAt.IsZero() {
 		tr.SampleT = start.Sub(samplesAt).Seconds()
@@ -120,8 +124,33 @@ func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, sam
 		}
 	}
 	cpu.end(tr, time.Since(start))
+	host.end(tr, time.Since(start))
 	tr.Summarize()
 	return tr
+}
+
+// hostCPU is the machine's CPU times at the start of a phase
+// (collectors.CPUTimes); ok is false when they could not be read.
+type hostCPU struct {
+	busy, softirq time.Duration
+	ok            bool
+}
+
+func startHostCPU() hostCPU {
+	b, s, err := collectors.CPUTimes()
+	return hostCPU{busy: b, softirq: s, ok: err == nil}
+}
+
+// end sets tr's host CPU and softirq over the phase's wall time, in
+// cores.
+func (h hostCPU) end(tr *result.Traffic, wall time.Duration) {
+	if !h.ok || wall <= 0 {
+		return
+	}
+	if b, s, err := collectors.CPUTimes(); err == nil {
+		tr.HostCPU = (b - h.busy).Seconds() / wall.Seconds()
+		tr.HostSoftirq = (s - h.softirq).Seconds() / wall.Seconds()
+	}
 }
 
 // usageTimeout bounds the wait for a server's answer to a usage request:
