@@ -39,9 +39,9 @@ type TrafficRow struct {
 	// HostCPU is the server's machine's cores busy during the phase and,
 	// in brackets, those in softirq ("1.92 (0.41 softirq)").
 	HostCPU string
-	Errors    string
-	SLO       string // "✅ met", "❌ p99 5.1ms > 2ms"
-	Harness   string // why the figures are the generators' limit, if they are
+	Errors  string
+	SLO     string // "✅ met", "❌ p99 5.1ms > 2ms"
+	Harness string // why the figures are the generators' limit, if they are
 }
 
 // trafficRows formats every count's first traffic phase.
