@@ -124,32 +124,32 @@ func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, sam
 		}
 	}
 	cpu.end(tr, time.Since(start))
-	host.end(tr, time.Since(start))
+	host.end(tr)
 	tr.Summarize()
 	return tr
 }
 
-// hostCPU is the machine's CPU times at the start of a phase
-// (collectors.CPUTimes); ok is false when they could not be read.
+// hostCPU is the machine's CPU times at the start of a phase; ok is
+// false when they could not be read.
 type hostCPU struct {
-	busy, softirq time.Duration
-	ok            bool
+	at collectors.CPUShare
+	ok bool
 }
 
 func startHostCPU() hostCPU {
-	b, s, err := collectors.CPUTimes()
-	return hostCPU{busy: b, softirq: s, ok: err == nil}
+	at, err := collectors.CPUTimes()
+	return hostCPU{at: at, ok: err == nil}
 }
 
-// end sets tr's host CPU and softirq over the phase's wall time, in
-// cores.
-func (h hostCPU) end(tr *result.Traffic, wall time.Duration) {
-	if !h.ok || wall <= 0 {
+// end sets tr's host CPU and softirq over the phase, in cores.
+func (h hostCPU) end(tr *result.Traffic) {
+	if !h.ok {
 		return
 	}
-	if b, s, err := collectors.CPUTimes(); err == nil {
-		tr.HostCPU = (b - h.busy).Seconds() / wall.Seconds()
-		tr.HostSoftirq = (s - h.softirq).Seconds() / wall.Seconds()
+	if now, err := collectors.CPUTimes(); err == nil {
+		if busy, soft, ok := now.Since(h.at); ok {
+			tr.HostCPU, tr.HostSoftirq = busy, soft
+		}
 	}
 }
 
