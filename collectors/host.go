@@ -44,10 +44,10 @@ func (*hostCollector) Collect(s *result.Sample) error {
 // it). For the vm backend, read in the guest, the guest's.
 //
 // The kernel counts these times by sampling its timer tick, and a TCG
-// guest whose host is busy misses ticks: in one phase the guest's ticks
-// added up to half its wall time while its two processes alone used 1.8
-// of its 2 CPUs. So the shares are taken of the ticks counted, not of
-// the wall time, and scaled by the CPUs.
+// guest whose host is busy misses ticks: in one phase the ticks of the
+// guest's two CPUs added up to the time of one, while its two processes
+// alone used 1.8 CPUs. So the shares are taken of the ticks counted, not
+// of the wall time, and scaled by the CPUs.
 type CPUShare struct {
 	busy, softirq, total float64 // seconds, all CPUs together
 	cpus                 int
