@@ -59,6 +59,11 @@ func TestSearchFindsPlantedSustainableCapacity(t *testing.T) {
 		if tr.HostCPU <= 0 || tr.HostSoftirq < 0 || tr.HostSoftirq > tr.HostCPU {
 			t.Errorf("%d clients: host %.2f cores busy, %.2f in softirq", pt.Clients, tr.HostCPU, tr.HostSoftirq)
 		}
+		// Both processes make system calls; the kernel's part is a part.
+		if tr.ServerSys <= 0 || tr.ServerSys > tr.ServerCPU || tr.GeneratorSys <= 0 || tr.GeneratorSys > tr.GeneratorCPU {
+			t.Errorf("%d clients: server %.2f cores (%.2f system), generator %.2f (%.2f system)", pt.Clients,
+				tr.ServerCPU, tr.ServerSys, tr.GeneratorCPU, tr.GeneratorSys)
+		}
 		if pt.Clients >= 5 && (pt.Passed || tr.SLOPassed || tr.Latency.P99 < 5000) {
 			t.Errorf("%d clients (delay planted): passed %v, p99 %.0f us", pt.Clients, pt.Passed, tr.Latency.P99)
 		}

@@ -6,9 +6,9 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/fabric"
 	"github.com/rdmaprobe/rdmaprobe/hist"
 	"github.com/rdmaprobe/rdmaprobe/result"
@@ -177,7 +177,8 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 	// router owns the process's polling, and a provider that can runs
 	// the client's loop itself (flow.ping).
 	e.ping = len(e.flows) == 1 && conns[0].sq == nil && cfg.Op == result.OpSend && cfg.Depth == 1 && cfg.Rate == 0 && d.cfg.BusyPoll > 0
-	cpu0, spun0 := cpuTime(), spun(lats)
+	cpu0, sys0 := collectors.SelfCPU()
+	spun0 := spun(lats)
 	e.active.Store(int64(len(e.flows)))
 	e.pending.Store(int64(len(e.flows)))
 	// Receives for the echoes, twice Depth (see echoLocked): the connect
@@ -232,12 +233,14 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 			f.mu.Unlock()
 		}
 	}
-	cpu := cpuTime() - cpu0
+	cpu, sys := collectors.SelfCPU()
+	cpu, sys = cpu-cpu0, sys-sys0
 
 	end := e.windowEnd()
 	window := min(elapsed, end.Sub(e.start))
 	rep.DurationSec = window.Seconds()
 	rep.GeneratorCPU = cpu.Seconds() / elapsed.Seconds()
+	rep.GeneratorSys = sys.Seconds() / elapsed.Seconds()
 	if spun0 >= 0 {
 		rep.GeneratorSpin = (spun(lats) - spun0).Seconds() / elapsed.Seconds()
 	}
@@ -326,15 +329,6 @@ func spun(lats map[*cqGroup]*hist.Hist) time.Duration {
 		d += sc.Spun()
 	}
 	return d
-}
-
-// cpuTime is this process's user and system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // tick runs until every flow finished: it paces the open loop, fails

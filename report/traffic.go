@@ -83,19 +83,13 @@ func trafficRows(run *result.Run) []TrafficRow {
 			r.ServerMem = bytesIEC(float64(p.Peak.ServerRSS))
 		}
 		if t.ServerCPU > 0 {
-			r.ServerCPU = f2(t.ServerCPU)
-			if t.ServerSpin > 0 {
-				r.ServerCPU += fmt.Sprintf(" (%s polling empty CQs)", f2(t.ServerSpin))
-			}
+			r.ServerCPU = f2(t.ServerCPU) + cpuParts(t.ServerSys, t.ServerSpin)
 		}
 		if t.HostCPU > 0 {
 			r.HostCPU = fmt.Sprintf("%s (%s softirq)", f2(t.HostCPU), f2(t.HostSoftirq))
 		}
 		if t.GeneratorCores > 0 {
-			r.GenCPU = fmt.Sprintf("%s of %d", f2(t.GeneratorCPU), t.GeneratorCores)
-			if t.GeneratorSpin > 0 {
-				r.GenCPU += fmt.Sprintf(" (%s polling empty CQs)", f2(t.GeneratorSpin))
-			}
+			r.GenCPU = fmt.Sprintf("%s of %d", f2(t.GeneratorCPU), t.GeneratorCores) + cpuParts(t.GeneratorSys, t.GeneratorSpin)
 		}
 		if n := t.ErrorCount(); n > 0 {
 			var parts []string
@@ -121,6 +115,22 @@ func trafficRows(run *result.Run) []TrafficRow {
 		rows = append(rows, r)
 	}
 	return rows
+}
+
+// cpuParts names the parts of a process's cores worth knowing: in the
+// kernel (where rxe does its work) and polling empty CQs.
+func cpuParts(sys, spin float64) string {
+	var parts []string
+	if sys > 0 {
+		parts = append(parts, f2(sys)+" in the kernel")
+	}
+	if spin > 0 {
+		parts = append(parts, f2(spin)+" polling empty CQs")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // latency formats microseconds with their unit.

@@ -174,13 +174,13 @@ func TestTrafficRowsGeneratorSpin(t *testing.T) {
 	run := &result.Run{Points: []result.Point{
 		{Clients: 1, Traffic: &result.Traffic{Messages: 100, GeneratorCPU: 0.99, GeneratorCores: 1, GeneratorSpin: 0.45,
 			ServerCPU: 1.01, ServerSpin: 0.93}},
-		{Clients: 10, Traffic: &result.Traffic{Messages: 100, GeneratorCPU: 0.5, GeneratorCores: 2, ServerCPU: 0.25, HostCPU: 1.92, HostSoftirq: 0.41}},
+		{Clients: 10, Traffic: &result.Traffic{Messages: 100, GeneratorCPU: 0.5, GeneratorCores: 2, GeneratorSys: 0.2, ServerCPU: 0.25, ServerSys: 0.1, HostCPU: 1.92, HostSoftirq: 0.41}},
 	}}
 	rows := trafficRows(run)
-	if len(rows) != 2 || rows[0].ServerCPU != "1.01 (0.93 polling empty CQs)" || rows[1].ServerCPU != "0.25" || rows[0].HostCPU != "–" || rows[1].HostCPU != "1.92 (0.41 softirq)" {
+	if len(rows) != 2 || rows[0].ServerCPU != "1.01 (0.93 polling empty CQs)" || rows[1].ServerCPU != "0.25 (0.1 in the kernel)" || rows[1].GenCPU != "0.5 of 2 (0.2 in the kernel)" || rows[0].HostCPU != "–" || rows[1].HostCPU != "1.92 (0.41 softirq)" {
 		t.Errorf("server CPU %q, %q", rows[0].ServerCPU, rows[1].ServerCPU)
 	}
-	if len(rows) != 2 || rows[0].GenCPU != "0.99 of 1 (0.45 polling empty CQs)" || rows[1].GenCPU != "0.5 of 2" {
+	if len(rows) != 2 || rows[0].GenCPU != "0.99 of 1 (0.45 polling empty CQs)" || rows[1].GenCPU != "0.5 of 2 (0.2 in the kernel)" {
 		t.Errorf("generator CPU %q", func() (s []string) {
 			for _, r := range rows {
 				s = append(s, r.GenCPU)

@@ -57,7 +57,8 @@ type HostPoint struct {
 // which it gives when asked (serve's "usage" request): the runner asks
 // at the start and the end of a traffic phase.
 type ServerUsage struct {
-	CPUSec float64 `json:"cpu_sec"` // its process's user and system time
+	CPUSec float64 `json:"cpu_sec"`           // its process's user and system time
+	SysSec float64 `json:"sys_sec,omitempty"` // the system part of CPUSec
 	// SpinSec is the part of CPUSec its busy-polling loops spent polling
 	// empty completion queues (--busy-poll): waiting, not serving.
 	SpinSec float64 `json:"spin_sec"`

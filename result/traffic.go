@@ -101,6 +101,10 @@ type Traffic struct {
 	// (GOMAXPROCS).
 	GeneratorCPU   float64 `json:"generator_cpu_cores"`
 	GeneratorCores int     `json:"generator_cores"`
+	// GeneratorSys is the part of that generator's GeneratorCPU in the
+	// kernel (system time): on a software device such as rxe, the
+	// device's own work done inside the posting calls.
+	GeneratorSys float64 `json:"generator_sys_cores,omitempty"`
 	// GeneratorSpin is the part of that generator's GeneratorCPU its
 	// busy-polling loops spent polling empty CQs (0 = none, or not
 	// counted): a busy-polled generator uses its CPU whether it has work
@@ -114,6 +118,9 @@ type Traffic struct {
 	// busy-polling loops spent polling empty CQs (0 = none, or not
 	// known): like GeneratorSpin, CPU used whether there was work or not.
 	ServerSpin float64 `json:"server_spin_cores,omitempty"`
+	// ServerSys is the part of ServerCPU in the kernel (system time), as
+	// GeneratorSys is of the generator's.
+	ServerSys float64 `json:"server_sys_cores,omitempty"`
 	// HostCPU is the CPU the machine the server ran on used during the
 	// phase, in cores, every process and the kernel together (for the
 	// vm backend the guest's); HostSoftirq the part of it in softirq,
@@ -222,7 +229,7 @@ func (t *Traffic) Merge(o Traffic) {
 		t.Schedule.Unsent += o.Schedule.Unsent
 	}
 	if o.GeneratorCores > 0 && (t.GeneratorCores == 0 || o.generatorWork()/float64(o.GeneratorCores) > t.generatorWork()/float64(t.GeneratorCores)) {
-		t.GeneratorCPU, t.GeneratorCores, t.GeneratorSpin = o.GeneratorCPU, o.GeneratorCores, o.GeneratorSpin
+		t.GeneratorCPU, t.GeneratorCores, t.GeneratorSpin, t.GeneratorSys = o.GeneratorCPU, o.GeneratorCores, o.GeneratorSpin, o.GeneratorSys
 	}
 	t.LatencyHist = mergeHist(t.LatencyHist, o.LatencyHist, hist.Latency)
 	t.ClientHist = mergeHist(t.ClientHist, o.ClientHist, hist.Counts)

@@ -190,6 +190,7 @@ func (c serverCPU) end(tr *result.Traffic, wall time.Duration) {
 	case c.us != nil:
 		if u, err := c.us.Usage(usageTimeout); err == nil {
 			tr.ServerCPU = (u.CPUSec - c.usage.CPUSec) / wall.Seconds()
+			tr.ServerSys = (u.SysSec - c.usage.SysSec) / wall.Seconds()
 			tr.ServerSpin = (u.SpinSec - c.usage.SpinSec) / wall.Seconds()
 		}
 	case c.pid > 0:

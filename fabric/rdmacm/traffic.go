@@ -17,6 +17,7 @@ import (
 	"unsafe"
 
 	"github.com/rdmaprobe/rdmaprobe/client"
+	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/fabric"
 	"github.com/rdmaprobe/rdmaprobe/hist"
 	"github.com/rdmaprobe/rdmaprobe/payload"
@@ -148,7 +149,7 @@ func (h *Conns) Traffic(ctx context.Context, cfg client.TrafficConfig, size int)
 			}
 		}
 	}
-	cpu0 := cpuTime()
+	cpu0, sys0 := collectors.SelfCPU()
 	start := time.Now()
 	minEnd, end := start.Add(cfg.Duration), start.Add(cfg.MaxDuration)
 	var shared <-chan struct{}
@@ -263,7 +264,9 @@ func (h *Conns) Traffic(ctx context.Context, cfg client.TrafficConfig, size int)
 	}
 	elapsed := time.Since(start)
 	rep.DurationSec = min(elapsed, end.Sub(start)).Seconds()
-	rep.GeneratorCPU = (cpuTime() - cpu0).Seconds() / elapsed.Seconds()
+	cpu, sys := collectors.SelfCPU()
+	rep.GeneratorCPU = (cpu - cpu0).Seconds() / elapsed.Seconds()
+	rep.GeneratorSys = (sys - sys0).Seconds() / elapsed.Seconds()
 	if stopped {
 		rep.Error = fmt.Sprintf("interrupted after %.1fs of the %v phase", elapsed.Seconds(), cfg.Duration)
 	}
@@ -294,15 +297,6 @@ func (h *Conns) Traffic(ctx context.Context, cfg client.TrafficConfig, size int)
 	rep.Bytes = rep.Messages * int64(size)
 	rep.Summarize()
 	return rep
-}
-
-// cpuTime is this process's user and system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func later(a, b time.Time) time.Time {

@@ -149,9 +149,9 @@ func answerRequests(in *bufio.Reader, emit *protocol.Emitter, srv *server.Server
 	for {
 		line, err := in.ReadString('\n')
 		if strings.TrimSpace(line) == protocol.ServerRequestUsage {
-			cpu, _ := collectors.ProcessCPU(os.Getpid())
+			cpu, sys := collectors.SelfCPU()
 			emit.Emit(protocol.Event{Event: "usage", ServerUsage: &result.ServerUsage{
-				CPUSec: cpu.Seconds(), SpinSec: srv.Spun().Seconds()}})
+				CPUSec: cpu.Seconds(), SysSec: sys.Seconds(), SpinSec: srv.Spun().Seconds()}})
 		}
 		if err != nil {
 			return
