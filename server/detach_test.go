@@ -36,7 +36,7 @@ func TestDetach(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			h := newHarnessOpts(t, n, harnessOpts{mode: mode, detach: true})
 			before := openFiles(t)
-			recs, conns := client.Run(context.Background(), h.dialer, client.Load{N: n}, nil)
+			recs, conns, _ := client.Run(context.Background(), h.dialer, client.Load{N: n}, nil)
 			for _, r := range recs {
 				if r.Outcome != "ok" {
 					t.Fatalf("client %d: %s: %s", r.ID, r.Outcome, r.Error)
@@ -84,7 +84,7 @@ func TestDetachGoodbyesBeforeStop(t *testing.T) {
 		}
 		t.Run(mode, func(t *testing.T) {
 			h := newHarnessOpts(t, n, harnessOpts{mode: mode, detach: true})
-			recs, conns := client.Run(context.Background(), h.dialer, client.Load{N: n}, nil)
+			recs, conns, _ := client.Run(context.Background(), h.dialer, client.Load{N: n}, nil)
 			for _, r := range recs {
 				if r.Outcome != "ok" {
 					t.Fatalf("client %d: %s: %s", r.ID, r.Outcome, r.Error)

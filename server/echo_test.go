@@ -42,7 +42,7 @@ func noGoroutinePerClient(t *testing.T, mode string) {
 	eventually.True(t, guard, "the first client is connected", func() bool { return h.srv.Stats().Connected == 1 })
 	eventually.True(t, guard, "the first client's handler has returned", func() bool { return handlersRunning() == 0 })
 	before := runtime.NumGoroutine()
-	recs, conns := client.Run(ctx, h.dialer, client.Load{N: n}, nil)
+	recs, conns, _ := client.Run(ctx, h.dialer, client.Load{N: n}, nil)
 	defer func() { client.CloseAll(conns) }()
 	for _, r := range recs {
 		if r.Outcome != result.OutcomeOK {

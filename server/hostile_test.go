@@ -360,7 +360,7 @@ func TestHostilePeers(t *testing.T) {
 		rest.Add(1)
 		go func() {
 			defer rest.Done()
-			recs, conns = client.Run(ctx, h.dialer, client.Load{N: legit}, nil)
+			recs, conns, _ = client.Run(ctx, h.dialer, client.Load{N: legit}, nil)
 		}()
 		for _, x := range hs {
 			if x.stalls {
@@ -450,7 +450,7 @@ func TestHostilePeers(t *testing.T) {
 	})
 
 	t.Run("still serves", func(t *testing.T) {
-		recs, conns := client.Run(ctx, h.dialer, client.Load{N: maxClients}, nil)
+		recs, conns, _ := client.Run(ctx, h.dialer, client.Load{N: maxClients}, nil)
 		if len(conns) != maxClients {
 			t.Errorf("%d/%d clients connected after the hostile peers", len(conns), maxClients)
 			for _, r := range recs {

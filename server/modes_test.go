@@ -123,7 +123,7 @@ func TestModes(t *testing.T) {
 			}
 			ctx := context.Background()
 			for wave := 1; wave <= 2; wave++ {
-				recs, conns := client.Run(ctx, h.dialer, client.Load{N: n}, nil)
+				recs, conns, _ := client.Run(ctx, h.dialer, client.Load{N: n}, nil)
 				for _, r := range recs {
 					if r.Outcome != "ok" {
 						t.Fatalf("wave %d: client %d: %s: %s", wave, r.ID, r.Outcome, r.Error)

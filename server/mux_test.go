@@ -254,7 +254,7 @@ func TestMuxRefusesDetachAndRemote(t *testing.T) {
 func TestMuxClients(t *testing.T) {
 	const n, k = 7, 3
 	h := newHarnessOpts(t, n, harnessOpts{mode: server.ModeMux, mux: k})
-	recs, conns := client.Run(context.Background(), h.dialer, client.Load{N: n, InFlight: 4}, nil)
+	recs, conns, _ := client.Run(context.Background(), h.dialer, client.Load{N: n, InFlight: 4}, nil)
 	qps := map[uint32]map[uint32]bool{}
 	for _, r := range recs {
 		if r.Outcome != result.OutcomeOK {

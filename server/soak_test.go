@@ -73,7 +73,7 @@ func soak(t *testing.T, mode string) {
 	var at10 reading
 	retried := 0
 	for i := 1; i <= cycles; {
-		recs, conns := client.Run(ctx, h.dialer, client.Load{N: clients}, nil)
+		recs, conns, _ := client.Run(ctx, h.dialer, client.Load{N: clients}, nil)
 		var timedOut []result.ClientRecord
 		for _, r := range recs {
 			switch r.Outcome {
@@ -165,7 +165,7 @@ func TestHeapFlatUnderChurn(t *testing.T) {
 			var base uint64
 			served, failed := 0, 0
 			for w := 1; served < total; w++ {
-				recs, conns := client.Run(ctx, h.dialer, client.Load{N: wave, InFlight: 200, Lead: w == 1}, nil)
+				recs, conns, _ := client.Run(ctx, h.dialer, client.Load{N: wave, InFlight: 200, Lead: w == 1}, nil)
 				for _, r := range recs {
 					if r.Outcome != result.OutcomeOK {
 						failed++

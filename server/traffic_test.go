@@ -19,7 +19,7 @@ func connectAll(t *testing.T, h *harness, n int) []*client.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*guard)
 	defer cancel()
-	recs, conns := client.Run(ctx, h.dialer, client.Load{N: n}, nil)
+	recs, conns, _ := client.Run(ctx, h.dialer, client.Load{N: n}, nil)
 	t.Cleanup(func() { client.CloseAll(conns) })
 	for _, r := range recs {
 		if r.Outcome != result.OutcomeOK {
