@@ -218,12 +218,14 @@ func TestTrafficAnswered(t *testing.T) {
 	// stalls of 1-5 ms in this one test process, 25-45, blur the count),
 	// not one per slice.
 	// A phase starved of CPU (the guest's TCG on a loaded host: under one
-	// message per 2.5 ms, or a p99 longer than a slice, so that some
-	// messages came more than a slice apart) leaves the loop nothing to
-	// do between messages, so its idles are honest there and the count
-	// judges nothing.
+	// message per 2.5 ms, or a p99 past a quarter of a slice, so that
+	// the slowest messages left the loop waiting for longer than a
+	// client's busy-poll) leaves the loop nothing to do between
+	// messages, so its idles are honest there and the count judges
+	// nothing. One CI run, with the server's and softroce's tests beside
+	// it, had 57 idles in 60 slices at p99 16 ms.
 	slices := int64(tr.DurationSec / 0.020)
-	starved := tr.Messages < 8*slices || tr.Latency.P99 > 20_000
+	starved := tr.Messages < 8*slices || tr.Latency.P99 > 5_000
 	if !simulated && starved {
 		t.Logf("%d messages in %d slices: too few to judge the echo loop's idles", tr.Messages, slices)
 	}
