@@ -312,11 +312,17 @@ func testTrafficServerGone(t *testing.T, n int, opts harnessOpts, op string) {
 	if tr.ClientsFailed != n {
 		t.Fatalf("%d of %d clients failed (errors %v)", tr.ClientsFailed, n, tr.Errors)
 	}
+	// A SEND client whose message the server took just before stopping
+	// has nothing left to retry and waits out the timeout for its echo,
+	// on the sim too; a loaded host widens that window.
+	retried := tr.Errors["RETRY_EXC_ERR"]
 	switch {
-	case simulated && (tr.Errors["RETRY_EXC_ERR"] != int64(n) || !strings.Contains(tr.ErrorText["RETRY_EXC_ERR"], op+" completion: transport retry counter exceeded")):
+	case simulated && op == result.OpWrite && (retried != int64(n) || !strings.Contains(tr.ErrorText["RETRY_EXC_ERR"], op+" completion: transport retry counter exceeded")):
 		t.Errorf("errors %v (%v), want RETRY_EXC_ERR for each client", tr.Errors, tr.ErrorText)
-	case !simulated && tr.Errors["RETRY_EXC_ERR"]+tr.Errors[result.TrafficTimeout] != int64(n):
+	case retried+tr.Errors[result.TrafficTimeout] != int64(n):
 		t.Errorf("errors %v (%v), want RETRY_EXC_ERR or timeout for each client", tr.Errors, tr.ErrorText)
+	case simulated && retried > 0 && !strings.Contains(tr.ErrorText["RETRY_EXC_ERR"], op+" completion: transport retry counter exceeded"):
+		t.Errorf("RETRY_EXC_ERR reads %q", tr.ErrorText["RETRY_EXC_ERR"])
 	}
 	t.Logf("errors %v (%v)", tr.Errors, tr.ErrorText)
 	if tr.Messages == 0 || tr.Latency.N == 0 {

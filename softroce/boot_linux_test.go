@@ -282,8 +282,9 @@ func TestGuestContextCancel(t *testing.T) {
 }
 
 // TestGuestStall checks that a boot whose console stays silent is ended
-// after StallTimeout and started once more, and that a second stall fails
-// with a clear error; no QEMU is left behind either way. QEMU started
+// after StallTimeout and started again, and that stalling on every one
+// of bootAttempts fails with a clear error; no QEMU is left behind either
+// way. QEMU started
 // with -S never runs its vCPUs (nothing here sends "cont"): a guest as
 // silent as the TCG hang CI once saw.
 func TestGuestStall(t *testing.T) {
@@ -338,8 +339,10 @@ exec %[3]s "$@"
 			t.Fatalf("boot after a stall: %v", err)
 		}
 		t.Logf("ready %v after the stall, %v in all", g.BootTime.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
-		if g.Stalls != 1 {
-			t.Errorf("Stalls = %d, want 1", g.Stalls)
+		// The paused boot is one stall; a real TCG hang of the next boot
+		// (rare, seen in CI) would be another, retried the same way.
+		if g.Stalls < 1 {
+			t.Errorf("Stalls = %d, want at least 1", g.Stalls)
 		}
 		if _, err := g.Info(ctx); err != nil {
 			t.Errorf("retried guest unusable: %v", err)
@@ -347,8 +350,8 @@ exec %[3]s "$@"
 		if err := g.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
-		if n := len(reaped(t, pids)); n != 2 {
-			t.Errorf("%d QEMUs started, want 2", n)
+		if n := len(reaped(t, pids)); n != g.Stalls+1 {
+			t.Errorf("%d QEMUs started, want %d (one per stall, and the one that came up)", n, g.Stalls+1)
 		}
 		b, _ := os.ReadFile(logPath)
 		if !strings.Contains(string(b), "guest stalled before ready: console silent for 10s; starting the guest once more") ||
@@ -357,23 +360,23 @@ exec %[3]s "$@"
 		}
 	})
 
-	t.Run("twice", func(t *testing.T) {
-		q, pids := wrapper(2)
+	t.Run("every-attempt", func(t *testing.T) {
+		q, pids := wrapper(bootAttempts)
 		t0 := time.Now()
 		g, err := Boot(ctx, BootConfig{Image: img, QEMU: q, StallTimeout: 2 * time.Second})
 		if err == nil {
 			g.Close()
-			t.Fatal("boot stalled twice but Boot returned a guest")
+			t.Fatalf("every boot stalled but Boot returned a guest")
 		}
 		t.Logf("Boot: %v", err)
-		if !errors.Is(err, errStalled) || strings.Count(err.Error(), "console silent for 2s") != 2 {
-			t.Errorf("err = %v, want both stalls named", err)
+		if !errors.Is(err, errStalled) || strings.Count(err.Error(), "console silent for 2s") != bootAttempts {
+			t.Errorf("err = %v, want all %d stalls named", err, bootAttempts)
 		}
 		if d := time.Since(t0); d > time.Minute {
-			t.Errorf("two stalls of 2 s took %v to report", d)
+			t.Errorf("%d stalls of 2 s took %v to report", bootAttempts, d)
 		}
-		if n := len(reaped(t, pids)); n != 2 {
-			t.Errorf("%d QEMUs started, want 2", n)
+		if n := len(reaped(t, pids)); n != bootAttempts {
+			t.Errorf("%d QEMUs started, want %d", n, bootAttempts)
 		}
 	})
 }

@@ -37,11 +37,12 @@ type BootConfig struct {
 	// StallTimeout ends a boot whose console has been silent this long
 	// before the guest is ready; default 30 s, negative turns it off. A
 	// normal boot's longest silence here is about 0.3 s, but QEMU's TCG
-	// very rarely hangs a guest in early kernel init (seen once in CI:
-	// silent after "futex hash table entries" at 2 s of uptime until the
-	// ready timeout). Boot then starts the guest once more, unless it has
-	// a Link (the link is used up by the first QEMU), and says so in
-	// Guest.Stalls and the console log.
+	// very rarely hangs a guest in early kernel init (seen in CI: silent
+	// after "futex hash table entries" at 2 s of uptime, or after
+	// "sched_clock: Marking stable" at 5 s, until the ready timeout).
+	// Boot then starts the guest again, up to three boots in all, unless
+	// it has a Link (the link is used up by the first QEMU), and says so
+	// in Guest.Stalls and the console log.
 	StallTimeout time.Duration
 	// QEMU overrides the qemu-system-x86_64 path.
 	QEMU string

@@ -19,26 +19,45 @@ import (
 // errStalled marks a boot that hung before ready (BootConfig.StallTimeout).
 var errStalled = errors.New("guest stalled before ready")
 
+// bootAttempts is how many times Boot starts a guest whose boots stall.
+// The hang is rare, but one retry was not enough: a CI run saw the boot
+// that followed a stalled one hang too.
+const bootAttempts = 3
+
 // Boot starts QEMU and returns once the guest has set up rxe0 and said so.
 // On any failure QEMU is killed and reaped before Boot returns. A boot
-// that stalls is retried once (BootConfig.StallTimeout).
+// that stalls is started again, up to bootAttempts in all
+// (BootConfig.StallTimeout).
 func Boot(ctx context.Context, cfg BootConfig) (*Guest, error) {
-	g, err := boot(ctx, cfg, false)
-	if !errors.Is(err, errStalled) || cfg.Link != nil || ctx.Err() != nil {
-		return g, err
-	}
-	if cfg.LogPath != "" {
-		if f, ferr := os.OpenFile(cfg.LogPath, os.O_WRONLY|os.O_APPEND, 0); ferr == nil {
-			fmt.Fprintf(f, "\nrdmaprobe: %v; starting the guest once more\n\n", err)
-			f.Close()
+	var stalls []string
+	for attempt := 1; ; attempt++ {
+		g, err := boot(ctx, cfg, attempt > 1)
+		if err == nil {
+			g.Stalls = attempt - 1
+			return g, nil
+		}
+		if !errors.Is(err, errStalled) || cfg.Link != nil || ctx.Err() != nil {
+			return nil, wrapStalls(err, stalls)
+		}
+		if attempt == bootAttempts {
+			return nil, wrapStalls(err, stalls)
+		}
+		stalls = append(stalls, err.Error())
+		if cfg.LogPath != "" {
+			if f, ferr := os.OpenFile(cfg.LogPath, os.O_WRONLY|os.O_APPEND, 0); ferr == nil {
+				fmt.Fprintf(f, "\nrdmaprobe: %v; starting the guest once more\n\n", err)
+				f.Close()
+			}
 		}
 	}
-	g, err2 := boot(ctx, cfg, true)
-	if err2 != nil {
-		return nil, fmt.Errorf("%w (and before that: %v)", err2, err)
+}
+
+// wrapStalls adds the earlier attempts' stalls to the last attempt's error.
+func wrapStalls(err error, stalls []string) error {
+	if len(stalls) == 0 {
+		return err
 	}
-	g.Stalls = 1
-	return g, nil
+	return fmt.Errorf("%w (and before that: %s)", err, strings.Join(stalls, "; "))
 }
 
 // boot is one attempt of Boot; retry appends to the console log instead

@@ -297,8 +297,11 @@ func bootGuestWith(ctx context.Context, opts GuestOptions, simulated bool, cmds 
 			runner.ShortRelease(info.KernelRelease), strings.TrimPrefix(opts.cpu(), "QEMU "), opts.CPUs, memString(opts.MemMiB))
 	}
 	retried := ""
-	if sg.Stalls > 0 {
+	switch {
+	case sg.Stalls == 1:
 		retried = " (its first boot hung in the kernel and was started again)"
+	case sg.Stalls > 1:
+		retried = fmt.Sprintf(" (its first %d boots hung in the kernel and it was started again)", sg.Stalls)
 	}
 	fmt.Fprintf(opts.Out, "guest: %s, ready in %.1f s%s\n", g.desc, sg.BootTime.Seconds(), retried)
 	return g, nil
