@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/olekukonko/tablewriter"
@@ -35,7 +36,8 @@ type DesignRow struct {
 	Objects, RSS string
 	CostAt       int
 	// Rate is the traffic phase's message rate at the largest count
-	// whose phase completed messages, "–" without a traffic phase.
+	// whose phase completed messages (designRate), "–" without a
+	// traffic phase.
 	Rate string
 }
 
@@ -76,13 +78,37 @@ func DesignRows(run *result.Run) []DesignRow {
 			}
 			r.RSS, r.CostAt = bytesIEC(c.ServerRSS), c.Clients
 		}
-		if t, ok := trafficData(sub); ok && len(t.rate.Y) > 0 {
-			last := len(t.rate.Y) - 1
-			r.Rate = fmt.Sprintf("%.0f msg/s (at %.0f)", t.rate.Y[last], t.rate.X[last])
+		if rate := designRate(sub); rate != "" {
+			r.Rate = rate
 		}
 		rows = append(rows, r)
 	}
 	return rows
+}
+
+// designRate is the message rate at the largest count whose traffic
+// phase completed messages; with several trials there (ramp in turns),
+// the range over them, since the first alone understates the spread the
+// host's drift puts between turns.
+func designRate(run *result.Run) string {
+	at := 0
+	var rates []float64
+	for _, p := range run.Points {
+		if p.Traffic == nil || p.Traffic.Messages == 0 || p.Clients < at {
+			continue
+		}
+		if p.Clients > at {
+			at, rates = p.Clients, nil
+		}
+		rates = append(rates, p.Traffic.MsgRate)
+	}
+	switch len(rates) {
+	case 0:
+		return ""
+	case 1:
+		return fmt.Sprintf("%.0f msg/s (at %d)", rates[0], at)
+	}
+	return fmt.Sprintf("%.0f–%.0f msg/s (at %d, %d trials)", slices.Min(rates), slices.Max(rates), at, len(rates))
 }
 
 // designResult is mode's summary as saved, or made from its points when

@@ -67,3 +67,28 @@ func TestDesignRowsNameAddressHandles(t *testing.T) {
 		t.Errorf("rows %+v", rows)
 	}
 }
+
+// The message rate is taken at the largest count with a traffic phase,
+// and with several trials there (ramp in turns) it is their range, not
+// the first trial's alone.
+func TestDesignRowsRateOverTrials(t *testing.T) {
+	r := designRun("srq", "ud")
+	r.Config.Traffic = &result.TrafficSetup{Op: "send"}
+	tr := func(rate float64) *result.Traffic { return &result.Traffic{Messages: 100, MsgRate: rate} }
+	r.Points = []result.Point{
+		{Design: "srq", Clients: 10, Trial: 1, Traffic: tr(5000)},
+		{Design: "srq", Clients: 20, Trial: 1, Traffic: tr(3046)},
+		{Design: "ud", Clients: 20, Trial: 1, Traffic: tr(2277)},
+		{Design: "srq", Clients: 20, Trial: 2, Traffic: tr(3022)},
+		{Design: "ud", Clients: 20, Trial: 2, Traffic: tr(2403)},
+		{Design: "ud", Clients: 10, Trial: 1, Traffic: tr(9000)},
+	}
+	rows := DesignRows(r)
+	if len(rows) != 2 || rows[0].Rate != "3022–3046 msg/s (at 20, 2 trials)" || rows[1].Rate != "2277–2403 msg/s (at 20, 2 trials)" {
+		t.Errorf("rates %q, %q", rows[0].Rate, rows[1].Rate)
+	}
+	r.Points = r.Points[:3]
+	if rows := DesignRows(r); rows[0].Rate != "3046 msg/s (at 20)" || rows[1].Rate != "2277 msg/s (at 20)" {
+		t.Errorf("one trial: %q, %q", rows[0].Rate, rows[1].Rate)
+	}
+}
