@@ -77,6 +77,9 @@ func DesignRows(run *result.Run) []DesignRow {
 				r.Objects += fmt.Sprintf(", %s AH", f2(c.AHs))
 			}
 			r.RSS, r.CostAt = bytesIEC(c.ServerRSS), c.Clients
+			if deviceWideCost(sub, c.Clients) {
+				r.Objects += " (the device's: server and clients together)"
+			}
 		}
 		if rate := designRate(sub); rate != "" {
 			r.Rate = rate
@@ -109,6 +112,18 @@ func designRate(run *result.Run) string {
 		return fmt.Sprintf("%.0f msg/s (at %d)", rates[0], at)
 	}
 	return fmt.Sprintf("%.0f–%.0f msg/s (at %d, %d trials)", slices.Min(rates), slices.Max(rates), at, len(rates))
+}
+
+// deviceWideCost says a point of n clients knew only the device's
+// objects, not the server's share (analysis.Cost): its objects per
+// client count the clients' own QPs too when both share the device.
+func deviceWideCost(run *result.Run, n int) bool {
+	for _, p := range run.Points {
+		if p.Clients == n {
+			return p.Peak != nil && p.Peak.ByRole["server"] == nil && p.Server.Resources == nil
+		}
+	}
+	return false
 }
 
 // designResult is mode's summary as saved, or made from its points when

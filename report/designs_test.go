@@ -92,3 +92,25 @@ func TestDesignRowsRateOverTrials(t *testing.T) {
 		t.Errorf("one trial: %q, %q", rows[0].Rate, rows[1].Rate)
 	}
 }
+
+// A point that knew only the device's objects (no per-process split)
+// says so: with the clients on the same device, its QPs per client
+// count theirs too.
+func TestDesignRowsSayDeviceWideObjects(t *testing.T) {
+	r := designRun("srq", "ud")
+	for i := range r.Points {
+		p := &r.Points[i]
+		if p.Design == "per-client" {
+			p.Design = "ud"
+		}
+		if p.Design == "srq" {
+			p.Peak = &result.Peak{RDMA: map[string]int{"qp": 2 * p.Connected, "cq": 2}}
+		} else {
+			p.Peak = &result.Peak{RDMA: map[string]int{"qp": 1 + p.Connected}, ByRole: map[string]map[string]int{"server": {"qp": 1, "cq": 2}}}
+		}
+	}
+	rows := DesignRows(r)
+	if len(rows) != 2 || !strings.HasSuffix(rows[0].Objects, "(the device's: server and clients together)") || strings.Contains(rows[1].Objects, "device's") {
+		t.Errorf("objects %q, %q", rows[0].Objects, rows[1].Objects)
+	}
+}
