@@ -424,6 +424,21 @@ func inUse(pt result.Point, kind string) (int, string) {
 	return 0, ""
 }
 
+// CostObjects is the objects Cost divides among a point's clients: the
+// server's share of the device's when the per-process split is known,
+// else the whole device's (deviceWide: server and clients together).
+func CostObjects(pt result.Point) (res map[string]int, deviceWide bool) {
+	switch {
+	case pt.Peak != nil && pt.Peak.ByRole["server"] != nil:
+		return pt.Peak.ByRole["server"], false
+	case pt.Server.Resources != nil:
+		return pt.Server.Resources, false
+	case pt.Peak != nil:
+		return pt.Peak.RDMA, true
+	}
+	return nil, false
+}
+
 // Cost is the per-client resource cost of a point: the server's share of
 // the device's objects when the per-process split is known, else the
 // whole device (server and clients together), per connected client.
@@ -433,15 +448,7 @@ func Cost(pt result.Point) *result.Cost {
 	}
 	n := float64(pt.Connected)
 	c := &result.Cost{Clients: pt.Connected}
-	var res map[string]int
-	switch {
-	case pt.Peak != nil && pt.Peak.ByRole["server"] != nil:
-		res = pt.Peak.ByRole["server"]
-	case pt.Server.Resources != nil:
-		res = pt.Server.Resources
-	case pt.Peak != nil:
-		res = pt.Peak.RDMA
-	}
+	res, _ := CostObjects(pt)
 	if res == nil && (pt.Peak == nil || pt.Peak.ServerRSS == 0) {
 		return nil
 	}

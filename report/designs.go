@@ -115,12 +115,13 @@ func designRate(run *result.Run) string {
 }
 
 // deviceWideCost says a point of n clients knew only the device's
-// objects, not the server's share (analysis.Cost): its objects per
-// client count the clients' own QPs too when both share the device.
+// objects, not the server's share (analysis.CostObjects): its objects
+// per client count the clients' own QPs too when both share the device.
 func deviceWideCost(run *result.Run, n int) bool {
 	for _, p := range run.Points {
 		if p.Clients == n {
-			return p.Peak != nil && p.Peak.ByRole["server"] == nil && p.Server.Resources == nil
+			_, deviceWide := analysis.CostObjects(p)
+			return deviceWide
 		}
 	}
 	return false

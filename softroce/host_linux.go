@@ -36,10 +36,7 @@ func Boot(ctx context.Context, cfg BootConfig) (*Guest, error) {
 			g.Stalls = attempt - 1
 			return g, nil
 		}
-		if !errors.Is(err, errStalled) || cfg.Link != nil || ctx.Err() != nil {
-			return nil, wrapStalls(err, stalls)
-		}
-		if attempt == bootAttempts {
+		if !errors.Is(err, errStalled) || cfg.Link != nil || ctx.Err() != nil || attempt == bootAttempts {
 			return nil, wrapStalls(err, stalls)
 		}
 		stalls = append(stalls, err.Error())
