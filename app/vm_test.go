@@ -324,3 +324,53 @@ func TestVMInterruptedPointComesBack(t *testing.T) {
 	}
 	noChildren(t)
 }
+
+// ud beside srq on real rxe: the guest's perftest runs over UD QPs too
+// (-c UD), before and after the points and before ud's 1-client point,
+// and each design's report section sets its traffic against its own
+// transport's figures.
+func TestVMReferencesPerTransport(t *testing.T) {
+	needVM(t)
+	root := t.TempDir()
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--mode", "srq,ud", "--clients", "1", "--duration", "1s",
+		"--msg-size", "64", "--calibrate", "0", "--vm-mem", "1024", "--results", root)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	r := loadOnlyRun(t, root)
+	var refs []string
+	for _, ref := range r.Environment.DataPath {
+		refs = append(refs, ref.Tool+" "+ref.Transport+" "+ref.When)
+		if ref.Error != "" || (ref.Figures["t_typical"] <= 0 && ref.Figures["msg/s"] <= 0) ||
+			(ref.Transport == result.TransportUD) != strings.Contains(ref.Command, " -c UD ") {
+			t.Errorf("%s: %+v", ref.Tool, ref)
+		}
+	}
+	want := "ib_send_lat  before, ib_send_bw  before, ib_send_lat UD before, ib_send_bw UD before, " +
+		"ib_send_lat  after, ib_send_bw  after, ib_send_lat UD after, ib_send_bw UD after"
+	if strings.Join(refs, ", ") != want {
+		t.Errorf("data path references %q, want %q", strings.Join(refs, ", "), want)
+	}
+	if len(r.Points) != 2 {
+		t.Fatalf("%d points, want srq's and ud's", len(r.Points))
+	}
+	for _, p := range r.Points {
+		ref := p.LatencyReference
+		if ref == nil || ref.Error != "" || ref.Transport != result.TransportOf(p.Design) || ref.Figures["t_typical"] <= 0 {
+			t.Errorf("%s's 1-client reading: %+v", p.Design, ref)
+		}
+		if tr := p.Traffic; tr == nil || tr.ErrorCount() != 0 || tr.Messages < 1 {
+			t.Errorf("%s's traffic: %+v", p.Design, tr)
+		}
+	}
+	if !strings.Contains(out+errOut, "reference (before the point): ib_send_lat -c UD 64 B in one guest") {
+		t.Errorf("ud's reading is not printed:\n%s\n%s", out, errOut)
+	}
+	md, err := os.ReadFile(filepath.Join(filepath.Dir(loadPath(t, root)), "report-ud.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "-F -c UD -s 64 -n 5000") || strings.Contains(string(md), "-F -s 64 -n 5000") {
+		t.Errorf("report-ud.md does not set ud against perftest over UD:\n%s", md)
+	}
+}

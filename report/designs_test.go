@@ -114,3 +114,35 @@ func TestDesignRowsSayDeviceWideObjects(t *testing.T) {
 		t.Errorf("objects %q, %q", rows[0].Objects, rows[1].Objects)
 	}
 }
+
+// Each design's section sets its traffic against perftest over its own
+// transport: ud's datagrams against -c UD, srq's RC QPs against RC.
+func TestDesignSectionsReferenceTheirTransport(t *testing.T) {
+	r := designRun("srq", "ud")
+	r.Config.Traffic = &result.TrafficSetup{Op: "send"}
+	for i := range r.Points {
+		if r.Points[i].Design == "per-client" {
+			r.Points[i].Design = "ud"
+		}
+		r.Points[i].Traffic = &result.Traffic{Messages: 100, MsgRate: 2000}
+	}
+	bw := func(transport string, rate float64) result.Reference {
+		cmd := "ib_send_bw -s 64"
+		if transport != "" {
+			cmd = "ib_send_bw -c " + transport + " -s 64"
+		}
+		return result.Reference{Tool: "ib_send_bw", Command: cmd, When: result.ReferenceBefore, Transport: transport,
+			Figures: map[string]float64{"msg/s": rate, "BW average": rate * 64 / 1e6}}
+	}
+	r.Environment.DataPath = []result.Reference{bw("", 11000), bw(result.TransportUD, 6600)}
+	got := map[string]string{}
+	for _, s := range designSections(r) {
+		got[s.Design] = s.TrafficRef
+	}
+	if s := got["ud"]; !strings.Contains(s, "`ib_send_bw -c UD -s 64`: 6600 msg/s") || strings.Contains(s, "11000") {
+		t.Errorf("ud's reference: %s", s)
+	}
+	if s := got["srq"]; !strings.Contains(s, "`ib_send_bw -s 64`: 11000 msg/s") || strings.Contains(s, "-c UD") {
+		t.Errorf("srq's reference: %s", s)
+	}
+}

@@ -65,12 +65,18 @@ func logLinePlot(name, title, xlabel, ylabel string, series []Series) Plot {
 
 func drawLines(name, title, xlabel, ylabel string, series []Series, logY bool) Plot {
 	out := Plot{Name: name, Title: title}
+	if logY {
+		series = positive(series)
+	}
 	n := 0
 	for _, s := range series {
 		n += len(s.X)
 	}
 	if n == 0 {
 		out.Empty = "no data"
+		if logY {
+			out.Empty = "no value above 0 to draw on a log scale"
+		}
 		return out
 	}
 	p := plot.New()
@@ -117,6 +123,27 @@ func drawLines(name, title, xlabel, ylabel string, series []Series, logY bool) P
 		}
 	}
 	return render(p, out)
+}
+
+// positive is series without the points a log axis cannot draw (a
+// value, or its error bar's low end, at or below 0), which would stop
+// the whole plot.
+func positive(series []Series) []Series {
+	out := make([]Series, len(series))
+	for i, s := range series {
+		o := Series{Label: s.Label}
+		for j := range s.X {
+			if s.Y[j] <= 0 || (s.Low != nil && s.Low[j] <= 0) {
+				continue
+			}
+			o.X, o.Y = append(o.X, s.X[j]), append(o.Y, s.Y[j])
+			if s.Low != nil {
+				o.Low, o.High = append(o.Low, s.Low[j]), append(o.High, s.High[j])
+			}
+		}
+		out[i] = o
+	}
+	return out
 }
 
 // legendLabel names series[i], saying which earlier series it lies on

@@ -50,3 +50,17 @@ func TestLegendLabel(t *testing.T) {
 		}
 	}
 }
+
+// A log axis cannot draw 0 (a run.json edited by hand, a phase whose
+// latencies read 0): those points are left out, and a plot with none
+// left says so instead of stopping the report.
+func TestLogPlotLeavesOutZero(t *testing.T) {
+	p := logLinePlot("latency", "t", "x", "y", []Series{{Label: "p50", X: []float64{1, 2}, Y: []float64{0, 40}}})
+	if p.Empty != "" || len(p.SVG) == 0 {
+		t.Errorf("one positive point: empty %q, %d bytes of SVG", p.Empty, len(p.SVG))
+	}
+	p = logLinePlot("latency", "t", "x", "y", []Series{{Label: "p50", X: []float64{1}, Y: []float64{0}}})
+	if p.Empty != "no value above 0 to draw on a log scale" {
+		t.Errorf("only zero: empty %q", p.Empty)
+	}
+}

@@ -19,7 +19,8 @@ func (r *Run) PointDesign(pt Point) string {
 }
 
 // ForDesign is run as if it had measured mode alone: its points, its
-// search and diagnosis, its point cut short if that was mode's. Reports
+// search and diagnosis, its point cut short if that was mode's, and the
+// data-path references of its transport (TransportOf). Reports
 // and checks written for a run of one design read each design of a run
 // of several through it. The copy shares what it does not filter with
 // run.
@@ -34,6 +35,12 @@ func (r *Run) ForDesign(mode string) *Run {
 	}
 	if p := r.Interrupted; p != nil && r.PointDesign(*p) != mode {
 		c.Interrupted = nil
+	}
+	c.Environment.DataPath = nil
+	for _, ref := range r.Environment.DataPath {
+		if ref.Transport == TransportOf(mode) {
+			c.Environment.DataPath = append(c.Environment.DataPath, ref)
+		}
 	}
 	if len(r.Designs) > 0 {
 		c.Search, c.Diagnosis = nil, nil

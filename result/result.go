@@ -12,7 +12,7 @@ import (
 )
 
 // SchemaVersion is the version written by this build.
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // Outcome classes of one client attempt.
 const (
@@ -227,6 +227,23 @@ type Reference struct {
 	// ReferenceAfter them, so a drifting host shows in the comparison,
 	// or ReferencePoint (just before one point).
 	When string `json:"when,omitempty"`
+	// Transport is the perftest connection type the tool ran (its -c):
+	// TransportUD for the yardstick of ud mode's datagrams, empty for RC,
+	// perftest's default and every reference before schema version 8.
+	Transport string `json:"transport,omitempty"`
+}
+
+// TransportUD is Reference.Transport of a perftest run with -c UD.
+const TransportUD = "UD"
+
+// TransportOf is the perftest transport that is the yardstick of
+// server design mode: UD for ud mode's datagrams, RC ("") for the
+// designs whose clients hold an RC QP.
+func TransportOf(mode string) string {
+	if mode == designUD {
+		return TransportUD
+	}
+	return ""
 }
 
 // Reference.When values.

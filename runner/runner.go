@@ -110,6 +110,9 @@ type Spec struct {
 	// MaxClients is the server's cap; 0 means each point's N.
 	MaxClients int    `json:"max_clients,omitempty"`
 	Mode       string `json:"mode"`
+	// Designs are every server design the run measures in turns, Mode
+	// the one of the points to come; nil when Mode is the only one.
+	Designs []string `json:"designs,omitempty"`
 	// Mux is how many logical clients share a QP in mux mode (0 =
 	// server.DefaultMux); only mux mode takes it.
 	Mux   int     `json:"mux,omitempty"`
@@ -250,6 +253,23 @@ func (s Spec) ForDesign(d string) Spec {
 		s.Mux = 0
 	}
 	return s
+}
+
+// Transports are the perftest transports whose data-path references the
+// run's designs are set against (result.TransportOf), in the designs'
+// order: RC ("") and UD when ud is among them.
+func (s Spec) Transports() []string {
+	designs := s.Designs
+	if len(designs) == 0 {
+		designs = []string{s.Mode}
+	}
+	var out []string
+	for _, d := range designs {
+		if t := result.TransportOf(d); !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // ModeMux is the resource mode whose logical clients share QPs.

@@ -128,3 +128,29 @@ func TestTrafficPhaseInterrupted(t *testing.T) {
 		t.Fatalf("phase %+v", pt.Traffic)
 	}
 }
+
+// The references a run takes follow its designs: RC for the RC designs,
+// UD too once ud is among them, each transport once.
+func TestSpecTransports(t *testing.T) {
+	for _, c := range []struct {
+		mode    string
+		designs []string
+		want    string
+	}{
+		{"srq", nil, "RC"},
+		{"ud", nil, "UD"},
+		{"per-client", []string{"per-client", "srq", "ud", "mux"}, "RC,UD"},
+		{"ud", []string{"ud", "srq"}, "UD,RC"},
+	} {
+		var got []string
+		for _, tr := range (Spec{Mode: c.mode, Designs: c.designs}).Transports() {
+			if tr == "" {
+				tr = "RC"
+			}
+			got = append(got, tr)
+		}
+		if strings.Join(got, ",") != c.want {
+			t.Errorf("mode %s designs %v: %v, want %s", c.mode, c.designs, got, c.want)
+		}
+	}
+}

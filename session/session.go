@@ -125,7 +125,11 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 	}
 	// The directory exists before the runner opens, because a guest
 	// writes its console log there while it boots.
-	r, err := o.Open(ctx, o.Spec, dir, runner.LocalOptions{Certs: pairs, ProfileDir: o.ProfileDir, Progress: o.Progress})
+	spec := o.Spec
+	if len(o.Designs) > 1 {
+		spec.Designs = o.Designs // the references the runner takes follow every design
+	}
+	r, err := o.Open(ctx, spec, dir, runner.LocalOptions{Certs: pairs, ProfileDir: o.ProfileDir, Progress: o.Progress})
 	if err != nil {
 		return nil, s.notStarted(err)
 	}

@@ -114,7 +114,7 @@ func TestGuest(t *testing.T) {
 	t.Run("data-path-reference", func(t *testing.T) {
 		for _, op := range []string{"send", "write", "read"} {
 			lat, bw := DataPathTools(op)
-			rs := DataPathReference(ctx, Local(g), op, 1024)
+			rs := DataPathReference(ctx, Local(g), op, 1024, "")
 			if len(rs) != 2 || rs[0].Tool != lat || rs[1].Tool != bw {
 				t.Fatalf("%s: ran %+v, want %s and %s", op, rs, lat, bw)
 			}
@@ -125,6 +125,15 @@ func TestGuest(t *testing.T) {
 			}
 			t.Logf("%s: %s t_typical %.2f usec, %s %.0f msg/s", op, lat, rs[0].Figures["t_typical"], bw, rs[1].Figures["msg/s"])
 		}
+		// ud mode's yardstick: the same tools over UD QPs, at a size
+		// within the path MTU (a datagram is one packet).
+		rs := DataPathReference(ctx, Local(g), "send", 64, "UD")
+		for _, r := range rs {
+			if r.Err != nil || !strings.Contains(r.Command, " -c UD -s 64") || (r.Figures["t_typical"] <= 0 && r.Figures["msg/s"] <= 0) {
+				t.Fatalf("%s: %v, figures %v\n%s", r.Command, r.Err, r.Figures, r.Output)
+			}
+		}
+		t.Logf("UD: t_typical %.2f usec, %.0f msg/s", rs[0].Figures["t_typical"], rs[1].Figures["msg/s"])
 	})
 
 	t.Run("progress-order", func(t *testing.T) {

@@ -92,18 +92,20 @@ func DataPathTools(op string) (lat, bw string) {
 }
 
 // DataPathReference runs perftest's latency and bandwidth tools for op
-// (DataPathTools) with size-byte messages on p: the yardsticks of the
-// traffic phase's latency (t_typical, p99) and message rate (MsgRate,
-// in Mpps, and msg/s) at the run's operation and message size. A run
+// (DataPathTools) with size-byte messages on p, over transport: the
+// yardsticks of the traffic phase's latency (t_typical, p99) and message
+// rate (MsgRate, in Mpps, and msg/s) at the run's operation and message
+// size. transport is perftest's connection type, "" for its default
+// (RC) or "UD" (-c UD: the datagrams of ud mode, sends only). A run
 // whose cycle counter came out uncalibrated (ErrPerftestClock) is
 // repeated, up to three attempts.
-func DataPathReference(ctx context.Context, p Pair, op string, size int) []PerftestResult {
+func DataPathReference(ctx context.Context, p Pair, op string, size int, transport string) []PerftestResult {
 	lat, bw := DataPathTools(op)
 	// perftest's default of 1000 iterations takes well under a second of
 	// rxe in the guest; more give a steadier rate.
 	return []PerftestResult{
-		perftest(ctx, p, lat, referencePort+2, "-s", strconv.Itoa(size)),
-		perftest(ctx, p, bw, referencePort+3, "-s", strconv.Itoa(size), "-n", "5000"),
+		perftest(ctx, p, lat, referencePort+2, connection(transport, "-s", strconv.Itoa(size))...),
+		perftest(ctx, p, bw, referencePort+3, connection(transport, "-s", strconv.Itoa(size), "-n", "5000")...),
 	}
 }
 
@@ -111,9 +113,18 @@ func DataPathReference(ctx context.Context, p Pair, op string, size int) []Perft
 // reading a 1-client point takes just before its clients run, so that
 // its latency is set against perftest's in turns rather than against
 // readings minutes away on a host whose speed drifts.
-func DataPathLatency(ctx context.Context, p Pair, op string, size int) PerftestResult {
+func DataPathLatency(ctx context.Context, p Pair, op string, size int, transport string) PerftestResult {
 	lat, _ := DataPathTools(op)
-	return perftest(ctx, p, lat, referencePort+2, "-s", strconv.Itoa(size))
+	return perftest(ctx, p, lat, referencePort+2, connection(transport, "-s", strconv.Itoa(size))...)
+}
+
+// connection is args after perftest's -c for transport, when it is not
+// perftest's default.
+func connection(transport string, args ...string) []string {
+	if transport == "" {
+		return args
+	}
+	return append([]string{"-c", transport}, args...)
 }
 
 // perftest runs a perftest tool on p, up to three times while its cycle

@@ -169,25 +169,38 @@ func (g *Guest) Finish(ctx context.Context) {
 
 // dataPathReference runs perftest's latency and bandwidth tools of the
 // traffic phase's operation at its message size, where the run's
-// clients and server are (pair).
+// clients and server are (pair), over each transport the run's designs
+// are set against (runner.Spec.Transports): RC, and UD for ud mode.
 func (g *Guest) dataPathReference(ctx context.Context, when string) []result.Reference {
 	size := g.spec.MsgSize
 	if size <= 0 {
 		size = 4096
 	}
 	var refs []result.Reference
-	for _, r := range softroce.DataPathReference(ctx, g.pair(), g.spec.Traffic.Op, size) {
-		ref := referenceOf(r, when)
-		if r.Err != nil {
-			fmt.Fprintf(g.opts.Out, "reference (%s the points): %s failed: %v\n", when, r.Tool, r.Err)
-		} else if v, ok := r.Figures["t_typical"]; ok {
-			fmt.Fprintf(g.opts.Out, "reference (%s the points): %s %d B %s: t_typical %.2f µs, p99 %.2f µs\n", when, r.Tool, size, r.Where, v, r.Figures["99%"])
-		} else {
-			fmt.Fprintf(g.opts.Out, "reference (%s the points): %s %d B %s: %.0f msg/s, %.2f MB/s\n", when, r.Tool, size, r.Where, r.Figures["msg/s"], r.Figures["BW average"])
+	for _, transport := range g.spec.Transports() {
+		for _, r := range softroce.DataPathReference(ctx, g.pair(), g.spec.Traffic.Op, size, transport) {
+			ref := referenceOf(r, when, transport)
+			tool := referenceName(ref)
+			if r.Err != nil {
+				fmt.Fprintf(g.opts.Out, "reference (%s the points): %s failed: %v\n", when, tool, r.Err)
+			} else if v, ok := r.Figures["t_typical"]; ok {
+				fmt.Fprintf(g.opts.Out, "reference (%s the points): %s %d B %s: t_typical %.2f µs, p99 %.2f µs\n", when, tool, size, r.Where, v, r.Figures["99%"])
+			} else {
+				fmt.Fprintf(g.opts.Out, "reference (%s the points): %s %d B %s: %.0f msg/s, %.2f MB/s\n", when, tool, size, r.Where, r.Figures["msg/s"], r.Figures["BW average"])
+			}
+			refs = append(refs, ref)
 		}
-		refs = append(refs, ref)
 	}
 	return refs
+}
+
+// referenceName is a reference's tool, with its transport when that is
+// not perftest's default.
+func referenceName(r result.Reference) string {
+	if r.Transport != "" {
+		return r.Tool + " -c " + r.Transport
+	}
+	return r.Tool
 }
 
 // pair is where the references run: across the link with --vm-peer,
@@ -203,9 +216,9 @@ func (g *Guest) pair() softroce.Pair {
 	return softroce.Local(g.g)
 }
 
-// referenceOf records a reference tool's run.
-func referenceOf(r softroce.PerftestResult, when string) result.Reference {
-	ref := result.Reference{Tool: r.Tool, Command: r.Command, Where: r.Where, Figures: r.Figures, Output: r.Output, When: when}
+// referenceOf records a reference tool's run over transport.
+func referenceOf(r softroce.PerftestResult, when, transport string) result.Reference {
+	ref := result.Reference{Tool: r.Tool, Command: r.Command, Where: r.Where, Figures: r.Figures, Output: r.Output, When: when, Transport: transport}
 	if r.Err != nil {
 		ref.Error = r.Err.Error()
 	} else if when == "" {
@@ -339,7 +352,7 @@ func (g *Guest) Environment() result.Environment {
 // server are (pair).
 func (g *Guest) reference(ctx context.Context) *result.Reference {
 	r := softroce.Reference(ctx, g.pair())
-	ref := referenceOf(r, "")
+	ref := referenceOf(r, "", "")
 	if r.Err != nil {
 		fmt.Fprintf(g.opts.Out, "reference: %s failed: %v\n", r.Tool, r.Err)
 	} else {
@@ -433,13 +446,14 @@ func (g *Guest) latencyReference(ctx context.Context) *result.Reference {
 	if size <= 0 {
 		size = 4096
 	}
-	r := softroce.DataPathLatency(ctx, g.pair(), g.spec.Traffic.Op, size)
-	ref := referenceOf(r, result.ReferencePoint)
+	transport := result.TransportOf(g.spec.Mode)
+	r := softroce.DataPathLatency(ctx, g.pair(), g.spec.Traffic.Op, size, transport)
+	ref := referenceOf(r, result.ReferencePoint, transport)
 	if r.Err != nil {
-		fmt.Fprintf(g.opts.Out, "reference (before the point): %s failed: %v\n", r.Tool, r.Err)
+		fmt.Fprintf(g.opts.Out, "reference (before the point): %s failed: %v\n", referenceName(ref), r.Err)
 	} else {
 		fmt.Fprintf(g.opts.Out, "reference (before the point): %s %d B %s: t_typical %.2f µs, p99 %.2f µs\n",
-			r.Tool, size, r.Where, r.Figures["t_typical"], r.Figures["99%"])
+			referenceName(ref), size, r.Where, r.Figures["t_typical"], r.Figures["99%"])
 	}
 	return &ref
 }
