@@ -48,7 +48,7 @@ func probeFlags() []cli.Flag {
 		&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "payload bytes per message"},
 		&cli.StringFlag{Name: "results", Value: "results", Usage: "directory that receives <UTC time>-<backend>/run.json (run.json.gz above 1 MB)"},
 		&cli.IntFlag{Name: "backlog", Usage: "server listen queue length (default: somaxconn)"},
-		&cli.StringFlag{Name: "profile", Usage: "write CPU profiles (pprof) of the server and load generators of every point into `DIR` (sim and verbs backends)"},
+		&cli.StringFlag{Name: "profile", Usage: "write CPU profiles (pprof) of the server and load generators of every point into `DIR` (every backend; the vm backend copies them out of the guest)"},
 		&cli.BoolFlag{Name: "stop-on-error", Usage: "stop at the first point that itself fails (server died, load generator crashed or hung) instead of counting it as failed and going on"},
 		&cli.DurationFlag{Name: "calibrate", Value: runner.DefaultCalibration, Usage: "measure this machine's speed (serial TLS handshakes in one process) for this long before and after each point, to tell a slow host from a slow server (0 = off)"},
 		&cli.DurationFlag{Name: "sample-interval", Value: 500 * time.Millisecond, Usage: "how often the collectors sample resources, processes and the host (0 = off)"},
