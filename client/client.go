@@ -154,41 +154,18 @@ type Conn struct {
 	sent   uint64
 	sqDead chan struct{}
 	// ud: the address handle towards the server's UD QP (serverQPN) and
-	// the Q_Key its datagrams must carry. inline: the messages go in
-	// their work requests (udInline), sends counts them.
+	// the Q_Key its datagrams must carry.
 	ah         fabric.AH
 	serverQKey uint32
-	inline     bool
-	sends      uint64
 }
 
-// UDSignalEvery is how often a ud client's inline sends ask for a
-// completion: only to free their slots in the send queue, which holds
-// twice as many (udSendWR), since the echo says the message went.
-const UDSignalEvery = 8
-
-// udSendWR is a ud client's send queue: room for UDSignalEvery
-// unsignaled sends and the signaled one that frees them, twice over.
-const udSendWR = 2 * UDSignalEvery
-
 // postSend posts the send of size bytes from send buffer j: over the
-// connection, or as a datagram to the server's UD QP (inline and, but
-// for one in UDSignalEvery, unsignaled, when the client's messages fit
-// its work requests: then the buffer is free once this returns). It
-// says whether the send will complete if it succeeds (signaled).
-func (c *Conn) postSend(wrID uint64, j, size int) (signaled bool, err error) {
+// connection, or as a datagram to the server's UD QP.
+func (c *Conn) postSend(wrID uint64, j, size int) error {
 	if c.ah != nil {
-		var flags fabric.SendFlags
-		if c.inline {
-			c.sends++
-			flags = fabric.SendInline
-			if c.sends%UDSignalEvery != 0 {
-				flags |= fabric.SendUnsignaled
-			}
-		}
-		return flags&fabric.SendUnsignaled == 0, c.qp.PostSendUD(wrID, c.buf.mr, c.buf.sendOff(j), size, c.ah, c.serverQPN, c.serverQKey, flags)
+		return c.qp.PostSendUD(wrID, c.buf.mr, c.buf.sendOff(j), size, c.ah, c.serverQPN, c.serverQKey)
 	}
-	return true, c.qp.PostSend(wrID, c.buf.mr, c.buf.sendOff(j), size)
+	return c.qp.PostSend(wrID, c.buf.mr, c.buf.sendOff(j), size)
 }
 
 // postRecv posts receive buffer j for a message of size bytes (behind
@@ -262,7 +239,7 @@ func (c *Conn) goodbye() {
 	ctx, cancel := context.WithTimeout(context.Background(), ByeTimeout)
 	defer cancel()
 	payload.Fill(c.sendBuf(0), payload.Bye, payload.HeaderLen)
-	if _, err := c.postSend(payload.Bye, 0, payload.HeaderLen); err != nil {
+	if err := c.postSend(payload.Bye, 0, payload.HeaderLen); err != nil {
 		return
 	}
 	for {
@@ -394,13 +371,8 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 	c.held = true
 	typ := fabric.QPTypeRC
 	var qkey uint32
-	sendWR, inline := d.wr, 0
 	if d.cfg.UD {
 		typ = fabric.QPTypeUD
-		sendWR = max(d.wr, udSendWR)
-		if size <= server.UDInlineMax {
-			inline, c.inline = size, true
-		}
 		if qkey, err = randPSN(); err != nil {
 			a.fail(ctx, result.OutcomeExchange, fmt.Errorf("generate Q_Key: %w", err))
 			return c, err
@@ -408,7 +380,7 @@ func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 		qkey = max(qkey, 1) // 0 reads as no Q_Key in the exchange
 	}
 	c.qp, err = d.pd.CreateQP(fabric.QPInitAttr{Type: typ, SendCQ: c.group.cq, RecvCQ: c.group.cq,
-		MaxSendWR: sendWR, MaxRecvWR: d.wr, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: inline})
+		MaxSendWR: d.wr, MaxRecvWR: d.wr, MaxSendSGE: 1, MaxRecvSGE: 1})
 	if err != nil {
 		a.fail(ctx, result.OutcomeQPCreate, err)
 		return c, err
@@ -531,11 +503,10 @@ const QPDepth = 2
 // returning. Send and receive complete on the same CQ in either order.
 func (c *Conn) roundTrip(ctx context.Context, seq uint64, size int) error {
 	payload.Fill(c.sendBuf(0), seq, size)
-	signaled, err := c.postSend(seq, 0, size)
-	if err != nil {
+	if err := c.postSend(seq, 0, size); err != nil {
 		return err
 	}
-	sent, got := !signaled, false
+	var sent, got bool
 	for !sent || !got {
 		wc, err := c.await(ctx)
 		if err != nil {

@@ -178,17 +178,7 @@ func (f *flow) postLocked(due, now time.Time) {
 		if !written {
 			payload.Fill(c.sendBuf(j), seq, e.size)
 		}
-		_, err = c.postSend(wrid(kindSend, j), j, e.size)
-		if err == nil && c.inline {
-			// The message left in its work request, which may never
-			// complete (unsignaled): the buffer takes the next one now.
-			s.sent = true
-			if !e.done(now) {
-				f.seq++
-				s.next = f.seq
-				payload.Fill(c.sendBuf(j), s.next, e.size)
-			}
-		}
+		err = c.postSend(wrid(kindSend, j), j, e.size)
 	case e.cfg.Op == result.OpWrite:
 		payload.Fill(c.sendBuf(j), seq, e.size)
 		err = c.qp.PostWrite(wrid(kindWrite, j), c.buf.mr, c.buf.sendOff(j), e.size,

@@ -289,25 +289,7 @@ type QPInitAttr struct {
 	MaxRecvWR  int
 	MaxSendSGE int
 	MaxRecvSGE int
-	// MaxInlineData is the most bytes a send of this QP may carry in its
-	// work request (SendInline); 0: none.
-	MaxInlineData int
 }
-
-// SendFlags change how PostSendUD posts its send.
-type SendFlags int
-
-const (
-	// SendUnsignaled: a send that succeeds leaves no completion (one
-	// that fails still does). Its slot in the send queue frees only once
-	// a later signaled send of the QP completes, so a caller signals at
-	// least once in every MaxSendWR sends.
-	SendUnsignaled SendFlags = 1 << iota
-	// SendInline: the message is copied into the work request as it is
-	// posted, so its buffer is free again once PostSendUD returns. At
-	// most the QP's MaxInlineData bytes (EINVAL above).
-	SendInline
-)
 
 // QPState mirrors enum ibv_qp_state.
 type QPState int
@@ -402,13 +384,12 @@ type QP interface {
 	// (registered with AccessLocalWrite). It completes (WCRDMARead) with
 	// the data in place. The peer's QP must allow AccessRemoteRead.
 	PostRead(wrID uint64, mr MR, off, length int, raddr uint64, rkey uint32) error
-	// PostSendUD posts one IBV_WR_SEND of mr.Buf()[off:off+length] on a
-	// UD QP to QP qpn behind ah, with Q_Key qkey; signaled unless flags
-	// say otherwise. It completes once sent, whether or not it arrives; a
-	// message above the path MTU completes as sent too and never leaves
-	// (IB C10-93.1.1, as rxe does), so callers check the size first. An
-	// RC QP answers EINVAL.
-	PostSendUD(wrID uint64, mr MR, off, length int, ah AH, qpn, qkey uint32, flags SendFlags) error
+	// PostSendUD posts one signaled IBV_WR_SEND of mr.Buf()[off:off+length]
+	// on a UD QP to QP qpn behind ah, with Q_Key qkey. It completes once
+	// sent, whether or not it arrives; a message above the path MTU
+	// completes as sent too and never leaves (IB C10-93.1.1, as rxe
+	// does), so callers check the size first. An RC QP answers EINVAL.
+	PostSendUD(wrID uint64, mr MR, off, length int, ah AH, qpn, qkey uint32) error
 	Destroy() error
 }
 

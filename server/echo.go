@@ -104,25 +104,9 @@ func (c *conn) verify(wc fabric.WC, k int) (int, error) {
 
 // echoLocked sends the pending messages back, oldest first, while the QP
 // has a free send slot. The echo goes out of the buffer the message
-// arrived in; the buffer returns to the SRQ when the send completes, or,
-// for a ud echo that goes inline (UDInlineMax), once it is posted.
+// arrived in; the buffer returns to the SRQ when the send completes.
 func (c *conn) echoLocked() error {
 	g, pool := c.sub.group, c.s.pool
-	if ud := c.s.shared.ud; c.ah != nil && ud.inline {
-		for len(c.pending) > 0 {
-			p := c.pending[0]
-			// Signaled or not, its completion names no buffer (wrID 0 is
-			// no posting's): the echo's buffer is free already.
-			if err := g.udqp.PostSendUD(0, pool.mr, pool.bufOff(p.buf)+fabric.GRHLen, p.n, c.ah, c.sub.peer.qpn, c.peerQKey, g.udFlags(ud)); err != nil {
-				return err // the buffer stays pending; release returns it
-			}
-			c.pending = append(c.pending[:0], c.pending[1:]...)
-			if err := c.s.shared.post(g, p.buf); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	for len(c.pending) > 0 {
 		slot := -1
 		for i, id := range c.inflight {
@@ -140,7 +124,7 @@ func (c *conn) echoLocked() error {
 		if c.ah != nil {
 			// ud: from the group's QP, through the client's address handle.
 			id = g.sendingFor(p.buf, c)
-			err = g.udqp.PostSendUD(id, pool.mr, pool.bufOff(p.buf)+fabric.GRHLen, p.n, c.ah, c.sub.peer.qpn, c.peerQKey, 0)
+			err = g.udqp.PostSendUD(id, pool.mr, pool.bufOff(p.buf)+fabric.GRHLen, p.n, c.ah, c.sub.peer.qpn, c.peerQKey)
 		} else {
 			id = g.sending(p.buf)
 			err = c.qp.PostSend(id, pool.mr, pool.bufOff(p.buf), p.n)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/fabric"
@@ -56,9 +55,6 @@ type cqGroup struct {
 	peers        map[udPeer]*subscription
 	owners       []*conn
 	bufLo, bufHi int
-	// udSends counts the sends of the group's UD QP, to signal one in
-	// every udConf.signalEvery when they go inline (udFlags).
-	udSends atomic.Uint64
 	// bufs[k-bufLo] is buffer k's state and generation. A buffer's work
 	// request carries both (wrID), so a completion is honoured only for
 	// the posting it names: one that surfaces after its buffer was taken
@@ -453,15 +449,6 @@ func (s *sharedCQs) received(g *cqGroup, wc fabric.WC) {
 // sent is a send completion in srq mode: the echo's buffer goes back to
 // the SRQ, unless the client's departure took it back already.
 func (s *sharedCQs) sent(g *cqGroup, wc fabric.WC) {
-	if g.udqp != nil && wc.WRID == 0 {
-		// An inline ud echo's (echoLocked): its buffer went back when it
-		// was posted, so only a failure is left to count; its client
-		// counts the echo lost.
-		if wc.Status != fabric.WCSuccess && wc.Status != fabric.WCWRFlushErr {
-			s.ud.failed(&fabric.WCError{Op: "send", Status: wc.Status})
-		}
-		return
-	}
 	k, ok := g.claim(wc.WRID, bufSending)
 	if !ok {
 		return // stale: the buffer was reclaimed when its client left

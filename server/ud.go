@@ -36,27 +36,12 @@ import (
 // clients may have outstanding.
 const UDBuffers = 4
 
-// UDInlineMax is the largest message a ud echo carries inline, in its
-// work request: perftest's inline maximum for UD QPs, which NICs' UD QPs
-// take (rxe's take 400). Inline, the echo's buffer returns to the
-// receive queue as soon as the echo is posted, and a send asks for a
-// completion only to free its slots in the send queue: one in every
-// udConf.signalEvery. Larger echoes are signaled and keep their buffer
-// until the send completes.
-const UDInlineMax = 188
-
 // udConf is what a ud-mode server's groups share.
 type udConf struct {
 	qkey uint32
 	port fabric.PortInfo
-	// inline: echoes go inline and mostly unsignaled (UDInlineMax);
-	// signalEvery is how often one is signaled then.
-	inline      bool
-	signalEvery uint64
-	// unknown counts a datagram of an unknown sender, failed a send
-	// that failed with no client to name (an inline echo's).
+	// unknown counts a datagram of an unknown sender.
 	unknown func()
-	failed  func(error)
 }
 
 // udPeer names a client's UD QP: its QPN and its port's GID.
@@ -100,21 +85,15 @@ func (s *Server) newUD(caps fabric.Caps) error {
 	// may send; 0 would read as no Q_Key in the exchange.
 	qkey := max(binary.BigEndian.Uint32(b[:])&0x7fffffff, 1)
 	s.shared = newSharedCQs(s.cqs, s.pd, cfg.MaxClients, per, s.wr, true, s.pool, depth)
-	s.shared.ud = &udConf{qkey: qkey, port: s.port, unknown: func() { s.fail(result.OutcomeMessage, errUnknownSender) },
-		failed: func(err error) { s.fail(result.OutcomeMessage, err) },
-		inline: cfg.MsgSize <= UDInlineMax, signalEvery: uint64(max(depth/2, 1))}
+	s.shared.ud = &udConf{qkey: qkey, port: s.port, unknown: func() { s.fail(result.OutcomeMessage, errUnknownSender) }}
 	return nil
 }
 
 // newUDQP creates group g's UD QP over its CQs, in RTS; the caller
 // stocks its receive queue.
 func (s *sharedCQs) newUDQP(g *cqGroup) error {
-	var inline int
-	if s.ud.inline {
-		inline = s.pool.msg - fabric.GRHLen
-	}
 	q, err := s.pd.CreateQP(fabric.QPInitAttr{Type: fabric.QPTypeUD, SendCQ: g.send, RecvCQ: g.recv,
-		MaxSendWR: s.depth, MaxRecvWR: s.depth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: inline})
+		MaxSendWR: s.depth, MaxRecvWR: s.depth, MaxSendSGE: 1, MaxRecvSGE: 1})
 	if err != nil {
 		return fmt.Errorf("the group's UD QP: %w", err)
 	}
@@ -140,18 +119,6 @@ func (g *cqGroup) destroyRecvSide() {
 	if g.udqp != nil {
 		g.udqp.Destroy()
 	}
-}
-
-// udFlags are how the group's next send goes: inline and unsignaled,
-// but for one in every signalEvery, when echoes go inline.
-func (g *cqGroup) udFlags(ud *udConf) fabric.SendFlags {
-	if !ud.inline {
-		return 0
-	}
-	if g.udSends.Add(1)%ud.signalEvery == 0 {
-		return fabric.SendInline
-	}
-	return fabric.SendInline | fabric.SendUnsignaled
 }
 
 // sendingFor is sending for an echo of c from buffer k (ud mode).

@@ -90,7 +90,7 @@ func TestUDSenderChecked(t *testing.T) {
 		if bad {
 			send.Buf()[size-1] ^= 0xff
 		}
-		if err := q.PostSendUD(seq, send, 0, size, ah, reply.QPN, reply.QKey, 0); err != nil {
+		if err := q.PostSendUD(seq, send, 0, size, ah, reply.QPN, reply.QKey); err != nil {
 			t.Fatal(err)
 		}
 	}

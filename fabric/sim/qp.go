@@ -102,7 +102,6 @@ type qp struct {
 	qkey    uint32
 	maxSend int
 	maxRecv int
-	inline  int // QPInitAttr.MaxInlineData
 
 	mu        sync.Mutex
 	state     fabric.QPState
@@ -136,10 +135,6 @@ type qp struct {
 }
 
 var _ fabric.QP = (*qp)(nil)
-
-// maxInlineData is rxe's RXE_MAX_INLINE_DATA: the most bytes a work
-// request may carry inline.
-const maxInlineData = 400
 
 func (x *pd) CreateQP(a fabric.QPInitAttr) (fabric.QP, error) {
 	const verb = "ibv_create_qp"
@@ -182,9 +177,6 @@ func (x *pd) CreateQP(a fabric.QPInitAttr) (fabric.QP, error) {
 	if a.MaxSendWR < 0 || a.MaxSendWR > caps.MaxQPWR || a.MaxRecvWR < 0 || a.MaxRecvWR > caps.MaxQPWR {
 		return nil, verr(verb, syscall.EINVAL, fmt.Sprintf("max_send_wr %d / max_recv_wr %d outside 0..max_qp_wr %d", a.MaxSendWR, a.MaxRecvWR, caps.MaxQPWR))
 	}
-	if a.MaxInlineData < 0 || a.MaxInlineData > maxInlineData {
-		return nil, verr(verb, syscall.EINVAL, fmt.Sprintf("max_inline_data %d outside 0..%d", a.MaxInlineData, maxInlineData))
-	}
 	if a.MaxSendSGE < 0 || a.MaxSendSGE > caps.MaxSGE || a.MaxRecvSGE < 0 || a.MaxRecvSGE > caps.MaxSGE {
 		return nil, verr(verb, syscall.EINVAL, fmt.Sprintf("max_send_sge %d / max_recv_sge %d outside 0..max_sge %d", a.MaxSendSGE, a.MaxRecvSGE, caps.MaxSGE))
 	}
@@ -210,7 +202,6 @@ func (x *pd) CreateQP(a fabric.QPInitAttr) (fabric.QP, error) {
 		// larger depth back in init_attr.cap; posting is limited by that.
 		maxSend: roundQueue(a.MaxSendWR),
 		maxRecv: roundQueue(a.MaxRecvWR),
-		inline:  a.MaxInlineData,
 	}
 	if sq != nil {
 		q.maxRecv = 0

@@ -74,7 +74,7 @@ func (h *ah) Destroy() error {
 	return nil
 }
 
-func (q *qp) PostSendUD(wrID uint64, m fabric.MR, off, length int, a fabric.AH, qpn, qkey uint32, flags fabric.SendFlags) error {
+func (q *qp) PostSendUD(wrID uint64, m fabric.MR, off, length int, a fabric.AH, qpn, qkey uint32) error {
 	const verb = "ibv_post_send"
 	if !q.ud {
 		return verr(verb, syscall.EINVAL, "an RC QP sends to its connected peer (PostSend)")
@@ -88,9 +88,6 @@ func (q *qp) PostSendUD(wrID uint64, m fabric.MR, off, length int, a fabric.AH, 
 	}
 	if qpn == 0 || qpn > psnMask {
 		return verr(verb, syscall.EINVAL, fmt.Sprintf("remote QPN %#x not a non-zero 24-bit number", qpn))
-	}
-	if flags&fabric.SendInline != 0 && length > q.inline {
-		return verr(verb, syscall.EINVAL, fmt.Sprintf("%d bytes inline: QP %d takes %d", length, q.qpn, q.inline))
 	}
 	data, err := q.sge(verb, m, off, length)
 	if err != nil {
@@ -115,9 +112,7 @@ func (q *qp) PostSendUD(wrID uint64, m fabric.MR, off, length int, a fabric.AH, 
 		q.dev.send(l, header{op: opUDSend, srcLID: q.dev.port.LID, srcQPN: q.qpn, dstQPN: qpn, psn: q.npsn}, ext[:], data)
 	}
 	q.npsn = psnAdd(q.npsn, 1)
-	if flags&fabric.SendUnsignaled == 0 {
-		q.scq.push(fabric.WC{WRID: wrID, Status: fabric.WCSuccess, Opcode: fabric.WCSend, ByteLen: length, QPN: q.qpn})
-	}
+	q.scq.push(fabric.WC{WRID: wrID, Status: fabric.WCSuccess, Opcode: fabric.WCSend, ByteLen: length, QPN: q.qpn})
 	return nil
 }
 

@@ -65,14 +65,14 @@ func TestUDDrops(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := qa.PostSendUD(1, sm, 0, 64, to, qb.QPN(), 5, 0); err != nil {
+			if err := qa.PostSendUD(1, sm, 0, 64, to, qb.QPN(), 5); err != nil {
 				t.Fatal(err)
 			}
 			if err := qm.PostRecv(2, mm, 0, fabric.GRHLen+64); err != nil {
 				t.Fatal(err)
 			}
 			if tc.opts.UDDropEvery == 0 {
-				if err := qa.PostSendUD(2, sm, 0, 64, to, qm.QPN(), 5, 0); err != nil {
+				if err := qa.PostSendUD(2, sm, 0, 64, to, qm.QPN(), 5); err != nil {
 					t.Fatal(err)
 				}
 				actx, cancel := context.WithTimeout(ctx, 10*time.Second)

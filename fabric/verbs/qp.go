@@ -19,17 +19,14 @@ import (
 // qp is an RC queue pair. life keeps Destroy from freeing the QP under a
 // concurrent post or modify.
 type qp struct {
-	pd  *pd
-	qpn uint32
-	srq *srq // nil: the QP has its own receive queue
-	ud  bool
-	// inline is the most bytes a send may carry in its work request
-	// (QPInitAttr.MaxInlineData).
-	inline int
-	life   sync.RWMutex
-	qp     *C.struct_ibv_qp
-	dead   bool
-	last   atomic.Int32 // state after the last successful modify
+	pd   *pd
+	qpn  uint32
+	srq  *srq // nil: the QP has its own receive queue
+	ud   bool
+	life sync.RWMutex
+	qp   *C.struct_ibv_qp
+	dead bool
+	last atomic.Int32 // state after the last successful modify
 }
 
 var _ fabric.QP = (*qp)(nil)
@@ -75,7 +72,7 @@ func (x *pd) CreateQP(a fabric.QPInitAttr) (fabric.QP, error) {
 		csrq = sq.srq
 	}
 	p, cerr := C.rp_create_qp(x.pd, scq.cq, rcq.cq, csrq, C.uint32_t(a.MaxSendWR), C.uint32_t(a.MaxRecvWR),
-		C.uint32_t(a.MaxSendSGE), C.uint32_t(a.MaxRecvSGE), C.uint32_t(a.MaxInlineData), C.int(a.Type))
+		C.uint32_t(a.MaxSendSGE), C.uint32_t(a.MaxRecvSGE), C.int(a.Type))
 	if sq != nil {
 		sq.life.RUnlock()
 	}
@@ -83,7 +80,7 @@ func (x *pd) CreateQP(a fabric.QPInitAttr) (fabric.QP, error) {
 	if p == nil {
 		return nil, verr("ibv_create_qp", errnoOf(cerr, syscall.ENOMEM), "")
 	}
-	q := &qp{pd: x, qp: p, qpn: uint32(p.qp_num), srq: sq, ud: a.Type == fabric.QPTypeUD, inline: a.MaxInlineData}
+	q := &qp{pd: x, qp: p, qpn: uint32(p.qp_num), srq: sq, ud: a.Type == fabric.QPTypeUD}
 	x.mu.Lock()
 	x.qps[q] = struct{}{}
 	x.mu.Unlock()

@@ -156,7 +156,7 @@ int rp_dereg_mr(struct ibv_mr *mr) {
 
 // With an SRQ the QP has no receive queue: its receive caps must be 0.
 struct ibv_qp *rp_create_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,
-		struct ibv_srq *srq, uint32_t swr, uint32_t rwr, uint32_t ssge, uint32_t rsge, uint32_t inl, int ud) {
+		struct ibv_srq *srq, uint32_t swr, uint32_t rwr, uint32_t ssge, uint32_t rsge, int ud) {
 	struct ibv_qp_init_attr a;
 	memset(&a, 0, sizeof a);
 	a.send_cq = scq;
@@ -170,7 +170,7 @@ struct ibv_qp *rp_create_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq
 	a.cap.max_recv_wr = rwr;
 	a.cap.max_send_sge = ssge;
 	a.cap.max_recv_sge = rsge;
-	a.cap.max_inline_data = inl;
+	a.cap.max_inline_data = 0;
 	a.qp_type = ud ? IBV_QPT_UD : IBV_QPT_RC;
 	a.sq_sig_all = 0;
 	return ibv_create_qp(pd, &a);
@@ -239,7 +239,7 @@ int rp_qp_state(struct ibv_qp *qp) {
 // with an address handle is a datagram from a UD QP to qpn, carrying
 // qkey; without one it goes to the connected peer.
 int rp_post_send_ud(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey,
-		struct ibv_ah *ah, uint32_t qpn, uint32_t qkey, int unsignaled, int inl) {
+		struct ibv_ah *ah, uint32_t qpn, uint32_t qkey) {
 	struct ibv_sge sge = { .addr = addr, .length = len, .lkey = lkey };
 	struct ibv_send_wr wr, *bad = NULL;
 	memset(&wr, 0, sizeof wr);
@@ -247,7 +247,7 @@ int rp_post_send_ud(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t l
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_SEND;
-	wr.send_flags = (unsignaled ? 0 : IBV_SEND_SIGNALED) | (inl ? IBV_SEND_INLINE : 0);
+	wr.send_flags = IBV_SEND_SIGNALED;
 	if (ah) {
 		wr.wr.ud.ah = ah;
 		wr.wr.ud.remote_qpn = qpn;
@@ -257,7 +257,7 @@ int rp_post_send_ud(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t l
 }
 
 int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey) {
-	return rp_post_send_ud(qp, wr_id, addr, len, lkey, NULL, 0, 0, 0, 0);
+	return rp_post_send_ud(qp, wr_id, addr, len, lkey, NULL, 0, 0);
 }
 
 // rp_post_rdma posts a signaled RDMA WRITE (read = 0) or READ of one

@@ -54,7 +54,7 @@ int rp_dereg_mr(struct ibv_mr *mr);
 
 // QP.
 struct ibv_qp *rp_create_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq,
-		struct ibv_srq *srq, uint32_t swr, uint32_t rwr, uint32_t ssge, uint32_t rsge, uint32_t inl, int ud);
+		struct ibv_srq *srq, uint32_t swr, uint32_t rwr, uint32_t ssge, uint32_t rsge, int ud);
 int rp_to_init(struct ibv_qp *qp, int pkey_index, int port, int access);
 int rp_to_rtr(struct ibv_qp *qp, int mtu, uint32_t dest_qpn, uint32_t rq_psn,
 		int max_dest_rd_atomic, int min_rnr_timer, uint16_t dlid, rp_gid dgid,
@@ -73,7 +73,7 @@ int rp_to_rtr_ud(struct ibv_qp *qp);
 int rp_to_rts_ud(struct ibv_qp *qp, uint32_t sq_psn);
 struct ibv_ah *rp_create_ah(struct ibv_pd *pd, uint16_t dlid, rp_gid dgid, int sgid_index, int hop_limit, int port);
 int rp_post_send_ud(struct ibv_qp *qp, uint64_t wr_id, uint64_t addr, uint32_t len, uint32_t lkey,
-		struct ibv_ah *ah, uint32_t qpn, uint32_t qkey, int unsignaled, int inl);
+		struct ibv_ah *ah, uint32_t qpn, uint32_t qkey);
 
 // SRQ.
 struct ibv_srq *rp_create_srq(struct ibv_pd *pd, uint32_t max_wr, uint32_t max_sge);

@@ -75,7 +75,7 @@ func (h *ah) Destroy() error {
 	return nil
 }
 
-func (q *qp) PostSendUD(wrID uint64, m fabric.MR, off, length int, a fabric.AH, qpn, qkey uint32, flags fabric.SendFlags) error {
+func (q *qp) PostSendUD(wrID uint64, m fabric.MR, off, length int, a fabric.AH, qpn, qkey uint32) error {
 	const verb = "ibv_post_send"
 	if !q.ud {
 		return verr(verb, syscall.EINVAL, "an RC QP sends to its connected peer (PostSend)")
@@ -88,10 +88,6 @@ func (q *qp) PostSendUD(wrID uint64, m fabric.MR, off, length int, a fabric.AH, 
 	if err != nil {
 		return err
 	}
-	inline := flags&fabric.SendInline != 0
-	if inline && length > q.inline {
-		return verr(verb, syscall.EINVAL, fmt.Sprintf("%d bytes inline: QP %d takes %d", length, q.qpn, q.inline))
-	}
 	q.life.RLock()
 	defer q.life.RUnlock()
 	if q.dead {
@@ -103,17 +99,9 @@ func (q *qp) PostSendUD(wrID uint64, m fabric.MR, off, length int, a fabric.AH, 
 		return verr(verb, syscall.EINVAL, "address handle destroyed")
 	}
 	r := C.rp_post_send_ud(q.qp, C.uint64_t(wrID), C.uint64_t(x.addr+uintptr(off)), C.uint32_t(length),
-		C.uint32_t(x.lkey), h.ah, C.uint32_t(qpn), C.uint32_t(qkey), cbool(flags&fabric.SendUnsignaled != 0), cbool(inline))
+		C.uint32_t(x.lkey), h.ah, C.uint32_t(qpn), C.uint32_t(qkey))
 	if r != 0 {
 		return verr(verb, syscall.Errno(r), fmt.Sprintf("QP %d to QP %d", q.qpn, qpn))
 	}
 	return nil
-}
-
-// cbool is b as a C int.
-func cbool(b bool) C.int {
-	if b {
-		return 1
-	}
-	return 0
 }

@@ -41,7 +41,6 @@ func Run(t *testing.T, f Fabric) {
 	t.Run("SRQArgs", f.srqArgs)
 	t.Run("SRQDestroyOrder", f.srqDestroyOrder)
 	t.Run("UDDatagrams", f.udDatagrams)
-	t.Run("UDUnsignaledInline", f.udUnsignaledInline)
 }
 
 // side is one device context and a PD on it.

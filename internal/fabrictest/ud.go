@@ -9,12 +9,10 @@ import (
 
 const udQKey = 0x11111111
 
-// udQP is a UD QP on s, brought to RTS with Q_Key udQKey; its sends
-// may carry inline bytes.
-func (s *side) udQP(t testing.TB, c fabric.CQ, inline ...int) fabric.QP {
+// udQP is a UD QP on s, brought to RTS with Q_Key udQKey.
+func (s *side) udQP(t testing.TB, c fabric.CQ) fabric.QP {
 	t.Helper()
-	q, err := s.pd.CreateQP(fabric.QPInitAttr{Type: fabric.QPTypeUD, SendCQ: c, RecvCQ: c, MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1,
-		MaxInlineData: append(inline, 0)[0]})
+	q, err := s.pd.CreateQP(fabric.QPInitAttr{Type: fabric.QPTypeUD, SendCQ: c, RecvCQ: c, MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +68,7 @@ func (f Fabric) udDatagrams(t *testing.T) {
 		for i := range sm.Buf()[:length] {
 			sm.Buf()[i] = fill
 		}
-		if err := qa.PostSendUD(uint64(fill), sm, 0, length, to, qb.QPN(), qkey, 0); err != nil {
+		if err := qa.PostSendUD(uint64(fill), sm, 0, length, to, qb.QPN(), qkey); err != nil {
 			t.Fatal(err)
 		}
 		if wc := await(t, ca); wc.Status != fabric.WCSuccess || wc.Opcode != fabric.WCSend || wc.WRID != uint64(fill) {
@@ -100,51 +98,5 @@ func (f Fabric) udDatagrams(t *testing.T) {
 	// An RC-style send on a UD QP names no destination.
 	if err := qa.PostSend(9, sm, 0, n); err == nil {
 		t.Fatal("PostSend on a UD QP accepted")
-	}
-}
-
-// udUnsignaledInline: an inline send's buffer is free once it is posted
-// (the receiver gets what the buffer held then), an unsignaled one that
-// succeeds leaves no completion (the signaled send after it completes
-// first), and a message above the QP's inline room is refused.
-func (f Fabric) udUnsignaledInline(t *testing.T) {
-	a, b := f.side(t), f.side(t)
-	ca, cb := a.cq(t, 16), b.cq(t, 16)
-	const n = 64
-	qa, qb := a.udQP(t, ca, n), b.udQP(t, cb)
-	defer qa.Destroy()
-	defer qb.Destroy()
-	sm, rm := a.mr(t, n+1, fabric.AccessLocalWrite), b.mr(t, 2*(fabric.GRHLen+n), fabric.AccessLocalWrite)
-	defer sm.Dereg()
-	defer rm.Dereg()
-	to := a.ah(t, b)
-	for i := range 2 {
-		if err := qb.PostRecv(uint64(10+i), rm, i*(fabric.GRHLen+n), fabric.GRHLen+n); err != nil {
-			t.Fatal(err)
-		}
-	}
-	copy(sm.Buf(), bytes.Repeat([]byte{5}, n))
-	if err := qa.PostSendUD(1, sm, 0, n, to, qb.QPN(), udQKey, fabric.SendInline|fabric.SendUnsignaled); err != nil {
-		t.Fatal(err)
-	}
-	copy(sm.Buf(), bytes.Repeat([]byte{6}, n)) // the first message is the work request's now
-	if err := qa.PostSendUD(2, sm, 0, n, to, qb.QPN(), udQKey, fabric.SendInline); err != nil {
-		t.Fatal(err)
-	}
-	if wc := await(t, ca); wc.Status != fabric.WCSuccess || wc.WRID != 2 {
-		t.Fatalf("first send completion %+v: want the signaled send's (2), the unsignaled one left none", wc)
-	}
-	for i, want := range []byte{5, 6} {
-		wc := await(t, cb)
-		if wc.Status != fabric.WCSuccess || wc.WRID != uint64(10+i) || wc.ByteLen != fabric.GRHLen+n {
-			t.Fatalf("receive %d: %+v", i, wc)
-		}
-		if got := rm.Buf()[i*(fabric.GRHLen+n)+fabric.GRHLen:][:n]; !bytes.Equal(got, bytes.Repeat([]byte{want}, n)) {
-			t.Fatalf("receive %d holds % x, want message %d as it was posted", i, got[:8], want)
-		}
-	}
-	wantEmpty(t, ca)
-	if err := qa.PostSendUD(3, sm, 0, n+1, to, qb.QPN(), udQKey, fabric.SendInline); err == nil {
-		t.Fatalf("a send of %d bytes inline on a QP that takes %d accepted", n+1, n)
 	}
 }
