@@ -17,6 +17,18 @@ func designRun(designs ...string) *result.Run {
 		Points: []result.Point{pt("per-client", 10, 10), pt("srq", 10, 10), pt("per-client", 20, 15), pt("srq", 20, 20)}}
 }
 
+// srqUDRun is designRun's run with its per-client points as ud's: srq
+// and ud side by side.
+func srqUDRun() *result.Run {
+	r := designRun("srq", "ud")
+	for i := range r.Points {
+		if r.Points[i].Design == "per-client" {
+			r.Points[i].Design = "ud"
+		}
+	}
+	return r
+}
+
 // The table says "≥" of a design that passed every count tested, and
 // names the count a design failed at.
 func TestDesignRows(t *testing.T) {
@@ -51,12 +63,9 @@ func TestTerminalOneDesignHasNoDesignTable(t *testing.T) {
 // A ud design's objects name its address handles, which the RC designs
 // do not hold.
 func TestDesignRowsNameAddressHandles(t *testing.T) {
-	r := designRun("srq", "ud")
+	r := srqUDRun()
 	for i := range r.Points {
 		p := &r.Points[i]
-		if p.Design == "per-client" {
-			p.Design = "ud"
-		}
 		p.Server.Resources = map[string]int{"qp": p.Connected, "cq": 2, "mr": 1}
 		if p.Design == "ud" {
 			p.Server.Resources = map[string]int{"qp": 1, "cq": 2, "mr": 1, "ah": p.Connected}
@@ -97,12 +106,9 @@ func TestDesignRowsRateOverTrials(t *testing.T) {
 // says so: with the clients on the same device, its QPs per client
 // count theirs too.
 func TestDesignRowsSayDeviceWideObjects(t *testing.T) {
-	r := designRun("srq", "ud")
+	r := srqUDRun()
 	for i := range r.Points {
 		p := &r.Points[i]
-		if p.Design == "per-client" {
-			p.Design = "ud"
-		}
 		if p.Design == "srq" {
 			p.Peak = &result.Peak{RDMA: map[string]int{"qp": 2 * p.Connected, "cq": 2}}
 		} else {
@@ -118,12 +124,9 @@ func TestDesignRowsSayDeviceWideObjects(t *testing.T) {
 // Each design's section sets its traffic against perftest over its own
 // transport: ud's datagrams against -c UD, srq's RC QPs against RC.
 func TestDesignSectionsReferenceTheirTransport(t *testing.T) {
-	r := designRun("srq", "ud")
+	r := srqUDRun()
 	r.Config.Traffic = &result.TrafficSetup{Op: "send"}
 	for i := range r.Points {
-		if r.Points[i].Design == "per-client" {
-			r.Points[i].Design = "ud"
-		}
 		r.Points[i].Traffic = &result.Traffic{Messages: 100, MsgRate: 2000}
 	}
 	bw := func(transport string, rate float64) result.Reference {
