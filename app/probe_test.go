@@ -3,6 +3,8 @@ package app
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -355,4 +357,83 @@ func TestInterruptSavesCompletedPoints(t *testing.T) {
 	if kids := children(t); len(kids) != 0 {
 		t.Errorf("child processes left after interrupt: %v", kids)
 	}
+}
+
+// Ctrl-C during a traffic phase, with every client of the point
+// connected, cuts that point short like a cut connect phase: it is the
+// run's interrupted point, saved apart, and run.json, the terminal and
+// report.md count it nowhere (issue 49, case 1).
+func TestInterruptInTrafficCountsNowhere(t *testing.T) {
+	root := t.TempDir()
+	metrics := freePort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb bytes.Buffer
+	done := make(chan int)
+	go func() {
+		done <- MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "100,300",
+			"--duration", "5s", "--msg-size", "64", "--calibrate", "0", "--results", root,
+			"--metrics-addr", metrics}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errb})
+	}()
+	// The 300 point's traffic window is open once a scrape shows it
+	// moved messages.
+	line := regexp.MustCompile(`(?m)^rdmaprobe_traffic_messages\{[^}]*point="300"[^}]*\} ([0-9.e+]+)$`)
+	eventually.True(t, 3*time.Minute, "the 300 point's traffic phase runs", func() bool {
+		r, err := http.Get("http://" + metrics + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		m := line.FindSubmatch(b)
+		return m != nil && string(m[1]) != "0"
+	})
+	cancel()
+	if code := <-done; code != ExitInterrupted {
+		t.Fatalf("exit %d, want %d\n%s", code, ExitInterrupted, errb.String())
+	}
+	r := loadOnlyRun(t, root)
+	if p := r.Interrupted; p == nil || p.Clients != 300 || p.Passed {
+		t.Fatalf("interrupted point %+v: want the 300 point, not passed", p)
+	}
+	if len(r.Points) != 1 || r.Points[0].Clients != 100 {
+		t.Errorf("points %d: want the 100 point alone", len(r.Points))
+	}
+	if s := r.Search; s == nil || s.Capacity != 100 || s.FirstFail != 0 || len(s.Steps) != 1 {
+		t.Errorf("search %+v: want capacity 100 from one step", s)
+	}
+	term := out.String()
+	for _, bad := range []*regexp.Regexp{
+		regexp.MustCompile(`│\s*300\s*│[^\n]*✅`),
+		regexp.MustCompile(`Max connected: \**300`),
+	} {
+		if bad.MatchString(term) {
+			t.Errorf("the terminal counts the point cut short (%s):\n%s", bad, term)
+		}
+	}
+	if !regexp.MustCompile(`│\s*300\s*│[^\n]*interrupted`).MatchString(term) {
+		t.Errorf("the terminal's table has no interrupted row for 300:\n%s", term)
+	}
+	md, err := os.ReadFile(filepath.Join(filepath.Dir(runFile(t, root)), "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"up to 300", "capacity > 300", "Max connected: **300**"} {
+		if strings.Contains(string(md), bad) {
+			t.Errorf("report.md counts the point cut short (%q):\n%s", bad, md)
+		}
+	}
+	if !regexp.MustCompile(`\|\s*300\s*\|[^\n]*interrupted`).Match(md) {
+		t.Errorf("report.md has no interrupted row for 300:\n%s", md)
+	}
+}
+
+// runFile is the path of the one run under root.
+func runFile(t *testing.T, root string) string {
+	t.Helper()
+	runs, _ := filepath.Glob(filepath.Join(root, "*", result.FileName+"*"))
+	if len(runs) != 1 {
+		t.Fatalf("want one run.json under %s, found %v", root, runs)
+	}
+	return runs[0]
 }

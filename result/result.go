@@ -12,7 +12,7 @@ import (
 )
 
 // SchemaVersion is the version written by this build.
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // Outcome classes of one client attempt.
 const (
@@ -402,12 +402,13 @@ type Point struct {
 	// Error is set when the point itself failed (server died, generator
 	// crashed); the counts above then hold what was collected.
 	Error string `json:"error,omitempty"`
-	// Interrupted is set on a point cut short before every client had
-	// its outcome (Ctrl-C, a dead guest; Error says which): Attempted
-	// and Connected are how far it got, of Clients, and the samples
-	// run to where it stopped. A client cut short has no record. Such a
-	// point is no measurement of its client count: the run keeps it
-	// apart (Run.Interrupted) and no verdict counts it.
+	// Interrupted is set on a point cut short in any phase (Ctrl-C, a
+	// dead guest; Error says which): while its clients connected,
+	// during its traffic phase or while they were held. Attempted and
+	// Connected are how far it got, of Clients, and the samples run to
+	// where it stopped. A client cut short has no record. Such a point
+	// is no measurement of its client count: the run keeps it apart
+	// (Run.Interrupted) and no verdict counts it.
 	Interrupted bool `json:"interrupted,omitempty"`
 
 	// Samples are the collectors' readings through the point; Peak

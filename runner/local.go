@@ -256,9 +256,10 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	}
 
 	l.endPoint(&pt, c, srv, gens, smp)
-	// Cut short: ctx ended the collection, or Ctrl-C reached the
-	// generators too and they reported early.
-	if ctx.Err() != nil && (c.interrupted || len(pt.Records) < n) {
+	// Cut short in any phase (connect, traffic, the hold until release):
+	// what a cancelled point measured is no measurement of n clients,
+	// even when every client had connected before the cut.
+	if ctx.Err() != nil {
 		pt.Interrupted, pt.Error = true, Interrupted
 	}
 	Summarise(&pt, spec.Threshold)

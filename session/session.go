@@ -179,6 +179,12 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 		}
 		pt, err := r.RunPoint(ctx, n, trial)
 		pt.Design = design
+		if ctx.Err() != nil && !pt.Interrupted {
+			// Cancelled while the point ran, in whatever phase and
+			// whatever its runner marked: no measurement of n.
+			pt.Interrupted, pt.Error = true, runner.Interrupted
+			analysis.Judge(&pt, o.Spec.Threshold)
+		}
 		if pt.Interrupted {
 			// Cut short (Ctrl-C, a dead guest): kept with what it
 			// measured, apart from the points, since it measured no

@@ -264,6 +264,50 @@ func TestRunKeepsThePointCutShort(t *testing.T) {
 	}
 }
 
+// lateCutRunner is cancelled while its point at cutAt runs, after every
+// client connected (a traffic phase or the hold until release), and
+// returns the point whole, unmarked, as a runner that marks only a cut
+// connect phase would.
+type lateCutRunner struct {
+	fakeRunner
+	cutAt  int
+	cancel context.CancelFunc
+}
+
+func (c *lateCutRunner) RunPoint(ctx context.Context, n, trial int) (result.Point, error) {
+	pt, err := c.fakeRunner.RunPoint(ctx, n, trial)
+	if n == c.cutAt {
+		c.cancel()
+	}
+	return pt, err
+}
+
+// A point the run was cancelled under is the run's interrupted point
+// whatever its phase: every client connected, yet it counts nowhere.
+func TestRunKeepsAPointCutAfterConnectApart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := &lateCutRunner{fakeRunner: fakeRunner{cap: 100, path: func() string { return "" }}, cutAt: 20, cancel: cancel}
+	var opened int
+	o := options(t, &f.fakeRunner, &opened)
+	o.Open = func(context.Context, runner.Spec, string, runner.LocalOptions) (runner.Runner, error) { return f, nil }
+	s, err := Run(ctx, o)
+	if err != nil || !errors.Is(s.Err, context.Canceled) {
+		t.Fatalf("run: %v, probe: %v", err, s.Err)
+	}
+	r, err := result.Load(s.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := r.Interrupted
+	if len(r.Points) != 2 || p == nil || !p.Interrupted || p.Passed || p.Clients != 20 || p.Connected != 20 {
+		t.Fatalf("points %d, interrupted %+v: want 5 and 10 measured, 20 kept apart", len(r.Points), p)
+	}
+	if r.Search.Capacity != 10 {
+		t.Errorf("search %+v: the point cut short counted", r.Search)
+	}
+}
+
 // finishingRunner is a fakeRunner that is a Finisher and a Describer:
 // Finish adds a data-path reference measured after the points.
 type finishingRunner struct {
