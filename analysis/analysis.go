@@ -37,8 +37,13 @@ type Findings struct {
 	// where a client did not connect (0 if none).
 	Full, FirstShort int
 	// Highest95 is the highest count at ≥95%, monotonic or not; Practical
-	// the highest of the run's ≥95% prefix.
+	// the highest of the run's ≥95% prefix that is below Wall or passed.
 	Highest95, Practical int
+	// Wall is the smallest count at which a hard limit refused a client
+	// (0 if none), WallLimit the limit when its diagnosis names it: no
+	// recommendation reaches it unless it passed.
+	Wall      int
+	WallLimit string
 	// NonMonotonic lists the counts whose success rate is below a larger
 	// count's (Count.NonMonotonic).
 	NonMonotonic []int
@@ -73,6 +78,7 @@ func Analyse(run *result.Run) Findings {
 		f.Threshold = DefaultThreshold
 	}
 	f.Counts = Pool(run.Points, f.Threshold)
+	f.Wall, f.WallLimit = Wall(run.Points)
 	f.capacities()
 	f.Limit, f.LimitAt = Limit(run)
 	f.costs(run.Points)
@@ -102,11 +108,14 @@ func (f *Findings) capacities() {
 		}
 		if c.Rate >= 0.95 {
 			f.Highest95 = c.Clients
-			if prefix95 {
-				f.Practical = c.Clients
-			}
-		} else {
+		}
+		// A count a hard limit refused clients at ends the prefix
+		// unless it passed: advice stops at a named wall.
+		if c.Rate < 0.95 || f.Wall > 0 && c.Clients >= f.Wall && !c.Passed {
 			prefix95 = false
+		}
+		if prefix95 {
+			f.Practical = c.Clients
 		}
 		if c.NonMonotonic {
 			f.NonMonotonic = append(f.NonMonotonic, c.Clients)
@@ -157,7 +166,14 @@ func (f *Findings) recommend(simulated bool) {
 	}
 	if f.Full > 0 {
 		add("Conservative: MAX_CLIENTS = %d (80%% of %d, the highest count at which every client connected).", f.Full*8/10, f.Full)
-		add("Practical: MAX_CLIENTS = %d (the highest count such that it and every smaller tested count reached ≥95%%).", max(f.Full, f.Practical))
+		wall := ""
+		if f.Wall > 0 && f.Practical < f.Wall {
+			wall = fmt.Sprintf(", below %d, where a hard limit refused a client", f.Wall)
+			if f.WallLimit != "" {
+				wall = fmt.Sprintf(", below %d, where %s refused a client", f.Wall, f.WallLimit)
+			}
+		}
+		add("Practical: MAX_CLIENTS = %d (the highest count such that it and every smaller tested count reached ≥95%%%s).", max(f.Full, f.Practical), wall)
 	} else {
 		add("No count reached 100%%: test smaller counts before choosing MAX_CLIENTS.")
 	}

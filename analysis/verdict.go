@@ -112,8 +112,8 @@ func Verdict(s result.Search, points []result.Point, lo, hi int, threshold float
 
 // Interrupted is the verdict of a probe that stopped before concluding; it
 // claims only what the points measured so far show: capacity and first are
-// the probe's bracket so far, err why it stopped.
-func Interrupted(points []result.Point, capacity, first int, err error) string {
+// the probe's bracket so far by threshold, err why it stopped.
+func Interrupted(points []result.Point, capacity, first int, threshold float64, err error) string {
 	why := "stopped by an error"
 	switch {
 	case errors.Is(err, context.Canceled):
@@ -122,7 +122,7 @@ func Interrupted(points []result.Point, capacity, first int, err error) string {
 		why = "timed out"
 	}
 	rate := map[int]float64{}
-	for _, c := range Pool(points, DefaultThreshold) {
+	for _, c := range Pool(points, threshold) {
 		rate[c.Clients] = c.Rate
 	}
 	head := fmt.Sprintf("Interrupted (%s) after %d %s", why, len(points), plural(len(points), "point", "points"))

@@ -437,3 +437,39 @@ func runFile(t *testing.T, root string) string {
 	}
 	return runs[0]
 }
+
+// Advice stops at the wall the run named, and one threshold speaks
+// everywhere: with max_qp 200 the search fails 201 (200 of 201, 99.5%),
+// and neither report.md nor the terminal recommends 201; the table's
+// status and the Steps say "fail" of it in the same word, and the
+// verdict calls it the first failure (issue 49, case 2).
+func TestAdviceStopsAtTheWall(t *testing.T) {
+	root := t.TempDir()
+	out, errOut, code := run(t, "search", "--backend", "sim", "--lo", "50", "--hi", "300",
+		"--sim-max-qp", "200", "--rounds", "1", "--msg-size", "64", "--timeout", "20s", "--results", root)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	r := loadOnlyRun(t, root)
+	if s := r.Search; s == nil || s.Capacity != 200 || s.FirstFail != 201 {
+		t.Fatalf("search %+v, want capacity 200, first failure 201", r.Search)
+	}
+	md, err := os.ReadFile(filepath.Join(filepath.Dir(runFile(t, root)), "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{out, string(md)} {
+		if strings.Contains(text, "MAX_CLIENTS = 201") {
+			t.Errorf("recommends 201, past the device's wall at 201:\n%s", text)
+		}
+	}
+	if !strings.Contains(string(md), "Practical: MAX_CLIENTS = 200 (") {
+		t.Errorf("report.md's practical advice is not 200:\n%s", md)
+	}
+	if !regexp.MustCompile(`│\s*201\s*│[^\n]*❌ fail`).MatchString(out) || !regexp.MustCompile(`(?m)^\s*\d+\.\s+201 fail `).MatchString(out) {
+		t.Errorf("the table and the Steps do not both say fail of 201:\n%s", out)
+	}
+	if !regexp.MustCompile(`\|\s*201\s*\|[^\n]*❌ fail`).Match(md) || !strings.Contains(string(md), "201 is the first failure") {
+		t.Errorf("report.md does not fail 201 in its table and its verdict:\n%s", md)
+	}
+}

@@ -626,7 +626,7 @@ func (p *prober) finish(lo, hi int, err error) result.Search {
 		s.ResolutionClients, s.ResolutionPercent = p.cfg.Resolution.Clients, p.cfg.Resolution.Percent
 	}
 	if err != nil {
-		s.Verdict = analysis.Interrupted(p.points, capacity, first, err)
+		s.Verdict = analysis.Interrupted(p.points, capacity, first, p.cfg.Threshold, err)
 		return s
 	}
 	s.AboveHi = len(p.points) > 0 && first == 0

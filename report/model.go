@@ -176,7 +176,7 @@ func NewModel(run *result.Run) *Model {
 	}
 	f := analysis.Analyse(run)
 	for _, c := range f.Counts {
-		r := Row{Count: c, Status: Status(c)}
+		r := Row{Count: c, Status: Status(c, f.Threshold)}
 		r.QPs, r.CQs, r.MRs, r.Source = resources(run.Points, c.Clients)
 		m.Rows = append(m.Rows, r)
 	}
@@ -223,26 +223,50 @@ func (m *Model) answer(run *result.Run, f analysis.Findings) {
 	if m.Simulated {
 		sim = "(simulated) "
 	}
+	// The run's threshold decides, as it did in the search and the table.
+	thr := Pct(f.Threshold)
+	var capRow, failRow *Row
+	for i := range m.Rows {
+		switch r := &m.Rows[i]; r.Clients {
+		case f.Capacity:
+			capRow = r
+		case f.FirstFail:
+			failRow = r
+		}
+	}
 	switch {
-	case a.FullRow != nil:
-		a.Sentences = append(a.Sentences, fmt.Sprintf("%s**%d clients** connect at 100%% (%d/%d; 95%% CI %s–%s).",
-			sim, a.Full, a.FullRow.Connected, a.FullRow.Attempted, Pct(a.FullRow.CILow), Pct(a.FullRow.CIHigh)))
+	case capRow != nil:
+		a.Sentences = append(a.Sentences, fmt.Sprintf("%s**%d clients** pass at the %s threshold: %s connected (%d/%d; 95%% CI %s–%s), and every smaller count tested passed.",
+			sim, capRow.Clients, thr, Pct(capRow.Rate), capRow.Connected, capRow.Attempted, Pct(capRow.CILow), Pct(capRow.CIHigh)))
 	case len(m.Rows) > 0:
-		a.Sentences = append(a.Sentences, sim+"No tested client count connected at 100%.")
+		a.Sentences = append(a.Sentences, fmt.Sprintf("%sThe smallest count tested failed at the %s threshold.", sim, thr))
 	default:
 		a.Sentences = append(a.Sentences, "The run holds no completed point.")
 	}
-	if a.FirstFailR != nil {
-		r := a.FirstFailR
-		a.Sentences = append(a.Sentences, fmt.Sprintf("Failures begin at **%d clients**: %s (%d/%d; 95%% CI %s–%s).",
-			r.Clients, Pct(r.Rate), r.Connected, r.Attempted, Pct(r.CILow), Pct(r.CIHigh)))
+	if r := failRow; r != nil {
+		why := "below the " + thr + " threshold"
+		if r.SLOFailed && !r.Errored && analysis.Passes(r.Connected, r.Attempted, f.Threshold) {
+			why = "its traffic phase missed the SLOs"
+		} else if r.Errored {
+			why = "the point itself failed"
+		}
+		a.Sentences = append(a.Sentences, fmt.Sprintf("Failures begin at **%d clients**: %s (%d/%d; 95%% CI %s–%s), %s.",
+			r.Clients, Pct(r.Rate), r.Connected, r.Attempted, Pct(r.CILow), Pct(r.CIHigh), why))
 	} else if len(m.Rows) > 0 {
 		last := m.Rows[len(m.Rows)-1].Clients
 		a.Sentences = append(a.Sentences, fmt.Sprintf("No failures up to %d clients, the highest tested: capacity > %d.", last, last))
 	}
 	if a.Highest95 > 0 && a.Highest95 != a.Full {
-		s := fmt.Sprintf("The highest count at ≥95%% is %d", a.Highest95)
-		if a.Practical != a.Highest95 {
+		s := fmt.Sprintf("The highest count at ≥95%% connected (the practical rule's threshold) is %d", a.Highest95)
+		switch {
+		case a.Practical == a.Highest95:
+		case f.Wall > 0 && f.Wall <= a.Highest95 && a.Practical < f.Wall:
+			by := "a hard limit"
+			if f.WallLimit != "" {
+				by = f.WallLimit
+			}
+			s += fmt.Sprintf(", but %s refused clients from %d, so the practical rule stops at %d", by, f.Wall, a.Practical)
+		default:
 			s += fmt.Sprintf(", but smaller counts fell below 95%%, so only %d is reliably ≥95%%", a.Practical)
 		}
 		a.Sentences = append(a.Sentences, s+".")

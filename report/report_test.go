@@ -63,7 +63,7 @@ func TestPublishedTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"**300 clients** connect at 100% (300/300",
+		"**300 clients** pass at the 100% threshold: 100% connected (300/300",
 		"Failures begin at **400 clients**: 92%",
 		"Non-monotonic: success at 400, 450, 475 clients",
 		"| 450     | 382/450   | 84.9%",

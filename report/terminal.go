@@ -33,18 +33,16 @@ func Pct(x float64) string {
 	return s + "%"
 }
 
-// Status is the symbol of a row: ✅ the point passed; ❌ SLO when its
-// clients connected at the target rate but its traffic phase missed an
-// SLO (without a completion error); ⚠️ when at least 90% connected;
-// ❌ below that.
-func Status(r analysis.Count) string {
+// Status is a row's verdict in the words the search's steps use, judged
+// by the run's threshold (Count.Passed): ✅ pass, or ❌ fail, with
+// "(SLO)" when its clients connected at the threshold but its traffic
+// phase missed an objective (without a completion error).
+func Status(r analysis.Count, threshold float64) string {
 	switch {
 	case r.Passed:
 		return "✅ pass"
-	case r.SLOFailed && !r.Errored && analysis.Passes(r.Connected, r.Attempted, analysis.DefaultThreshold):
-		return "❌ SLO"
-	case r.Rate >= 0.9:
-		return "⚠️ degraded"
+	case r.SLOFailed && !r.Errored && analysis.Passes(r.Connected, r.Attempted, threshold):
+		return "❌ fail (SLO)"
 	default:
 		return "❌ fail"
 	}
@@ -97,7 +95,7 @@ func terminal(w io.Writer, run *result.Run) error {
 			fmt.Sprintf("%.1f", r.ConnectP50),
 			fmt.Sprintf("%.1f", r.ConnectP99),
 			failures(r.Failures),
-			Status(r),
+			Status(r, run.Config.Threshold),
 		})
 	}
 	if p := run.Interrupted; p != nil {
