@@ -12,6 +12,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
+	"github.com/rdmaprobe/rdmaprobe/runner/verbsbin"
 	"github.com/rdmaprobe/rdmaprobe/runner/vm"
 )
 
@@ -65,7 +66,7 @@ func (b *backend) open(ctx context.Context, spec runner.Spec, dir string, local 
 	}
 	if b.guest == nil {
 		if spec.Fabric.Backend == "verbs" {
-			exe, err := runner.VerbsBinary(ctx)
+			exe, err := verbsbin.Path(ctx)
 			if err != nil {
 				return nil, err
 			}

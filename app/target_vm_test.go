@@ -10,7 +10,7 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/internal/parts"
 	"github.com/rdmaprobe/rdmaprobe/result"
-	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/verbsbin"
 )
 
 func needTool(t *testing.T, tool, pkg string) string {
@@ -114,7 +114,7 @@ func TestVMTargetServeAgrees(t *testing.T) {
 	needVM(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	exe, err := runner.VerbsBinary(ctx)
+	exe, err := verbsbin.Path(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@
 // "ibv_create_qp: ENOMEM"), echo.go and ping.go the loops a provider may run
 // itself.
 //
-// fabric/ imports nothing of rdmaprobe outside fabric/ and internal/. The one
-// exception is the payload format: the C fast loops of fabric/verbs (echo.c,
-// ping.c) include payload/payload.h to check messages without a return to Go.
+// fabric/ imports nothing of rdmaprobe outside fabric/ and internal/, so the
+// layers above can change without touching it (fabric/verbs names its one
+// exception).
 package fabric

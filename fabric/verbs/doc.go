@@ -2,11 +2,14 @@
 // real protection domains, CQs, MRs, SRQs and RC QPs on an RDMA device (mlx5,
 // efa, rxe/Soft-RoCE ...).
 //
+// The one import from outside fabric/ is payload/payload.h: the C fast
+// loops (echo.c, ping.c) check a message's payload without a return to Go.
+//
 // The cgo code is built only with the "verbs" build tag (and cgo), since it
 // needs libibverbs-dev's headers; without the tag the package still builds,
 // Supported reports false and New returns a provider that says the binary
-// lacks verbs. EnsureBinary builds (and caches) a tagged binary when the
-// headers are present.
+// lacks verbs. runner/verbsbin builds (and caches) a tagged binary for
+// the code that launches one.
 //
 // The Go files are one per verbs object, as in fabric/sim. All the C is in
 // shim.h and shim.c: small helpers for what cgo cannot call directly

@@ -10,7 +10,7 @@ import (
 )
 
 // errNotBuilt is what every device operation of a binary without verbs says.
-var errNotBuilt = errors.New("this binary was built without libibverbs support (build with -tags verbs, or use EnsureBinary)")
+var errNotBuilt = errors.New("this binary was built without libibverbs support (build with -tags verbs, or let runner/verbsbin build one)")
 
 // Provider stands in for the libibverbs provider in binaries built without
 // it; it lists no devices and opens none.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/command"
 	"github.com/rdmaprobe/rdmaprobe/internal/parts"
-	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/verbsbin"
 	"github.com/rdmaprobe/rdmaprobe/softroce"
 )
 
@@ -33,7 +33,7 @@ func TestGuestSuites(t *testing.T) {
 	ctx := context.Background()
 	// Not under /tmp (the guest mounts a fresh tmpfs there, and a CI
 	// checkout may live under /tmp): the user's cache directory.
-	mod := runner.ModuleDir()
+	mod := verbsbin.ModuleDir()
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestGuestSuites(t *testing.T) {
 		suites[i].bin = bin
 		bins = append(bins, bin)
 	}
-	exe, err := runner.VerbsBinary(ctx)
+	exe, err := verbsbin.Path(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

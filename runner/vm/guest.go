@@ -23,6 +23,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/verbsbin"
 	"github.com/rdmaprobe/rdmaprobe/softroce"
 )
 
@@ -243,7 +244,7 @@ func bootGuestWith(ctx context.Context, opts GuestOptions, simulated bool, cmds 
 	if opts.CPUs < 1 || opts.MemMiB < 256 {
 		return nil, fmt.Errorf("--vm-cpus must be ≥ 1 and --vm-mem ≥ 256 MiB")
 	}
-	exe, err := runner.VerbsBinary(ctx)
+	exe, err := verbsbin.Path(ctx)
 	if err != nil {
 		return nil, err
 	}
