@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
-	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 // Labels are the run's constant labels, on every series of a run.
@@ -30,7 +29,7 @@ type Labels struct {
 // Classic buckets, which Prometheus 2.42 and histogram_quantile read;
 // the native buckets beside them cost little and aggregate exactly.
 var (
-	phaseBuckets   = protocol.PhaseBounds                           // the generators' own, 100 µs to 52 s
+	phaseBuckets   = result.PhaseBounds                             // the generators' own, 100 µs to 52 s
 	latencyBuckets = prometheus.ExponentialBuckets(0.000002, 2, 22) // 2 µs to 8 s
 )
 
@@ -214,7 +213,7 @@ func (m *Metrics) PointStarts(design string, n, trial int) {
 
 // Progress sets the point's counts so far, failed ones by outcome class,
 // and adds the connect phases that ended since the last call (phases:
-// cumulative counts in protocol.PhaseBounds' buckets). Generators that
+// cumulative counts in result.PhaseBounds' buckets). Generators that
 // do not say leave failed and phases nil.
 func (m *Metrics) Progress(clients, done, ok int, failed map[string]int, phases map[string][]int) {
 	if m == nil {

@@ -14,7 +14,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
-	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 // committedSim is a committed sim run with a traffic phase: real
@@ -222,7 +221,7 @@ func TestRemoteGeneratorHost(t *testing.T) {
 func TestProgressPhasesStream(t *testing.T) {
 	m := NewRegistry(Labels{RunID: "r1", Backend: "sim", Mode: "ramp"})
 	m.PointStarts("per-client", 10, 1)
-	counts := make([]int, len(protocol.PhaseBounds)+1)
+	counts := make([]int, len(result.PhaseBounds)+1)
 	counts[5] = 3
 	m.Progress(10, 3, 3, nil, map[string][]int{"tls": slices.Clone(counts)})
 	m.Progress(10, 3, 3, nil, map[string][]int{"tls": slices.Clone(counts)})
@@ -239,7 +238,7 @@ func TestProgressPhasesStream(t *testing.T) {
 	}
 	for _, b := range h.GetBucket() {
 		want := uint64(0)
-		if b.GetUpperBound() >= protocol.PhaseBounds[5] {
+		if b.GetUpperBound() >= result.PhaseBounds[5] {
 			want = 4
 		}
 		if b.GetCumulativeCount() != want {

@@ -100,6 +100,29 @@ var Phases = []string{PhaseResolveAddr, PhaseResolveRoute, PhaseTCP, PhaseTLS, P
 // BuiltinPhases are the phases a built-in client times, in order.
 var BuiltinPhases = []string{PhaseTCP, PhaseTLS, PhasePSN, PhaseQPCreate, PhaseInit, PhaseExchange, PhaseRTR, PhaseRTS, PhaseFirstRTT}
 
+// PhaseBounds are the upper bounds (inclusive, in seconds) of the
+// buckets a generator counts its clients' connect phases in while a
+// point runs: 100 µs doubling to 52 s, then one bucket for the rest.
+var PhaseBounds = func() []float64 {
+	b := make([]float64, 20)
+	for i := range b {
+		b[i] = 0.0001 * float64(uint(1)<<i)
+	}
+	return b
+}()
+
+// PhaseBucket is the bucket of PhaseBounds a phase of us microseconds
+// falls in; len(PhaseBounds) for one past the last bound.
+func PhaseBucket(us int64) int {
+	sec := float64(us) / 1e6
+	for i, b := range PhaseBounds {
+		if sec <= b {
+			return i
+		}
+	}
+	return len(PhaseBounds)
+}
+
 // Run is one saved run (run.json).
 type Run struct {
 	SchemaVersion int         `json:"schema_version"`

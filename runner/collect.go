@@ -428,7 +428,7 @@ func failedOf(recs []result.ClientRecord) map[string]int {
 	return m
 }
 
-// phasesOf counts records' connect phases in protocol.PhaseBounds'
+// phasesOf counts records' connect phases in result.PhaseBounds'
 // buckets, as a generator's progress does.
 func phasesOf(recs []result.ClientRecord) map[string][]int {
 	var m map[string][]int
@@ -438,9 +438,9 @@ func phasesOf(recs []result.ClientRecord) map[string][]int {
 				m = map[string][]int{}
 			}
 			if m[ph] == nil {
-				m[ph] = make([]int, len(protocol.PhaseBounds)+1)
+				m[ph] = make([]int, len(result.PhaseBounds)+1)
 			}
-			m[ph][protocol.PhaseBucket(us)]++
+			m[ph][result.PhaseBucket(us)]++
 		}
 	}
 	return m

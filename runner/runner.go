@@ -356,7 +356,7 @@ type Progress struct {
 	// the generators report them (the built-in clients do).
 	Failed map[string]int `json:"failed,omitempty"`
 	// Phases counts the clients' connect phases so far in the buckets
-	// of protocol.PhaseBounds, per phase, where the generators report
+	// of result.PhaseBounds, per phase, where the generators report
 	// them.
 	Phases map[string][]int `json:"phases,omitempty"`
 	// Sample, when set, is a reading of the point's processes and device

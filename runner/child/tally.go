@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
-	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 // tally counts a generator's failed clients by outcome class as they
@@ -15,7 +14,7 @@ import (
 type tally struct {
 	mu     sync.Mutex
 	failed map[string]int
-	phases map[string][]int // per phase, clients by protocol.PhaseBucket
+	phases map[string][]int // per phase, clients by result.PhaseBucket
 }
 
 func (t *tally) add(rec *result.ClientRecord) {
@@ -26,9 +25,9 @@ func (t *tally) add(rec *result.ClientRecord) {
 			t.phases = map[string][]int{}
 		}
 		if t.phases[ph] == nil {
-			t.phases[ph] = make([]int, len(protocol.PhaseBounds)+1)
+			t.phases[ph] = make([]int, len(result.PhaseBounds)+1)
 		}
-		t.phases[ph][protocol.PhaseBucket(us)]++
+		t.phases[ph][result.PhaseBucket(us)]++
 	}
 	if rec.Outcome == result.OutcomeOK {
 		return

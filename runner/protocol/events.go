@@ -66,7 +66,7 @@ type Event struct {
 	// (bounded by the classes, however many clients)
 	Failed map[string]int `json:"failed,omitempty"`
 	// progress: the connect phases so far, per phase the count of
-	// clients in each of PhaseBounds' buckets, cumulative (bounded by
+	// clients in each of result.PhaseBounds' buckets, cumulative (bounded by
 	// the phases and buckets)
 	Phases map[string][]int       `json:"phases,omitempty"`
 	Usage  *result.GeneratorUsage `json:"usage,omitempty"`
@@ -95,27 +95,4 @@ func (e *Emitter) Emit(ev Event) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.enc.Encode(ev)
-}
-
-// PhaseBounds are the upper bounds (inclusive, in seconds) of the
-// buckets a generator counts its clients' connect phases in while a
-// point runs: 100 µs doubling to 52 s, then one bucket for the rest.
-var PhaseBounds = func() []float64 {
-	b := make([]float64, 20)
-	for i := range b {
-		b[i] = 0.0001 * float64(uint(1)<<i)
-	}
-	return b
-}()
-
-// PhaseBucket is the bucket of PhaseBounds a phase of us microseconds
-// falls in; len(PhaseBounds) for one past the last bound.
-func PhaseBucket(us int64) int {
-	sec := float64(us) / 1e6
-	for i, b := range PhaseBounds {
-		if sec <= b {
-			return i
-		}
-	}
-	return len(PhaseBounds)
 }
