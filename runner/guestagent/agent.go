@@ -112,27 +112,7 @@ func (a *agent) point(ctx context.Context, req vm.GuestPointRequest, progress fu
 			return nil, err
 		}
 	}
-	// Progress crosses the serial line: counts at most every 250 ms, and
-	// the last count always; readings of the collectors and the traffic
-	// phase's progress at most once a second each.
-	var lastSent, lastSample, lastTraffic time.Time
-	opts.Progress = func(p runner.Progress) {
-		if p.Sample != nil || p.Traffic != nil {
-			last := &lastSample
-			if p.Traffic != nil {
-				last = &lastTraffic
-			}
-			if time.Since(*last) >= time.Second {
-				*last = time.Now()
-				progress(p)
-			}
-			return
-		}
-		if time.Since(lastSent) > 250*time.Millisecond || p.Done == p.Clients {
-			lastSent = time.Now()
-			progress(p)
-		}
-	}
+	opts.Progress = (&throttle{send: progress, now: time.Now}).progress
 	if p := req.Peer; p != nil {
 		if a.ssh == nil {
 			exe, err := os.Executable()
@@ -160,6 +140,34 @@ func (a *agent) point(ctx context.Context, req vm.GuestPointRequest, progress fu
 	// A point cut short is the answer to its cancellation: the host
 	// keeps what it measured.
 	return pt, nil
+}
+
+// throttle passes runner progress on across the serial line: counts at
+// most every 250 ms, and the last count always; readings of the
+// collectors and the traffic phase's progress at most once a second each.
+type throttle struct {
+	send                              func(any)
+	now                               func() time.Time
+	lastSent, lastSample, lastTraffic time.Time
+}
+
+func (t *throttle) progress(p runner.Progress) {
+	now := t.now()
+	if p.Sample != nil || p.Traffic != nil {
+		last := &t.lastSample
+		if p.Traffic != nil {
+			last = &t.lastTraffic
+		}
+		if now.Sub(*last) >= time.Second {
+			*last = now
+			t.send(p)
+		}
+		return
+	}
+	if now.Sub(t.lastSent) > 250*time.Millisecond || p.Done == p.Clients {
+		t.lastSent = now
+		t.send(p)
+	}
 }
 
 // takeProfiles reads and removes the profiles in dir.
