@@ -92,7 +92,7 @@ func TestDetachPassesOpenFilesLimit(t *testing.T) {
 // A passing sim point carries samples of the server and load generator,
 // the server's own fabric counts, and the per-client cost of the mode.
 func TestSamplesAndCostOnSim(t *testing.T) {
-	// Per-client cost by mode (the server package doc). Shared objects (the
+	// Per-client cost by mode (docs/resource-modes.md). Shared objects (the
 	// group CQs, SRQs, the pool MR, the PD) are counted too, spread over the
 	// clients: 1 pool MR over 40 clients reads 0.03 per client; -1 below
 	// means "fewer than one per client".
