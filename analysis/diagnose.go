@@ -38,6 +38,7 @@ var verbRE = regexp.MustCompile(`\b(ibv_[a-z_]+)`)
 type failure struct {
 	class, errno, verb, text string
 	count, failed            int
+	errnoCount               int // how many failed as class with errno (count without an errno)
 }
 
 // dominant finds the most common failure class of a point and, within
@@ -68,6 +69,10 @@ func dominant(pt result.Point) failure {
 		texts = pt.Errors
 	}
 	f.errno = argmax(errnos)
+	f.errnoCount = f.count
+	if f.errno != "" {
+		f.errnoCount = errnos[f.errno]
+	}
 	f.text = argmax(texts)
 	if m := verbRE.FindStringSubmatch(f.text); m != nil {
 		f.verb = m[1]
@@ -112,7 +117,10 @@ type diagCase struct {
 	peak          *result.Peak // never nil: zero without samples
 	d             *result.Diagnosis
 	what          string // the failing verb or class, and its errno
-	failedAt      string // "from N clients"
+	// failedAt says how many clients failed as what and how many
+	// connected: "3 clients failed (ibv_create_qp: EINVAL), 200 of 203
+	// connected".
+	failedAt string
 }
 
 func newDiagCase(pt result.Point, before, after result.Limits, maxClients int) *diagCase {
@@ -127,7 +135,9 @@ func newDiagCase(pt result.Point, before, after result.Limits, maxClients int) *
 			c.ev("most common error: %s", f.text)
 		}
 	}
-	c.failedAt = fmt.Sprintf("from %s clients", Thousands(pt.Connected))
+	for _, m := range counterRises(before, after) {
+		c.ev("%s during the point", m)
+	}
 	c.what = f.class
 	if f.verb != "" {
 		c.what = f.verb
@@ -135,7 +145,47 @@ func newDiagCase(pt result.Point, before, after result.Limits, maxClients int) *
 	if f.errno != "" {
 		c.what += ": " + f.errno
 	}
+	c.failedAt = fmt.Sprintf("%s failed (%s), %s of %s connected",
+		clients(f.errnoCount), c.what, Thousands(pt.Connected), Thousands(attempted(pt)))
 	return c
+}
+
+// clients is "1 client" or "n clients".
+func clients(n int) string {
+	if n == 1 {
+		return "1 client"
+	}
+	return Thousands(n) + " clients"
+}
+
+// attempted is how many clients a point accounts for (those the wall
+// left unlaunched too), else the count it was for.
+func attempted(pt result.Point) int {
+	if pt.Attempted > 0 {
+		return pt.Attempted
+	}
+	return pt.Clients
+}
+
+// counterRises says which of the kernel's cumulative counters, read
+// before and after a point, rose during it and by how much: a counter
+// the limits hold is evidence whatever the clients' failure class.
+// Limits after the point that were not read (zero) show no rise.
+func counterRises(before, after result.Limits) []string {
+	var moved []string
+	for _, c := range []struct {
+		name          string
+		before, after int64
+	}{
+		{"tcp_listen_overflows", before.ListenOverflows, after.ListenOverflows},
+		{"tcp_listen_drops", before.ListenDrops, after.ListenDrops},
+	} {
+		if c.after > c.before {
+			moved = append(moved, fmt.Sprintf("%s rose %s → %s (+%s)", c.name,
+				Thousands(int(c.before)), Thousands(int(c.after)), Thousands(int(c.after-c.before))))
+		}
+	}
+	return moved
 }
 
 // ev adds a line of evidence.
@@ -199,8 +249,8 @@ func (c *diagCase) mapGuard() bool {
 	limit, _ := strconv.Atoi(m[2])
 	busy, _ := strconv.Atoi(m[3])
 	c.d.Limit = "vm.max_map_count"
-	c.d.Summary = fmt.Sprintf("%s %s; the server process held %s mappings of vm.max_map_count %s, with %s more being created, and refused clients to leave the rest to the Go runtime",
-		c.what, c.failedAt, Thousands(held), Thousands(limit), Thousands(busy))
+	c.d.Summary = fmt.Sprintf("%s; the server process held %s mappings of vm.max_map_count %s, with %s more being created, and refused clients to leave the rest to the Go runtime",
+		c.failedAt, Thousands(held), Thousands(limit), Thousands(busy))
 	if role, maps := mostMaps(c.pt); maps > 0 {
 		c.ev("peak mappings sampled in the %s process: %s", role, Thousands(maps))
 	}
@@ -219,8 +269,8 @@ func (c *diagCase) mapCount() bool {
 		return false
 	}
 	c.d.Limit = "vm.max_map_count"
-	c.d.Summary = fmt.Sprintf("%s %s; %s process had %s mappings of vm.max_map_count %s",
-		c.what, c.failedAt, role, Thousands(maps), Thousands(int(limit)))
+	c.d.Summary = fmt.Sprintf("%s; %s process had %s mappings of vm.max_map_count %s",
+		c.failedAt, role, Thousands(maps), Thousands(int(limit)))
 	c.ev("peak mappings of the %s process: %s (vm.max_map_count %s)", role, Thousands(maps), Thousands(int(limit)))
 	c.d.Suggestion = mapLessAdvice
 	return true
@@ -240,8 +290,8 @@ func (c *diagCase) openFiles() bool {
 		return false
 	}
 	c.d.Limit = "rlimit-nofile"
-	c.d.Summary = fmt.Sprintf("%s %s; the server had %s open files of RLIMIT_NOFILE %s",
-		c.what, c.failedAt, Thousands(c.peak.ServerFDs), Thousands(int(nofile)))
+	c.d.Summary = fmt.Sprintf("%s; the server had %s open files of RLIMIT_NOFILE %s",
+		c.failedAt, Thousands(c.peak.ServerFDs), Thousands(int(nofile)))
 	if acceptEMFILE > 0 {
 		c.ev("server accept failed %s times: too many open files", Thousands(acceptEMFILE))
 	}
@@ -269,8 +319,8 @@ func (c *diagCase) deviceCap() bool {
 		held, src = c.pt.Connected, "the server"
 		if 2*held+2 >= int(limit) {
 			c.d.Limit = "device-cap:max_ah"
-			c.d.Summary = fmt.Sprintf("%s %s; %s clients hold %s AHs (one on the server's side, one on their own) of max_ah %s when both ends share the device",
-				c.what, c.failedAt, Thousands(held), Thousands(2*held), Thousands(int(limit)))
+			c.d.Summary = fmt.Sprintf("%s; %s clients hold %s AHs (one on the server's side, one on their own) of max_ah %s when both ends share the device",
+				c.failedAt, Thousands(held), Thousands(2*held), Thousands(int(limit)))
 			c.ev("AHs: %s server-side, as many client-side if the clients share the device; device max_ah: %s", Thousands(held), Thousands(int(limit)))
 			c.d.Suggestion = fmt.Sprintf("the device allows %s AHs: %s", Thousands(int(limit)), fewerPerClient["ah"])
 			return true
@@ -278,8 +328,8 @@ func (c *diagCase) deviceCap() bool {
 	}
 	if limit > 0 && held >= int(limit) {
 		c.d.Limit = "device-cap:" + cp[0]
-		c.d.Summary = fmt.Sprintf("%s %s; %s held %s %ss of %s %s",
-			c.what, c.failedAt, src, Thousands(held), strings.ToUpper(cp[1]), cp[0], Thousands(int(limit)))
+		c.d.Summary = fmt.Sprintf("%s; %s held %s %ss of %s %s",
+			c.failedAt, src, Thousands(held), strings.ToUpper(cp[1]), cp[0], Thousands(int(limit)))
 		c.ev("%s in use at peak: %s; device %s: %s", cp[1], Thousands(held), cp[0], Thousands(int(limit)))
 		advice := fewerPerClient[cp[1]]
 		if advice == "" {
@@ -290,7 +340,8 @@ func (c *diagCase) deviceCap() bool {
 	}
 	if memlock := c.before.MemlockBytes; cp[1] == "mr" && c.f.errno == "ENOMEM" && memlock > 0 {
 		c.d.Limit = "memlock"
-		c.d.Summary = fmt.Sprintf("%s %s; RLIMIT_MEMLOCK is %s bytes", c.what, c.failedAt, Thousands(int(memlock)))
+		c.d.Summary = fmt.Sprintf("%s; RLIMIT_MEMLOCK is %s bytes",
+			c.failedAt, Thousands(int(memlock)))
 		c.ev("RLIMIT_MEMLOCK %s bytes", Thousands(int(memlock)))
 		c.d.Suggestion = "raise the locked-memory limit (ulimit -l, LimitMEMLOCK=infinity)"
 		return true
@@ -298,19 +349,34 @@ func (c *diagCase) deviceCap() bool {
 	return false
 }
 
-// listenBacklog: the listen queue, when connections were lost before
-// TLS.
+// lostConnection holds the failure classes a connection the listen queue
+// never passed on can end in: at connect, TLS or the exchange, a
+// deadline, or a client command's own exit or signal, whose cause the
+// harness cannot see.
+var lostConnection = map[string]bool{
+	result.OutcomeTCPConnect: true, result.OutcomeTLS: true, result.OutcomeExchange: true,
+	result.OutcomeTimeout: true, result.OutcomeExit: true, result.OutcomeSignal: true,
+}
+
+// listenBacklog: the listen queue, when it overflowed during the point
+// and the clients failed in a way a lost connection explains. A failure
+// that names a verbs call got past the queue, whatever its class.
 func (c *diagCase) listenBacklog() bool {
 	f := c.f
 	overflows := c.after.ListenOverflows - c.before.ListenOverflows
 	drops := c.after.ListenDrops - c.before.ListenDrops
-	if (overflows <= 0 && drops <= 0) || cmClients(c.pt) || (f.class != result.OutcomeTCPConnect && f.class != result.OutcomeTimeout && f.class != result.OutcomeTLS) {
+	if (overflows <= 0 && drops <= 0) || cmClients(c.pt) || !lostConnection[f.class] || f.verb != "" {
 		return false
 	}
 	c.d.Limit = "listen-backlog"
-	c.d.Summary = fmt.Sprintf("%s clients lost at %s while the listen queue overflowed %s times (somaxconn %s)",
-		Thousands(f.count), f.class, Thousands(int(overflows)), Thousands(int(c.before.Somaxconn)))
-	c.ev("TcpExtListenOverflows +%s, TcpExtListenDrops +%s during the point", Thousands(int(overflows)), Thousands(int(drops)))
+	queue := fmt.Sprintf("the listen queue overflowed %s times", Thousands(int(overflows)))
+	if overflows <= 0 {
+		queue = fmt.Sprintf("the listen queue dropped %s connection requests", Thousands(int(drops)))
+	}
+	if c.before.Somaxconn > 0 {
+		queue = fmt.Sprintf("%s (somaxconn %s)", queue, Thousands(int(c.before.Somaxconn)))
+	}
+	c.d.Summary = c.failedAt + "; " + queue + " during the point"
 	c.d.Suggestion = backlogAdvice(c.pt)
 	return true
 }
@@ -360,7 +426,7 @@ func (c *diagCase) otherwise() *result.Diagnosis {
 		return nil
 	default:
 		d.Limit = "unknown"
-		d.Summary = fmt.Sprintf("%s %s; no limit in force was near its bound", c.what, c.failedAt)
+		d.Summary = c.failedAt + "; no limit in force was near its bound"
 		d.Suggestion = "inspect the per-client errors in the run JSON"
 	}
 	return d

@@ -43,7 +43,7 @@ func cmDiagnosis(pt result.Point, f failure, d *result.Diagnosis) bool {
 		return true
 	case result.OutcomeUnreachable:
 		d.Limit = "cm-unreachable"
-		d.Summary = fmt.Sprintf("%s connect requests went unanswered (UNREACHABLE) from %s clients", Thousands(f.count), Thousands(pt.Connected))
+		d.Summary = fmt.Sprintf("%s connect requests went unanswered (UNREACHABLE), %s of %s connected", Thousands(f.count), Thousands(pt.Connected), Thousands(attempted(pt)))
 		d.Suggestion = "the server's side dropped connect requests: its rdma_cm listen backlog (rdma_listen) or its CPU; pace with --rate or --inflight"
 		return true
 	}

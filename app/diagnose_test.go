@@ -17,11 +17,11 @@ func TestDiagnosisNamesLimits(t *testing.T) {
 		{"max-clients", []string{"--clients", "30", "--max-clients", "20"}, "max-clients",
 			[]string{"--max-clients 20"}},
 		{"device cap", []string{"--clients", "60", "--sim-max-qp", "50"}, "device-cap:max_qp",
-			[]string{"ibv_create_qp: EINVAL from 50 clients", "50 QPs of max_qp 50"}},
+			[]string{"10 clients failed (ibv_create_qp: EINVAL), 50 of 60 connected", "50 QPs of max_qp 50"}},
 		// Logical clients 10 to a QP: the same wall holds 10 times the
 		// clients.
 		{"device cap, mux", []string{"--clients", "300", "--sim-max-qp", "20", "--mode", "mux", "--mux", "10"}, "device-cap:max_qp",
-			[]string{"ibv_create_qp: EINVAL from 200 clients", "20 QPs of max_qp 20"}},
+			[]string{"100 clients failed (ibv_create_qp: EINVAL), 200 of 300 connected", "20 QPs of max_qp 20"}},
 		{"open files", []string{"--clients", "100", "--nofile", "64", "--timeout", "5s"}, "rlimit-nofile",
 			[]string{"RLIMIT_NOFILE 64"}},
 		// A burst of 1,000 connects at a listen queue of 1.

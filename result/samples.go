@@ -73,9 +73,11 @@ type Diagnosis struct {
 	// "rlimit-nofile", "vm.max_map_count", "listen-backlog", "memlock",
 	// "memory", "timeout", "unknown".
 	Limit string `json:"limit"`
-	// Summary is the one-line statement shown in the terminal, e.g.
-	// "ibv_create_qp: ENOMEM from 16,371 clients; server process had
-	// 65,524 mappings of vm.max_map_count 65,530".
+	// Summary is the one-line statement shown in the terminal: how many
+	// clients failed and how, how many connected, then the limit, e.g.
+	// "3,629 clients failed (ibv_create_cq: ENOMEM), 16,371 of 20,000
+	// connected; server process had 65,524 mappings of vm.max_map_count
+	// 65,530".
 	Summary    string   `json:"summary"`
 	Evidence   []string `json:"evidence,omitempty"`
 	Suggestion string   `json:"suggestion,omitempty"`
