@@ -38,7 +38,7 @@ var verbRE = regexp.MustCompile(`\b(ibv_[a-z_]+)`)
 type failure struct {
 	class, errno, verb, text string
 	count, failed            int
-	errnoCount               int // how many failed as class with errno (count without an errno)
+	errnoCount               int // how many of count failed with errno
 }
 
 // dominant finds the most common failure class of a point and, within
@@ -69,10 +69,7 @@ func dominant(pt result.Point) failure {
 		texts = pt.Errors
 	}
 	f.errno = argmax(errnos)
-	f.errnoCount = f.count
-	if f.errno != "" {
-		f.errnoCount = errnos[f.errno]
-	}
+	f.errnoCount = errnos[f.errno]
 	f.text = argmax(texts)
 	if m := verbRE.FindStringSubmatch(f.text); m != nil {
 		f.verb = m[1]
@@ -116,7 +113,6 @@ type diagCase struct {
 	f             failure
 	peak          *result.Peak // never nil: zero without samples
 	d             *result.Diagnosis
-	what          string // the failing verb or class, and its errno
 	// failedAt says how many clients failed as what and how many
 	// connected: "3 clients failed (ibv_create_qp: EINVAL), 200 of 203
 	// connected".
@@ -138,15 +134,18 @@ func newDiagCase(pt result.Point, before, after result.Limits, maxClients int) *
 	for _, m := range counterRises(before, after) {
 		c.ev("%s during the point", m)
 	}
-	c.what = f.class
+	what := f.class
 	if f.verb != "" {
-		c.what = f.verb
+		what = f.verb
 	}
-	if f.errno != "" {
-		c.what += ": " + f.errno
+	switch {
+	case f.errno != "" && f.errnoCount < f.count:
+		what += fmt.Sprintf("; %s of them %s", Thousands(f.errnoCount), f.errno)
+	case f.errno != "":
+		what += ": " + f.errno
 	}
 	c.failedAt = fmt.Sprintf("%s failed (%s), %s of %s connected",
-		clients(f.errnoCount), c.what, Thousands(pt.Connected), Thousands(attempted(pt)))
+		clients(f.count), what, Thousands(pt.Connected), Thousands(attempted(pt)))
 	return c
 }
 

@@ -256,11 +256,12 @@ func TestDiagnoseCountsWhatFailed(t *testing.T) {
 	if d == nil || d.Limit != "unknown" || !strings.HasPrefix(d.Summary, "1 client failed (exit), 99 of 100 connected;") {
 		t.Fatalf("diagnosis %+v", d)
 	}
-	// Within the dominant class, the count is of those with its errno.
+	// An errno most of the class's clients but not all had says how
+	// many had it.
 	pt = failedPoint(10, 4, result.OutcomeExit, "ECONNREFUSED", "exit status 6: connect: Connection refused")
 	pt.Records[0].Errno = "EPIPE"
 	d = Diagnose(pt, result.Limits{}, result.Limits{}, 10)
-	if d == nil || !strings.HasPrefix(d.Summary, "5 clients failed (exit: ECONNREFUSED), 4 of 10 connected") {
+	if d == nil || !strings.HasPrefix(d.Summary, "6 clients failed (exit; 5 of them ECONNREFUSED), 4 of 10 connected") {
 		t.Fatalf("diagnosis %+v", d)
 	}
 }
