@@ -36,7 +36,7 @@ func trafficFlags() []cli.Flag {
 		&cli.Float64Flag{Name: "msg-rate", Usage: "messages/s each client is due (open loop, latency timed from when each was due); 0 = closed loop at --depth"},
 		&cli.DurationFlag{Name: "busy-poll", Usage: "server and clients keep polling an empty completion queue this long after their last completion before sleeping on its completion channel: perftest's busy polling, for data-path latency, at the price of CPU (0 = sleep at once)"},
 		&cli.DurationFlag{Name: "msg-timeout", Value: client.DefaultMsgTimeout, Usage: "a message outstanding this long fails its client as timeout (the peer stopped answering)"},
-		&cli.StringFlag{Name: "slo", Value: "errors=0", Usage: "the traffic phase's objectives, comma-separated: p50|p90|p99|p99.9|max|mean<=DURATION, errors=N, rate|client-rate|mbps>=X or >=F*base (base: the run's smallest N), e.g. p99<=2ms,errors=0"},
+		&cli.StringFlag{Name: "slo", Value: "errors=0", Usage: "the traffic phase's objectives, comma-separated: p50|p90|p99|p99.9|max|mean<=DURATION, errors=0 or errors<=N, rate|client-rate|mbps>=X or >=F*base (base: the run's smallest N); one that rewards failure (errors>0, p99>=2ms) is refused; e.g. p99<=2ms,errors=0"},
 		&cli.StringFlag{Name: "criterion", Value: result.CriterionConnect, Usage: "what a point must meet to pass: connect (its clients connect at --threshold) or traffic (and its traffic phase meets --slo): max connected or max sustainable"},
 		&cli.StringFlag{Name: "require", Usage: "exit with status 3 unless `N` clients pass, and every smaller count tested, by the criterion: --criterion's, or the one named as N:connect or N:traffic (a CI gate; without it a run exits 0 whatever it measured); with several --mode designs, every design must pass it"},
 	}

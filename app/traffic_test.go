@@ -86,6 +86,10 @@ func TestTrafficFlagErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--slo", "p99<=2"}, `--slo: slo "p99<=2": "2" needs a unit`},
+		// An objective that rewards failure: every point would print
+		// "SLO missed: errors 0 <= 0".
+		{[]string{"--slo", "errors>0"}, `--slo: slo "errors>0": bounds errors from the wrong side`},
+		{[]string{"--slo", "p99<=2ms,rate<=100"}, `--slo: slo "rate<=100": bounds rate from the wrong side`},
 		{[]string{"--criterion", "fast"}, `--criterion "fast": want connect or traffic`},
 		{[]string{"--criterion", "traffic", "--duration", "0"}, "--criterion traffic needs a traffic phase"},
 		{[]string{"--require", "x"}, `--require: "x": want a client count`},

@@ -12,10 +12,15 @@
 //	           | rate                                   aggregate verified messages/s
 //	           | client-rate                            slowest client's messages/s
 //	           | mbps                                   aggregate MB/s (10^6 bytes)
-//	op        := <= | < | >= | > | =
+//	op        := <= | < | >= | > | =  (== reads as =)
 //	value     := number unit        latency: ns, us (or µs), ms, s
 //	           | number             errors, rate, client-rate, mbps
 //	           | [number "*"] base  the same metric at the run's smallest N
+//
+// An objective bounds its metric the way a better server moves it: a
+// latency and errors from above (<=, <; errors also =0), a rate from
+// below (>=, >). One that would pass a worse point and fail a better
+// one, or could never hold, is refused when parsed.
 //
 // Examples: p99<=2ms, errors=0, rate>=0.8*base, client-rate>=100.
 // Spaces are allowed around the parts.
@@ -47,17 +52,18 @@ type metric struct {
 	name    string
 	latency bool // value in ns, written with a unit
 	integer bool
+	lower   bool // lower is better: bounded from above
 	get     func(Figures) float64
 }
 
 var metrics = []metric{
-	{name: "p50", latency: true, get: func(f Figures) float64 { return float64(f.P50) }},
-	{name: "p90", latency: true, get: func(f Figures) float64 { return float64(f.P90) }},
-	{name: "p99", latency: true, get: func(f Figures) float64 { return float64(f.P99) }},
-	{name: "p99.9", latency: true, get: func(f Figures) float64 { return float64(f.P999) }},
-	{name: "max", latency: true, get: func(f Figures) float64 { return float64(f.Max) }},
-	{name: "mean", latency: true, get: func(f Figures) float64 { return float64(f.Mean) }},
-	{name: "errors", integer: true, get: func(f Figures) float64 { return float64(f.Errors) }},
+	{name: "p50", latency: true, lower: true, get: func(f Figures) float64 { return float64(f.P50) }},
+	{name: "p90", latency: true, lower: true, get: func(f Figures) float64 { return float64(f.P90) }},
+	{name: "p99", latency: true, lower: true, get: func(f Figures) float64 { return float64(f.P99) }},
+	{name: "p99.9", latency: true, lower: true, get: func(f Figures) float64 { return float64(f.P999) }},
+	{name: "max", latency: true, lower: true, get: func(f Figures) float64 { return float64(f.Max) }},
+	{name: "mean", latency: true, lower: true, get: func(f Figures) float64 { return float64(f.Mean) }},
+	{name: "errors", integer: true, lower: true, get: func(f Figures) float64 { return float64(f.Errors) }},
 	{name: "rate", get: func(f Figures) float64 { return f.Rate }},
 	{name: "client-rate", get: func(f Figures) float64 { return f.ClientRate }},
 	{name: "mbps", get: func(f Figures) float64 { return f.MBps }},
@@ -158,6 +164,9 @@ func parseOne(in string) (SLO, error) {
 			s.Value = v
 		}
 		s.text = text
+		if why := s.wrongWay(*m, value); why != "" {
+			return bad("%s", why)
+		}
 		return s, nil
 	}
 	if m.latency {
@@ -180,7 +189,33 @@ func parseOne(in string) (SLO, error) {
 		s.Value = v
 	}
 	s.text = text
+	if why := s.wrongWay(*m, value); why != "" {
+		return bad("%s", why)
+	}
 	return s, nil
+}
+
+// wrongWay says why s rewards failure (it would pass a point that did
+// worse and fail one that did better) or can never hold, with the
+// objective to write instead; "" when s bounds m the way a better
+// server moves it. value is the bound as written.
+func (s SLO) wrongWay(m metric, value string) string {
+	good, side := "<=", "above"
+	if !m.lower {
+		good, side = ">=", "below"
+	}
+	fix := m.name + good + value
+	switch {
+	case s.Op == "=" && m.integer && !s.Base && s.Value == 0:
+		return "" // errors=0: the same as errors<=0
+	case s.Op == "=":
+		return fmt.Sprintf("holds only at exactly %s, failing a point that did better; bound %s from %s, e.g. %s", value, m.name, side, fix)
+	case (s.Op == "<=" || s.Op == "<") != m.lower:
+		return fmt.Sprintf("bounds %s from the wrong side: it passes a point that did worse and fails one that did better; bound it from %s, e.g. %s", m.name, side, fix)
+	case s.Op == "<" && s.Value == 0:
+		return fmt.Sprintf("can never hold: %s is never below 0; e.g. %s<=0", m.name, m.name)
+	}
+	return ""
 }
 
 // parseLatency reads a non-negative duration with a unit.

@@ -19,7 +19,9 @@ func TestParse(t *testing.T) {
 		{"p50<=base", []SLO{{Metric: "p50", Op: "<=", Value: 1, Base: true}}},
 		{"max<1.5s", []SLO{{Metric: "max", Op: "<", Value: 1.5e9}}},
 		{"mean<=10µs", []SLO{{Metric: "mean", Op: "<=", Value: 10e3}}},
-		{"p90>100ns", []SLO{{Metric: "p90", Op: ">", Value: 100}}},
+		{"p90<100ns", []SLO{{Metric: "p90", Op: "<", Value: 100}}},
+		{"errors<=3, errors<1", []SLO{{Metric: "errors", Op: "<=", Value: 3}, {Metric: "errors", Op: "<", Value: 1}}},
+		{"rate>1000,client-rate>=0", []SLO{{Metric: "rate", Op: ">", Value: 1000}, {Metric: "client-rate", Op: ">=", Value: 0}}},
 		{"client-rate>=100", []SLO{{Metric: "client-rate", Op: ">=", Value: 100}}},
 		{"mbps>12.5", []SLO{{Metric: "mbps", Op: ">", Value: 12.5}}},
 	}
@@ -61,6 +63,22 @@ func TestParseErrors(t *testing.T) {
 		{"rate>=0.8base", `written factor*base`},
 		{"rate>=x*base", `factor of base must be a non-negative number`},
 		{"p99<=2ms,,errors=0", `empty objective`},
+		// Objectives that reward failure, or can never hold.
+		{"errors>0", `slo "errors>0": bounds errors from the wrong side: it passes a point that did worse and fails one that did better; bound it from above, e.g. errors<=0`},
+		{"errors>=1", `bound it from above, e.g. errors<=1`},
+		{"errors=3", `slo "errors=3": holds only at exactly 3, failing a point that did better; bound errors from above, e.g. errors<=3`},
+		{"errors<0", `slo "errors<0": can never hold: errors is never below 0; e.g. errors<=0`},
+		{"p99>=2ms", `slo "p99>=2ms": bounds p99 from the wrong side`},
+		{"max>1s", `bound it from above, e.g. max<=1s`},
+		{"p50=90us", `holds only at exactly 90us`},
+		{"p99<0ms", `can never hold`},
+		{"p99>=2*base", `bound it from above, e.g. p99<=2*base`},
+		{"rate<=1000", `slo "rate<=1000": bounds rate from the wrong side: it passes a point that did worse and fails one that did better; bound it from below, e.g. rate>=1000`},
+		{"client-rate<7", `bound it from below, e.g. client-rate>=7`},
+		{"mbps=12.5", `bound mbps from below, e.g. mbps>=12.5`},
+		{"rate<=0.8*base", `bound it from below, e.g. rate>=0.8*base`},
+		{"rate=base", `holds only at exactly base`},
+		{"p99<=2ms,errors>0", `slo "errors>0"`},
 		{"p99<=2ms,", `empty objective`},
 	}
 	for _, tc := range tests {
