@@ -46,12 +46,14 @@ func TestVMBenchRDMACM(t *testing.T) {
 			}
 		} else if m.StepsMS[result.PhaseResolveRoute] <= 0 || m.StepsMS[result.PhaseEstablish] <= 0 || m.Outcomes[result.OutcomeOK] != n {
 			t.Errorf("rdmaprobe (%s): steps %v, outcomes %v", m.Mode, m.StepsMS, m.Outcomes)
+		} else if e := m.PerConnMS[result.PhaseEstablish]; e.Min <= 0 || e.Min > e.P50 || e.P50 > e.Max {
+			t.Errorf("rdmaprobe (%s): establish per connection %+v, want 0 < min <= p50 <= max", m.Mode, e)
 		}
 	}
 	if len(cm.Ratios) != 2 || cm.Ratios[0].Median <= 0 || cm.Ratios[1].Median <= 0 {
 		t.Errorf("ratios %+v", cm.Ratios)
 	}
-	if !strings.Contains(out, "median") || !strings.Contains(out, "What limits both") {
+	if !strings.Contains(out, "median") || !strings.Contains(out, "What limits both") || !strings.Contains(out, "max ms/conn") {
 		t.Errorf("output lacks the ratio or the limits:\n%s", out)
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(files[0]), "report.md")); err != nil {
@@ -77,5 +79,58 @@ func TestBenchRDMACMRefusals(t *testing.T) {
 		if code != ExitUsage || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and one line with %q", c.args, code, errOut, ExitUsage, c.want)
 		}
+	}
+}
+
+// The step table sets like beside like: cmtime's min and max per
+// connection beside rdmaprobe's, cmtime's total over all N in a column
+// of its own, and a dash where a client does not measure a figure
+// (cmtime prints no median, rdmaprobe no step over all N).
+func TestPrintCMBenchSteps(t *testing.T) {
+	run := &bench.Run{RDMACM: &bench.CMRun{N: 1000, Passes: 1, Modes: []string{bench.CMLockstep},
+		Measurements: []bench.CMMeasurement{
+			{Pass: 1, Client: bench.CMTimeClient, Attempted: 1000, Connected: 1000, Sec: 1.6, PerSec: 625,
+				CMTimeSteps: []bench.CMTimeStep{
+					{Name: "create id", TotalMS: 3.1, MaxMS: 0.02, MinUS: 1, PerConnUS: 3.1},
+					{Name: "resolve addr", TotalMS: 120.5, MaxMS: 110.25, MinUS: 40, PerConnUS: 120.5},
+					{Name: "resolve route", TotalMS: 90, MaxMS: 80, MinUS: 30, PerConnUS: 90},
+					{Name: "create qp", TotalMS: 400, MaxMS: 1.5, MinUS: 250, PerConnUS: 400},
+					{Name: "connect", TotalMS: 986.4, MaxMS: 900, MinUS: 2500, PerConnUS: 986.4}}},
+			{Pass: 1, Client: bench.RDMAProbeClient, Mode: bench.CMLockstep, Attempted: 1000, Connected: 1000, Sec: 1.5, PerSec: 666.7,
+				PerConnMS: map[string]bench.CMSpread{
+					result.PhaseResolveAddr:  {Min: 0.05, P50: 60, Max: 115},
+					result.PhaseResolveRoute: {Min: 0.04, P50: 40, Max: 85},
+					result.PhaseQPCreate:     {Min: 0.2, P50: 0.3, Max: 1.2},
+					result.PhaseEstablish:    {Min: 3, P50: 450, Max: 880}}},
+		}}}
+	run.RDMACM.Summarise()
+	var b strings.Builder
+	if err := printCMBench(&b, run); err != nil {
+		t.Fatal(err)
+	}
+	want := `
+┌──────────────────────┬───────────┬──────┬────────────┬──────────┐
+│        Pass 1        │ Connected │  s   │ connects/s │ × cmtime │
+├──────────────────────┼───────────┼──────┼────────────┼──────────┤
+│               cmtime │ 1000/1000 │ 1.60 │      625.0 │          │
+│ rdmaprobe (lockstep) │ 1000/1000 │ 1.50 │      666.7 │     1.07 │
+└──────────────────────┴───────────┴──────┴────────────┴──────────┘
+┌───────────────┬──────────────────────┬─────────────┬─────────────┬─────────────┬──────────┐
+│  Pass 1 step  │        Client        │ min ms/conn │ p50 ms/conn │ max ms/conn │ all N ms │
+├───────────────┼──────────────────────┼─────────────┼─────────────┼─────────────┼──────────┤
+│  resolve addr │               cmtime │        0.04 │           — │      110.25 │   120.50 │
+│  resolve addr │ rdmaprobe (lockstep) │        0.05 │       60.00 │      115.00 │        — │
+│ resolve route │               cmtime │        0.03 │           — │       80.00 │    90.00 │
+│ resolve route │ rdmaprobe (lockstep) │        0.04 │       40.00 │       85.00 │        — │
+│     create qp │               cmtime │        0.25 │           — │        1.50 │   400.00 │
+│     create qp │ rdmaprobe (lockstep) │        0.20 │        0.30 │        1.20 │        — │
+│       connect │               cmtime │        2.50 │           — │      900.00 │   986.40 │
+│       connect │ rdmaprobe (lockstep) │        3.00 │      450.00 │      880.00 │        — │
+└───────────────┴──────────────────────┴─────────────┴─────────────┴─────────────┴──────────┘
+(ms/conn: one connection's step, from its call to its completion; all N ms: from the step's first call to its last completion over all N, cmtime's total; — where the client does not measure it)
+rdmaprobe (lockstep) / cmtime connects/s: median 1.07× over 1 passes (1.07) — target ≥ 1.0: yes
+`
+	if got := b.String(); got != want[1:] {
+		t.Errorf("printed:\n%s\nwant:\n%s", got, want[1:])
 	}
 }

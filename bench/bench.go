@@ -32,8 +32,10 @@ import (
 
 // SchemaVersion of the bench file; bump on any incompatible change.
 // Version 2 added rdma_cm (the rdma_cm comparison of `bench rdmacm`,
-// whose files have no measurements of the suite).
-const SchemaVersion = 2
+// whose files have no measurements of the suite); 3 rdmaprobe's
+// per_conn_ms (each connect step's min, median and max per connection,
+// which cmtime's table also gives but for the median).
+const SchemaVersion = 3
 
 // Tool and Kind tell a bench file from a run.json at a glance.
 const (

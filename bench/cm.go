@@ -3,9 +3,12 @@ package bench
 import (
 	"bufio"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
 // The rdma_cm comparison (`rdmaprobe bench rdmacm`): rdmaprobe's rdma_cm
@@ -181,10 +184,16 @@ type CMMeasurement struct {
 	Sec    float64 `json:"sec"`
 	PerSec float64 `json:"per_sec"`
 	// StepsMS: cmtime's step totals (its table), or rdmaprobe's p50 of
-	// each step per connection (result.Phase* names).
+	// each step per connection (result.Phase* names): two meanings, kept
+	// for the reports of files saved before PerConnMS; CMStepTimes sets
+	// like beside like.
 	StepsMS map[string]float64 `json:"steps_ms,omitempty"`
 	// CMTimeSteps is cmtime's table as printed.
 	CMTimeSteps []CMTimeStep `json:"cmtime_steps,omitempty"`
+	// PerConnMS is rdmaprobe's duration of each step per connection, from
+	// its call to its completion (result.Phase* names): the shortest,
+	// the median and the longest over the connections that connected.
+	PerConnMS map[string]CMSpread `json:"per_conn_ms,omitempty"`
 	// Outcomes counts rdmaprobe's attempts by outcome.
 	Outcomes map[string]int `json:"outcomes,omitempty"`
 	// SettleSec is how long the server took, after this measurement's
@@ -193,6 +202,56 @@ type CMMeasurement struct {
 	// Output is what cmtime's client printed (its last 16 KiB).
 	Output string `json:"output,omitempty"`
 	Error  string `json:"error,omitempty"`
+}
+
+// CMSpread is one step's duration per connection, in ms.
+type CMSpread struct {
+	Min float64 `json:"min"`
+	P50 float64 `json:"p50"`
+	Max float64 `json:"max"`
+}
+
+// CMStepNames are the connect steps both clients time, as cmtime names
+// them, and rdmaprobe's phase for each.
+var CMStepNames = [][2]string{
+	{"resolve addr", result.PhaseResolveAddr},
+	{"resolve route", result.PhaseResolveRoute},
+	{"create qp", result.PhaseQPCreate},
+	{"connect", result.PhaseEstablish},
+}
+
+// CMStepTime is one connect step of one client's N connections, each
+// figure meaning the same whichever client measured it. A figure the
+// client does not give is NaN: cmtime prints no median, rdmaprobe does
+// not time a step across all its connections.
+type CMStepTime struct {
+	Step string
+	// MinMS, P50MS and MaxMS are one connection's step, from its call to
+	// its completion: the shortest, the median, the longest.
+	MinMS, P50MS, MaxMS float64
+	// AllMS is from the step's first call to its last completion over
+	// all N connections (cmtime's "total ms").
+	AllMS float64
+}
+
+// CMStepTimes are m's connect steps, like beside like: cmtime's min and
+// max per connection and total over all N from its table, rdmaprobe's
+// min, median and max per connection. Nil when m has neither.
+func CMStepTimes(m CMMeasurement) []CMStepTime {
+	nan := math.NaN()
+	var out []CMStepTime
+	for _, n := range CMStepNames {
+		st := CMStepTime{Step: n[0], MinMS: nan, P50MS: nan, MaxMS: nan, AllMS: nan}
+		if s := findStep(m.CMTimeSteps, n[0]); m.Client == CMTimeClient && s != nil {
+			st.MinMS, st.MaxMS, st.AllMS = s.MinUS/1000, s.MaxMS, s.TotalMS
+		} else if p, ok := m.PerConnMS[n[1]]; m.Client == RDMAProbeClient && ok {
+			st.MinMS, st.P50MS, st.MaxMS = p.Min, p.P50, p.Max
+		} else {
+			continue
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 // CMRatio is one mode's result against cmtime.

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -172,8 +173,11 @@ func generator(ctx context.Context, cfg Config, mode string) bench.CMMeasurement
 		m.PerSec = float64(m.Connected) / m.Sec
 	}
 	m.StepsMS = map[string]float64{}
+	m.PerConnMS = map[string]bench.CMSpread{}
 	for k, v := range steps {
-		m.StepsMS[k] = analysis.Percentiles(v).P50
+		p := analysis.Percentiles(v)
+		m.StepsMS[k] = p.P50
+		m.PerConnMS[k] = bench.CMSpread{Min: slices.Min(v), P50: p.P50, Max: slices.Max(v)}
 	}
 	return m
 }
