@@ -4,7 +4,7 @@
  * #define MAX_CLIENTS, one RC QP + 2 CQs + 2 MRs per client), written as
  * a test fixture for probing servers rdmaprobe did not write.
  *
- *   gcc -O2 -DMAX_CLIENTS=40 -o capserver capserver.c -libverbs
+ *   gcc -O2 -DMAX_CLIENTS=40 [-DBACKLOG=10 -DHANDSHAKE_MS=300] -o capserver capserver.c -libverbs
  *   capserver [-d DEVICE] [-g GID_INDEX] [-i IB_PORT] [-p TCP_PORT]
  *
  * Per client, over TCP (one line each way, see common.h):
@@ -42,6 +42,19 @@
 
 #ifndef MAX_CLIENTS
 #define MAX_CLIENTS 10
+#endif
+
+/* The listen queue's length: a small one (the seed project's is 10)
+ * overflows when clients dial faster than the one thread accepts. */
+#ifndef BACKLOG
+#define BACKLOG 4096
+#endif
+
+/* Time spent after each accept before the next, standing in for the TLS
+ * handshake the seed project's one thread does there: with a small
+ * BACKLOG it makes the queue overflow whatever the machine's speed. */
+#ifndef HANDSHAKE_MS
+#define HANDSHAKE_MS 0
 #endif
 
 enum { FREE, HELLO, CONNECTED };
@@ -186,6 +199,8 @@ static void on_accept(int lfd)
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 		fcntl(fd, F_SETFL, O_NONBLOCK);
+		if (HANDSHAKE_MS > 0)
+			usleep(HANDSHAKE_MS * 1000);
 		clients[i].fd = fd;
 		clients[i].state = HELLO;
 		clients[i].len = 0;
@@ -303,14 +318,14 @@ int main(int argc, char **argv)
 	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	setsockopt(lfd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
 	struct sockaddr_in6 addr = { .sin6_family = AF_INET6, .sin6_port = htons(port), .sin6_addr = in6addr_any };
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof addr) || listen(lfd, 4096)) {
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof addr) || listen(lfd, BACKLOG)) {
 		fprintf(stderr, "capserver: listen on port %d: %s (%s)\n", port, strerror(errno), errname(errno));
 		return 1;
 	}
 	reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
-	printf("capserver: listening on port %d (MAX_CLIENTS=%d, device %s, GID index %d)\n",
-	       port, MAX_CLIENTS, ibv_get_device_name(ctx->device), gid_index);
+	printf("capserver: listening on port %d (MAX_CLIENTS=%d, BACKLOG=%d, HANDSHAKE_MS=%d, device %s, GID index %d)\n",
+	       port, MAX_CLIENTS, BACKLOG, HANDSHAKE_MS, ibv_get_device_name(ctx->device), gid_index);
 
 	while (!stop) {
 		/* Only the descriptors in use: poll(2) refuses more entries
