@@ -18,8 +18,14 @@ RUN_ARGS ?= search --lo 300 --hi 600
 run: setup build
 	./$(BIN) $(RUN_ARGS)
 
+# The tests' events are kept in bin/test.json; testbudget prints go
+# test's usual lines from them, then the 15 slowest tests and each
+# package's time, and fails when a test runs past its budget (60 s, or
+# its ceiling in internal/testbudget/long.txt). pipefail: a failing test
+# fails make test whatever the reader says.
 test: setup vet
-	RDMAPROBE_REQUIRE_PARTS=1 $(GO) test -count=1 -timeout 60m ./...
+	@mkdir -p bin
+	set -o pipefail; RDMAPROBE_REQUIRE_PARTS=1 $(GO) test -count=1 -timeout 60m -json ./... | tee bin/test.json | $(GO) run ./internal/testbudget
 	$(MAKE) --no-print-directory fuzz
 
 # The fuzz budgets are execution counts, not durations: a wall-clock
