@@ -11,7 +11,7 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/internal/parts"
 	"github.com/rdmaprobe/rdmaprobe/result"
-	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/verbsbin"
 	"github.com/rdmaprobe/rdmaprobe/softroce"
 )
 
@@ -34,7 +34,7 @@ func TestGuestListenQueueBehindExit(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	exe, err := runner.VerbsBinary(ctx)
+	exe, err := verbsbin.Path(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
