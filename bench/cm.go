@@ -12,7 +12,7 @@ import (
 )
 
 // The rdma_cm comparison (`rdmaprobe bench rdmacm`): rdmaprobe's rdma_cm
-// load generator (fabric/rdmacm) against rdma-core's cmtime client, both
+// load generator (client/rdmacm) against rdma-core's cmtime client, both
 // connecting N RC connections to one cmtime server, in one guest, taken
 // in turns (cmtime, rdmaprobe, cmtime, rdmaprobe, ...) so that the
 // machine's slow spells fall on both.
@@ -36,7 +36,7 @@ const (
 )
 
 // The ways rdmaprobe's generator steps its connections
-// (fabric/rdmacm.Config.Lockstep).
+// (client/rdmacm.Config.Lockstep).
 const (
 	// CMInterleaved moves each connection on as its own events come:
 	// one connection may be connecting while another still resolves.

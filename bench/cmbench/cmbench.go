@@ -1,7 +1,7 @@
 // Package cmbench runs the rdma_cm comparison of `rdmaprobe bench
 // rdmacm` where the RDMA device is (inside the Soft-RoCE guest on the vm
 // backend): one cmtime server for the whole run, and per pass cmtime's
-// client, then rdmaprobe's generator (fabric/rdmacm) in each mode asked
+// client, then rdmaprobe's generator (client/rdmacm) in each mode asked
 // for, every one making N connections to that server. The clients take
 // turns rather than run together, so neither measures against the
 // other's load; between turns the server is given time to free the last
@@ -19,9 +19,9 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/bench"
+	"github.com/rdmaprobe/rdmaprobe/client/rdmacm"
 	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/command"
-	"github.com/rdmaprobe/rdmaprobe/fabric/rdmacm"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -138,7 +138,7 @@ func cmtimeClient(ctx context.Context, argv []string, n int, timeout time.Durati
 	return m
 }
 
-// generator makes N connections with fabric/rdmacm, all started
+// generator makes N connections with client/rdmacm, all started
 // together, and closes them.
 func generator(ctx context.Context, cfg Config, mode string) bench.CMMeasurement {
 	m := bench.CMMeasurement{Client: bench.RDMAProbeClient, Mode: mode, Attempted: cfg.N}

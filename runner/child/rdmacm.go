@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rdmaprobe/rdmaprobe/client"
-	"github.com/rdmaprobe/rdmaprobe/fabric/rdmacm"
+	"github.com/rdmaprobe/rdmaprobe/client/rdmacm"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )

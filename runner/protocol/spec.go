@@ -117,7 +117,7 @@ type GeneratorSpec struct {
 	// built-in client (runner/child); Total is the point's client
 	// count and Dir its working directory, for its placeholders.
 	Command *ClientCommand `json:"command,omitempty"`
-	// CM, when set, makes the clients rdma_cm's (runner/child, fabric/rdmacm).
+	// CM, when set, makes the clients rdma_cm's (runner/child, client/rdmacm).
 	CM    *CMClient `json:"cm,omitempty"`
 	Total int       `json:"total,omitempty"`
 	Dir   string    `json:"dir,omitempty"`
@@ -141,7 +141,7 @@ type CMClient struct {
 	// Steps is how a generator steps its connections (--cm-steps):
 	// CMStepsLockstep, CMStepsInterleaved, or "" (auto) for lockstep
 	// when its window holds all its connections and no --rate paces
-	// them, interleaved otherwise (fabric/rdmacm.Config.Lockstep).
+	// them, interleaved otherwise (client/rdmacm.Config.Lockstep).
 	Steps string `json:"steps,omitempty"`
 }
 

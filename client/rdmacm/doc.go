@@ -1,4 +1,4 @@
-// Package rdmacm is a load generator of rdma_cm clients: many RC
+// Package rdmacm is the load generator of rdma_cm clients: many RC
 // connections (RDMA_PS_TCP) to one server from one event channel, an
 // in-flight window of attempts, each step timed as rdma-core's cmtime
 // times it, and each failure classed by the CM event that ended it.
