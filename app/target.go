@@ -13,7 +13,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmaprobe/rdmaprobe/client"
-	"github.com/rdmaprobe/rdmaprobe/client/rdmacm"
 	"github.com/rdmaprobe/rdmaprobe/command"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
@@ -123,12 +122,6 @@ func clientKind(c *cli.Context, spec *runner.Spec) error {
 	default:
 		return fmt.Errorf("--client-kind %q: want builtin, rdmacm or command", kind)
 	}
-	if spec.Client != nil {
-		return fmt.Errorf("--client-kind rdmacm and --client-cmd: the clients are one or the other")
-	}
-	if spec.Server == nil {
-		return fmt.Errorf("--client-kind rdmacm needs an rdma_cm server: --server-cmd")
-	}
 	pd, err := privateData(c.String("cm-private-data"))
 	if err != nil {
 		return fmt.Errorf("--cm-private-data: %w", err)
@@ -138,9 +131,6 @@ func clientKind(c *cli.Context, spec *runner.Spec) error {
 	case protocol.CMStepsAuto:
 		steps = ""
 	case protocol.CMStepsLockstep, protocol.CMStepsInterleaved:
-		if steps == protocol.CMStepsLockstep && spec.Rate > 0 {
-			return fmt.Errorf("--cm-steps lockstep starts each batch at once: not with --rate")
-		}
 	default:
 		return fmt.Errorf("--cm-steps %q: want auto, lockstep or interleaved", steps)
 	}
@@ -152,17 +142,11 @@ func clientKind(c *cli.Context, spec *runner.Spec) error {
 		spec.Traffic = client.TrafficConfig{}
 		return nil
 	}
-	if op := spec.Traffic.Op; op != "" && op != result.OpSend {
-		return fmt.Errorf("--op %s with --cm-server-echoes: rdma_cm clients send, the server echoes; RDMA WRITE and READ need a buffer the server offers", op)
-	}
-	if spec.Traffic.Rate > 0 {
-		return fmt.Errorf("--msg-rate with --cm-server-echoes: rdma_cm clients run the closed loop only (--depth messages outstanding)")
-	}
 	return nil
 }
 
-// privateData reads hex, or @file's bytes, refusing more than a connect
-// request carries.
+// privateData reads hex, or @file's bytes; rdmacm.Refuse bounds their
+// length.
 func privateData(s string) ([]byte, error) {
 	var b []byte
 	if name, ok := strings.CutPrefix(s, "@"); ok {
@@ -175,9 +159,6 @@ func privateData(s string) ([]byte, error) {
 		if b, err = hex.DecodeString(strings.TrimPrefix(s, "0x")); err != nil {
 			return nil, fmt.Errorf("%q: want hex digits or @file", s)
 		}
-	}
-	if len(b) > rdmacm.MaxPrivateData {
-		return nil, fmt.Errorf("%d bytes: an RC connect request carries at most %d", len(b), rdmacm.MaxPrivateData)
 	}
 	return b, nil
 }

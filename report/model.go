@@ -195,7 +195,7 @@ func NewModel(run *result.Run) *Model {
 	case run.Config.ClientKind == result.ClientRDMACM && run.Config.Traffic == nil:
 		m.Notes = append(m.Notes, "the clients were rdma_cm connections (--client-kind rdmacm): no traffic phase ran, since a server that posts no receives (cmtime's) would answer every SEND with an RNR NAK (--cm-server-echoes says a server echoes); the figures are the connections held and the time of each rdma_cm step (resolve_addr, resolve_route, qp_create, establish)")
 	case run.Config.ClientKind == result.ClientRDMACM:
-		m.Notes = append(m.Notes, "the clients were rdma_cm connections (--client-kind rdmacm) to a server that echoes (--cm-server-echoes): the traffic phase sent SENDs over them, closed loop, each counted once its echo came back verified")
+		m.Notes = append(m.Notes, "the clients were rdma_cm connections (--client-kind rdmacm) to a server that echoes (--cm-server-echoes): the traffic phase sent SENDs over them as over built-in clients, each counted once its echo came back verified")
 	}
 	for _, p := range run.Points {
 		for _, e := range p.SamplerErrors {

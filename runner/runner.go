@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/client"
+	"github.com/rdmaprobe/rdmaprobe/client/rdmacm"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 	"github.com/rdmaprobe/rdmaprobe/server"
@@ -191,6 +192,13 @@ func (s Spec) Check() error {
 	if err := server.ValidMode(s.Mode); err != nil {
 		return fmt.Errorf("--mode: %w", err)
 	}
+	if s.CM != nil {
+		if err := rdmacm.Refuse(rdmacm.Use{ServerCmd: s.Server != nil, ClientCmd: s.Client != nil, Mode: s.Mode,
+			Lockstep: s.CM.Steps == protocol.CMStepsLockstep, Rate: s.Rate, PrivateData: s.CM.PrivateData,
+			ServerEchoes: s.CM.ServerEchoes, Traffic: s.Traffic}); err != nil {
+			return err
+		}
+	}
 	if err := s.checkMux(); err != nil {
 		return err
 	}
@@ -214,8 +222,8 @@ func (s Spec) Check() error {
 	}
 	if s.Mode == server.ModeUD {
 		switch {
-		case s.Client != nil || s.CM != nil || s.Server != nil:
-			return fmt.Errorf("--mode ud is the built-in server's and clients' (UD QPs): not with --server-cmd, --client-cmd or --client-kind rdmacm")
+		case s.Client != nil || s.Server != nil:
+			return fmt.Errorf("--mode ud is the built-in server's and clients' (UD QPs): not with --server-cmd or --client-cmd")
 		case s.Traffic.Duration > 0 && s.Traffic.Op != "" && s.Traffic.Op != result.OpSend:
 			return fmt.Errorf("--op %s: UD QPs only send (--mode ud)", s.Traffic.Op)
 		}
@@ -239,8 +247,8 @@ func (s Spec) checkMux() error {
 		return fmt.Errorf("--detach with --mode %s: a logical client's connection is how its server sees it leave", server.ModeMux)
 	case s.Traffic.Duration > 0 && s.Traffic.Op != "" && s.Traffic.Op != result.OpSend:
 		return fmt.Errorf("--op %s with --mode %s: logical clients sharing a QP exchange messages only (send); the server lends them no buffer", s.Traffic.Op, server.ModeMux)
-	case s.Server != nil || s.Client != nil || s.CM != nil:
-		return fmt.Errorf("--mode %s is the built-in server's and clients' protocol: not with a server or client command or rdma_cm clients", server.ModeMux)
+	case s.Server != nil || s.Client != nil:
+		return fmt.Errorf("--mode %s is the built-in server's and clients' protocol: not with a server or client command", server.ModeMux)
 	}
 	return nil
 }

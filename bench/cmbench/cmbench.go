@@ -22,6 +22,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/client/rdmacm"
 	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/command"
+	"github.com/rdmaprobe/rdmaprobe/fabric/verbs"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -142,13 +143,27 @@ func cmtimeClient(ctx context.Context, argv []string, n int, timeout time.Durati
 // together, and closes them.
 func generator(ctx context.Context, cfg Config, mode string) bench.CMMeasurement {
 	m := bench.CMMeasurement{Client: bench.RDMAProbeClient, Mode: mode, Attempted: cfg.N}
-	recs, conns, err := rdmacm.Run(ctx, rdmacm.Config{Addr: net.JoinHostPort(cfg.Addr, strconv.Itoa(cfg.Port)),
+	cm, err := openCM()
+	if err != nil {
+		m.Error = err.Error()
+		return m
+	}
+	defer cm.Close()
+	recs, conns, err := rdmacm.Run(ctx, cm, rdmacm.Config{Addr: net.JoinHostPort(cfg.Addr, strconv.Itoa(cfg.Port)),
 		N: cfg.N, InFlight: cfg.N, Timeout: cfg.Timeout, Lockstep: mode == bench.CMLockstep})
 	if err != nil {
 		m.Error = err.Error()
 		return m
 	}
 	defer conns.Close()
+	return measure(m, recs)
+}
+
+// openCM opens each turn's event channel; tests replace it.
+var openCM = verbs.OpenCM
+
+// measure reads a turn of rdmaprobe's generator from its records.
+func measure(m bench.CMMeasurement, recs []result.ClientRecord) bench.CMMeasurement {
 	var longest int64
 	steps := map[string][]float64{}
 	m.Outcomes = map[string]int{}

@@ -1,24 +1,23 @@
 // Package rdmacm is the load generator of rdma_cm clients: many RC
-// connections (RDMA_PS_TCP) to one server from one event channel, an
-// in-flight window of attempts, each step timed as rdma-core's cmtime
-// times it, and each failure classed by the CM event that ended it.
-//
-// Like fabric/verbs, the cgo code is built only with the "verbs" build
-// tag (and cgo), since it needs librdmacm-dev's headers; without it Run
-// says the binary lacks rdma_cm. The C is in cm.h and cm.c; cm.go only
-// includes cm.h.
+// connections to one server from one connection manager's event channel
+// (fabric.CM), an in-flight window of attempts, each step timed as
+// rdma-core's cmtime times it, and each failure classed by the CM event
+// that ended it. Each connection it makes is a client of the client
+// engine (client.Dialer.Adopt), which runs the traffic phase as it does
+// for the built-in clients.
 package rdmacm
 
 import (
 	"fmt"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/client"
+	"github.com/rdmaprobe/rdmaprobe/fabric"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
-// MaxPrivateData is the most private data an RC connect request carries
-// over RoCE and InfiniBand: the CM REQ's 92 bytes less rdma_cm's header.
-const MaxPrivateData = 56
+// MaxPrivateData is the most private data a connect request carries.
+const MaxPrivateData = fabric.MaxCMPrivateData
 
 // Config is one generator's share of a point.
 type Config struct {
@@ -41,14 +40,15 @@ type Config struct {
 	Timeout time.Duration
 	// PrivateData goes with every connect request.
 	PrivateData []byte
+	// Engine is the client engine the connections become clients of:
+	// its MsgSize, Depth and BusyPoll size their queues and buffers and
+	// run their traffic phase (the rest is the built-in clients').
+	Engine client.Config
 	// Progress, if set, is told the attempts ended and connected so far.
 	Progress func(done, ok int)
 	// Ended, if set, is given each attempt's record as it ends (from the
 	// one goroutine that runs the event loop).
 	Ended func(*result.ClientRecord)
-	// TrafficDepth, when above 0, sizes every QP for a traffic phase of
-	// that many messages outstanding (Conns.Traffic); 0 means none runs.
-	TrafficDepth int
 }
 
 // Check refuses a config no attempt could run.
@@ -56,11 +56,5 @@ func (c Config) Check() error {
 	if c.N < 1 {
 		return fmt.Errorf("--n must be at least 1")
 	}
-	if c.Lockstep && c.Rate > 0 {
-		return fmt.Errorf("lockstep batches start together: not with a --rate")
-	}
-	if len(c.PrivateData) > MaxPrivateData {
-		return fmt.Errorf("--cm-private-data: %d bytes, an RC connect request carries at most %d", len(c.PrivateData), MaxPrivateData)
-	}
-	return nil
+	return Refuse(Use{ServerCmd: true, Lockstep: c.Lockstep, Rate: c.Rate, PrivateData: c.PrivateData})
 }

@@ -45,6 +45,8 @@ type device struct {
 	pds map[*pd]struct{}
 
 	slots chan struct{} // see enter
+	// borrowed: the context is librdmacm's (cm.go), which closes it.
+	borrowed bool
 }
 
 var _ fabric.Device = (*device)(nil)
@@ -142,6 +144,9 @@ func (d *device) Close() error {
 	C.free(unsafe.Pointer(d.evIDs))
 	if r := C.ibv_destroy_comp_channel(d.ch); r != 0 {
 		errs = append(errs, verr("ibv_destroy_comp_channel", syscall.Errno(r), d.name))
+	}
+	if d.borrowed {
+		return errors.Join(errs...)
 	}
 	if r, err := C.ibv_close_device(d.ctx); r != 0 {
 		errs = append(errs, verr("ibv_close_device", errnoOf(err, syscall.EIO), d.name))

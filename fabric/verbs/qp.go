@@ -4,6 +4,7 @@ package verbs
 
 /*
 #include "shim.h"
+#include "cm.h"
 */
 import "C"
 
@@ -27,11 +28,29 @@ type qp struct {
 	qp   *C.struct_ibv_qp
 	dead bool
 	last atomic.Int32 // state after the last successful modify
+	// cmid is the rdma_cm id whose QP this is (cm.go), nil for one of
+	// ibv_create_qp.
+	cmid *C.struct_rdma_cm_id
 }
 
 var _ fabric.QP = (*qp)(nil)
 
 func (x *pd) CreateQP(a fabric.QPInitAttr) (fabric.QP, error) {
+	q, err := x.createQP(a, "ibv_create_qp", func(scq, rcq *C.struct_ibv_cq, srq *C.struct_ibv_srq) (*C.struct_ibv_qp, syscall.Errno) {
+		p, err := C.rp_create_qp(x.pd, scq, rcq, srq, C.uint32_t(a.MaxSendWR), C.uint32_t(a.MaxRecvWR),
+			C.uint32_t(a.MaxSendSGE), C.uint32_t(a.MaxRecvSGE), C.int(a.Type))
+		return p, errnoOf(err, syscall.ENOMEM)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// createQP checks a's objects and holds them while create makes the QP
+// on them (ibv_create_qp, or rdma_create_qp: cm.go).
+func (x *pd) createQP(a fabric.QPInitAttr, verb string,
+	create func(scq, rcq *C.struct_ibv_cq, srq *C.struct_ibv_srq) (*C.struct_ibv_qp, syscall.Errno)) (*qp, error) {
 	scq, ok1 := a.SendCQ.(*cq)
 	rcq, ok2 := a.RecvCQ.(*cq)
 	if !ok1 || !ok2 || scq == nil || rcq == nil {
@@ -71,14 +90,13 @@ func (x *pd) CreateQP(a fabric.QPInitAttr) (fabric.QP, error) {
 		}
 		csrq = sq.srq
 	}
-	p, cerr := C.rp_create_qp(x.pd, scq.cq, rcq.cq, csrq, C.uint32_t(a.MaxSendWR), C.uint32_t(a.MaxRecvWR),
-		C.uint32_t(a.MaxSendSGE), C.uint32_t(a.MaxRecvSGE), C.int(a.Type))
+	p, errno := create(scq.cq, rcq.cq, csrq)
 	if sq != nil {
 		sq.life.RUnlock()
 	}
 	unlock()
 	if p == nil {
-		return nil, verr("ibv_create_qp", errnoOf(cerr, syscall.ENOMEM), "")
+		return nil, verr(verb, errno, "")
 	}
 	q := &qp{pd: x, qp: p, qpn: uint32(p.qp_num), srq: sq, ud: a.Type == fabric.QPTypeUD}
 	x.mu.Lock()
@@ -277,7 +295,13 @@ func (q *qp) Destroy() error {
 	if q.dead {
 		return verr("ibv_destroy_qp", syscall.EINVAL, "already destroyed")
 	}
-	if r := C.ibv_destroy_qp(q.qp); r != 0 {
+	r := C.int(0)
+	if q.cmid != nil {
+		r = -C.rp_cm_destroy_qp(q.cmid)
+	} else {
+		r = C.ibv_destroy_qp(q.qp)
+	}
+	if r != 0 {
 		return verr("ibv_destroy_qp", syscall.Errno(r), fmt.Sprintf("QP %d", q.qpn))
 	}
 	q.dead = true

@@ -38,3 +38,8 @@ func (*Provider) Devices() ([]string, error) { return nil, errNotBuilt }
 func (*Provider) Open(context.Context, fabric.DeviceConfig) (fabric.Device, error) {
 	return nil, errNotBuilt
 }
+
+// OpenCM says that this binary lacks librdmacm.
+func OpenCM() (fabric.CM, error) {
+	return nil, errors.New("this binary was built without librdmacm support (build with -tags verbs)")
+}

@@ -70,20 +70,34 @@ func (p *Provider) Open(ctx context.Context, cfg fabric.DeviceConfig) (fabric.De
 	if err != nil {
 		return nil, err
 	}
-	d := &device{
-		slots:   make(chan struct{}, 2*runtime.GOMAXPROCS(0)),
-		name:    name,
-		ctx:     vctx,
-		portNum: port,
-		cqs:     make(map[uintptr]*cq),
-		pds:     make(map[*pd]struct{}),
-		done:    make(chan struct{}),
+	d, err := openContext(vctx, name, port, cfg.GIDIndex, false)
+	if err != nil {
+		return nil, err
 	}
-	fail := func(err error) (fabric.Device, error) {
+	return d, nil
+}
+
+// openContext makes a device of an open context. A borrowed context is
+// another library's (librdmacm's, cm.go): Close leaves it open, and a
+// failure here too.
+func openContext(vctx *C.struct_ibv_context, name string, port, gidIndex int, borrowed bool) (*device, error) {
+	d := &device{
+		slots:    make(chan struct{}, 2*runtime.GOMAXPROCS(0)),
+		name:     name,
+		ctx:      vctx,
+		portNum:  port,
+		cqs:      make(map[uintptr]*cq),
+		pds:      make(map[*pd]struct{}),
+		done:     make(chan struct{}),
+		borrowed: borrowed,
+	}
+	fail := func(err error) (*device, error) {
 		if d.ch != nil {
 			C.ibv_destroy_comp_channel(d.ch)
 		}
-		C.ibv_close_device(vctx)
+		if !borrowed {
+			C.ibv_close_device(vctx)
+		}
 		return nil, err
 	}
 
@@ -112,7 +126,7 @@ func (p *Provider) Open(ctx context.Context, cfg fabric.DeviceConfig) (fabric.De
 		ActiveMTU: fabric.MTU(pa.active_mtu),
 		LinkLayer: linkLayer(int(pa.link_layer)),
 	}
-	idx, gid, err := d.resolveGID(cfg.GIDIndex, int(pa.gid_tbl_len))
+	idx, gid, err := d.resolveGID(gidIndex, int(pa.gid_tbl_len))
 	if err != nil {
 		return fail(err)
 	}

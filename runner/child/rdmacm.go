@@ -11,6 +11,7 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/client/rdmacm"
+	"github.com/rdmaprobe/rdmaprobe/fabric/verbs"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
@@ -19,10 +20,11 @@ import (
 // "ready" at once (rdma_cm picks the device from the route), waits for
 // the release (the server's host:port), makes spec.N connections from
 // one event channel, reports "progress" and "done", runs the traffic
-// phase when the runner asks (a server that echoes), and holds the
-// connections until the runner closes its stdin. By hand it prints the
-// counts, runs the phase at once, and holds for spec.Hold or until
-// stdin ends (HoldStdin).
+// phase when the runner asks (a server that echoes) in the client
+// engine the connections are clients of, and holds the connections
+// until the runner closes its stdin. By hand it prints the counts, runs
+// the phase at once, and holds for spec.Hold or until stdin ends
+// (HoldStdin).
 func generateCM(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Reader, out io.Writer, events bool) error {
 	emit := protocol.NewEmitter(out)
 	failf := func(err error) error {
@@ -33,21 +35,21 @@ func generateCM(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Read
 	}
 	cfg := rdmacm.Config{N: spec.N, IDBase: spec.IDBase, Proc: spec.Proc, InFlight: spec.InFlight,
 		Rate: spec.Rate, Timeout: spec.Timeout, PrivateData: spec.CM.PrivateData,
-		Lockstep: spec.CM.Lockstep(spec.N, spec.InFlight, spec.Rate)}
-	size := spec.MsgSize
-	if spec.Traffic.Duration > 0 {
-		cfg.TrafficDepth = max(spec.Traffic.Depth, 1)
-		if size <= 0 {
-			size = 64 // as the built-in clients' default
-		}
-	}
+		Lockstep: spec.CM.Lockstep(spec.N, spec.InFlight, spec.Rate),
+		Engine:   client.Config{MsgSize: spec.MsgSize, Timeout: spec.Timeout, Depth: spec.Traffic.Depth, BusyPoll: spec.Traffic.BusyPoll}}
 	if err := cfg.Check(); err != nil {
 		return failf(err)
 	}
-	if !rdmacm.Supported() {
-		_, _, err := rdmacm.Run(ctx, cfg)
+	// The server is the runner's --server-cmd, or the operator's address.
+	if err := rdmacm.Refuse(rdmacm.Use{ServerCmd: true, Lockstep: cfg.Lockstep, Rate: cfg.Rate, PrivateData: cfg.PrivateData,
+		ServerEchoes: spec.CM.ServerEchoes || !events, Traffic: spec.Traffic}); err != nil {
 		return failf(err)
 	}
+	cm, err := verbs.OpenCM()
+	if err != nil {
+		return failf(err)
+	}
+	defer cm.Close()
 	if events {
 		emit.Emit(protocol.Event{Event: "started", PID: os.Getpid()})
 		emit.Emit(protocol.Event{Event: "ready", PID: os.Getpid()})
@@ -67,7 +69,7 @@ func generateCM(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Read
 	failed := &tally{}
 	cfg.Ended = failed.add
 	stopProgress := reportProgress(emit, events, &done, &ok, failed)
-	recs, conns, err := rdmacm.Run(ctx, cfg)
+	recs, conns, err := rdmacm.Run(ctx, cm, cfg)
 	stopProgress()
 	if err != nil {
 		return failf(err)
@@ -100,14 +102,12 @@ func generateCM(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Read
 			<-watched
 		}()
 		lines := watchRunner(in, cancel)
-		holdForRunner(ctx, spec.Traffic, emit, lines, func(ctx context.Context, cfg client.TrafficConfig) result.Traffic {
-			return conns.Traffic(ctx, cfg, size)
-		})
+		holdForRunner(ctx, spec.Traffic, emit, lines, conns.Traffic)
 		return nil
 	}
 	printCounts(out, recs, connected)
 	if spec.Traffic.Duration > 0 && connected > 0 {
-		printTraffic(out, conns.Traffic(ctx, spec.Traffic, size))
+		printTraffic(out, conns.Traffic(ctx, spec.Traffic))
 	}
 	if spec.HoldStdin && connected < len(recs) {
 		return fmt.Errorf("%d of %d clients did not connect", len(recs)-connected, len(recs))
