@@ -18,12 +18,14 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/internal/filelock"
 )
 
-// verbsHeader is the header whose presence means cgo can build this
-// package; a variable so tests can point it elsewhere.
-var verbsHeader = "/usr/include/infiniband/verbs.h"
+// headers are the headers whose presence means cgo can build the verbs
+// fabric (libibverbs' and librdmacm's); a variable so tests can point
+// them elsewhere.
+var headers = []string{"/usr/include/infiniband/verbs.h", "/usr/include/rdma/rdma_cma.h"}
 
-// ErrNoHeaders is returned by EnsureBinary when libibverbs-dev is missing.
-var ErrNoHeaders = errors.New("libibverbs-dev is not installed: apt-get install libibverbs-dev")
+// ErrNoHeaders is returned by EnsureBinary when libibverbs-dev or
+// librdmacm-dev is missing.
+var ErrNoHeaders = errors.New("libibverbs-dev or librdmacm-dev is not installed: apt-get install libibverbs-dev librdmacm-dev")
 
 // binaryPrefix names cached binaries: <prefix><source hash>.
 const binaryPrefix = "rdmaprobe-verbs-"
@@ -59,8 +61,10 @@ var goBuild = func(ctx context.Context, moduleDir, out string) error {
 // only binaries unused for a day. Two lock files order this: one held
 // for a build, one held shared by a use and exclusively by the pruning.
 func EnsureBinary(ctx context.Context, moduleDir, cacheDir string) (string, error) {
-	if _, err := os.Stat(verbsHeader); err != nil {
-		return "", ErrNoHeaders
+	for _, h := range headers {
+		if _, err := os.Stat(h); err != nil {
+			return "", ErrNoHeaders
+		}
 	}
 	sum, err := SourceHash(moduleDir)
 	if err != nil {

@@ -112,16 +112,21 @@ func fakeBuild(t *testing.T) *int {
 	return n
 }
 
-func withHeader(t *testing.T, present bool) {
+// withHeader points the headers at a directory holding those of the
+// names given that are present.
+func withHeader(t *testing.T, present ...bool) {
 	t.Helper()
-	orig := verbsHeader
-	verbsHeader = filepath.Join(t.TempDir(), "verbs.h")
-	if present {
-		if err := os.WriteFile(verbsHeader, nil, 0o644); err != nil {
-			t.Fatal(err)
+	orig := headers
+	dir := t.TempDir()
+	headers = []string{filepath.Join(dir, "verbs.h"), filepath.Join(dir, "rdma_cma.h")}
+	for i, h := range headers {
+		if present[min(i, len(present)-1)] {
+			if err := os.WriteFile(h, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	t.Cleanup(func() { verbsHeader = orig })
+	t.Cleanup(func() { headers = orig })
 }
 
 func TestEnsureBinaryCaches(t *testing.T) {
@@ -244,15 +249,22 @@ func TestEnsureBinaryBuildFailureLeavesNoBinary(t *testing.T) {
 	}
 }
 
+// Either header missing (libibverbs' or librdmacm's) and nothing is
+// built.
 func TestEnsureBinaryWithoutHeaders(t *testing.T) {
-	withHeader(t, false)
-	builds := fakeBuild(t)
-	_, err := EnsureBinary(context.Background(), t.TempDir(), t.TempDir())
-	if err == nil || err.Error() != "libibverbs-dev is not installed: apt-get install libibverbs-dev" {
-		t.Fatalf("got %v", err)
+	for _, present := range [][]bool{{false, false}, {true, false}, {false, true}} {
+		withHeader(t, present...)
+		builds := fakeBuild(t)
+		_, err := EnsureBinary(context.Background(), t.TempDir(), t.TempDir())
+		if err != ErrNoHeaders {
+			t.Fatalf("headers %v: got %v", present, err)
+		}
+		if *builds != 0 {
+			t.Errorf("headers %v: built without them", present)
+		}
 	}
-	if *builds != 0 {
-		t.Error("built without headers")
+	if !strings.Contains(ErrNoHeaders.Error(), "apt-get install libibverbs-dev librdmacm-dev") {
+		t.Errorf("%v", ErrNoHeaders)
 	}
 }
 
