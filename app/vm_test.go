@@ -374,3 +374,33 @@ func TestVMReferencesPerTransport(t *testing.T) {
 		t.Errorf("report-ud.md does not set ud against perftest over UD:\n%s", md)
 	}
 }
+
+// An rxe point records the port's own counters before and after, and
+// their per-second rates while it runs: rxe counts the packets its
+// clients and server really sent and received on rxe0 (both sides, one
+// device), which the sim, with no wire, has none of.
+func TestVMDeviceCounters(t *testing.T) {
+	needVM(t)
+	root := t.TempDir()
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "4", "--duration", "1s",
+		"--msg-size", "64", "--calibrate", "0", "--vm-mem", "1024", "--results", root)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	p := loadOnlyRun(t, root).Points[0]
+	dc := p.DeviceCounters
+	if dc == nil || dc.Device != "rxe0" || dc.Source != "sysfs" || !dc.Shared {
+		t.Fatalf("device counters %+v, sampler errors %v", dc, p.SamplerErrors)
+	}
+	rise := dc.Rise()
+	if _, ok := dc.Before["rcvd_rnr_err"]; !ok || rise["sent_pkts"] == 0 || rise["rcvd_pkts"] == 0 {
+		t.Errorf("rxe's counters before %v, rise %v: want rcvd_rnr_err read and packets sent and received", dc.Before, rise)
+	}
+	var rated bool
+	for _, s := range p.Samples {
+		rated = rated || s.Counters["sent_pkts"] > 0
+	}
+	if !rated {
+		t.Error("no sample holds a per-second packet rate")
+	}
+}

@@ -53,6 +53,9 @@ type Session struct {
 	start      time.Time
 	collectors []Collector
 	rdma       *rdmaCollector
+	counters   *counterCollector
+	// deviceCounters are the port's counters before and after, read by Stop.
+	deviceCounters *result.DeviceCounters
 
 	// collect serialises readings: the ticker and explicit Sample calls
 	// share the collectors' state. last and took are when the last
@@ -82,6 +85,11 @@ func Start(ctx context.Context, cfg Config) *Session {
 			s.errs["rdma"] = err.Error()
 		}
 		s.collectors = append(s.collectors, s.rdma)
+		var err error
+		if s.counters, err = newCounterCollector(cfg.Device); err != nil {
+			s.errs["device-counters"] = err.Error()
+		}
+		s.collectors = append(s.collectors, s.counters)
 	}
 	if !cfg.NoHost {
 		s.collectors = append(s.collectors, newHostCollector())
@@ -183,6 +191,9 @@ func (s *Session) Stop() ([]result.Sample, *result.Peak, []string) {
 	if s.rdma != nil {
 		s.rdma.close()
 	}
+	if s.counters != nil {
+		s.deviceCounters = s.counters.result()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	peak := Peaks(s.samples)
@@ -196,6 +207,11 @@ func (s *Session) Stop() ([]result.Sample, *result.Peak, []string) {
 	sort.Strings(errs)
 	return s.samples, peak, errs
 }
+
+// DeviceCounters are the device port's counters when the session started
+// and when it stopped (nil without a device, or where none could be
+// read). Call after Stop.
+func (s *Session) DeviceCounters() *result.DeviceCounters { return s.deviceCounters }
 
 // Peaks summarises samples: the highest RDMA counts, the server's
 // highest RSS, mappings, fds and threads, and the host's highest CPU and

@@ -139,8 +139,11 @@ func TestSessionSamples(t *testing.T) {
 	if peak.ServerRSS < p.RSS || peak.ServerMaps == 0 {
 		t.Errorf("peak %+v", peak)
 	}
-	if len(errs) != 1 || !strings.HasPrefix(errs[0], "rdma: ") {
-		t.Errorf("errors %v, want one from the rdma collector", errs)
+	if len(errs) != 2 || !strings.HasPrefix(errs[0], "device-counters: ") || !strings.HasPrefix(errs[1], "rdma: ") {
+		t.Errorf("errors %v, want one from the rdma collector and one from the counters'", errs)
+	}
+	if s.DeviceCounters() != nil {
+		t.Error("counters recorded for a device that has none")
 	}
 }
 

@@ -61,6 +61,10 @@ type Model struct {
 	HostsNote  string
 	Plots      []Plot
 	Notes      []string // sampler errors and other caveats
+	// Counters say which of the device's own counters rose at each point;
+	// CounterNote where they were read (absent: none were).
+	Counters    []string
+	CounterNote string
 
 	// Designs is the capacity-by-design table of a run of several
 	// server designs, and Sections each design's own report; the
@@ -149,6 +153,10 @@ type Method struct {
 	Complete bool
 	Error    string
 	PSN      string
+	// Counters say which of the device's own counters rose at each point;
+	// CounterNote where they were read (absent: none were).
+	Counters    []string
+	CounterNote string
 }
 
 // NewModel formats the report model of run from analysis.Analyse.
@@ -158,6 +166,7 @@ func NewModel(run *result.Run) *Model {
 		m.Backend = run.Backend.Name
 	}
 	m.Title = "rdmaprobe: RDMA client capacity on " + m.Backend
+	m.Counters, m.CounterNote = counterLines(run)
 	if m.Simulated && !strings.Contains(strings.ToLower(m.Backend), "simulated") {
 		m.Title += " (simulated)"
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // SchemaVersion is the version written by this build.
-const SchemaVersion = 9
+const SchemaVersion = 10
 
 // Outcome classes of one client attempt.
 const (
@@ -440,6 +440,10 @@ type Point struct {
 	Samples       []Sample `json:"samples,omitempty"`
 	Peak          *Peak    `json:"peak,omitempty"`
 	SamplerErrors []string `json:"sampler_errors,omitempty"`
+	// DeviceCounters are the device port's own counters before and after
+	// the point (absent where none could be read, and before schema
+	// version 9).
+	DeviceCounters *DeviceCounters `json:"device_counters,omitempty"`
 	// Limits are the limits in force when the server was up; LimitsAfter
 	// are re-read at the end of a failed point (listen counters move).
 	Limits      *Limits `json:"limits,omitempty"`

@@ -14,6 +14,39 @@ type Sample struct {
 	// Procs are the server, the load generators and, for vm, QEMU as seen
 	// from the host.
 	Procs []ProcSample `json:"procs,omitempty"`
+	// Counters are the per-second rises of the device port's counters
+	// since the reading before (Point.DeviceCounters names them), those
+	// that rose only.
+	Counters map[string]float64 `json:"device_counters_per_sec,omitempty"`
+}
+
+// DeviceCounters are the device port's own counters (sysfs hw_counters
+// and counters, by the driver's names; the sim's simulated ones) read
+// before and after a point.
+type DeviceCounters struct {
+	Device string `json:"device"`
+	// Source is "sysfs", or "sim" for the sim's simulated device.
+	Source string            `json:"source"`
+	Before map[string]uint64 `json:"before"`
+	After  map[string]uint64 `json:"after"`
+	// Shared: the server and the clients ran on this one device, so both
+	// sides' traffic is in the counts (one guest's rxe0).
+	Shared bool `json:"shared,omitempty"`
+}
+
+// Rise is how much each counter rose from Before to After, those that
+// rose only; a counter that fell (reset) is left out.
+func (d *DeviceCounters) Rise() map[string]uint64 {
+	if d == nil {
+		return nil
+	}
+	out := map[string]uint64{}
+	for k, a := range d.After {
+		if b, ok := d.Before[k]; ok && a > b {
+			out[k] = a - b
+		}
+	}
+	return out
 }
 
 // ProcSample is one process at one instant.

@@ -318,6 +318,7 @@ func (l *Local) sampleProcesses(smp *sampler, srv Server, gens []*process, dev *
 	for i, g := range gens {
 		if l.launcher.Host(i) == "" {
 			smp.add(fmt.Sprintf("clients-%d", i), g.pid())
+			smp.shared = srv.PID() > 0
 		}
 	}
 }

@@ -26,6 +26,8 @@ type sampler struct {
 	// collectors' sight; the point is still diagnosed.
 	elsewhere bool
 	byRole    map[string]map[string]int
+	// shared: the server and some of the clients run here, on one device.
+	shared bool
 }
 
 // startSampler starts the point's collectors; onSample (may be nil)
@@ -103,6 +105,10 @@ func (s *sampler) finish(pt *result.Point, maxClients int) {
 		pt.Samples, pt.Peak, errs = s.sess.Stop()
 		pt.Peak.ByRole = s.byRole
 		pt.Peak.Resources = pt.Server.Resources
+		if dc := s.sess.DeviceCounters(); dc != nil {
+			dc.Shared = s.shared
+			pt.DeviceCounters = dc
+		}
 		pt.SamplerErrors = append(pt.SamplerErrors, errs...)
 	}
 	if s.server == 0 && !s.elsewhere {
