@@ -11,9 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/renderer"
-	"github.com/olekukonko/tablewriter/tw"
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmaprobe/rdmaprobe/bench"
@@ -112,7 +109,7 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 			run.Measurements = got.Measurements
 		}
 	}
-	return finishBench(s, run, dir, path, printBench, err)
+	return finishBench(s, run, dir, path, report.PrintBench, err)
 }
 
 // saveBench writes run to path whole, summarised: a bench saves after
@@ -177,92 +174,6 @@ func benchInGuest(ctx context.Context, opts vm.GuestOptions, dir string, req vm.
 	defer g.Close()
 	run.Backend.Description = g.Description()
 	return g.Bench(ctx, req, progress)
-}
-
-func newTable(w io.Writer) *tablewriter.Table {
-	return tablewriter.NewTable(w,
-		tablewriter.WithRenderer(renderer.NewBlueprint()),
-		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithRowAlignment(tw.AlignRight),
-	)
-}
-
-// printBench writes the measurements, the ratios against the targets and
-// the full connect's phases.
-func printBench(w io.Writer, run *bench.Run) error {
-	t := newTable(w)
-	t.Header([]string{"Measure", "Mode", "OK", "Conn/s", "ms/conn", "p50 ms", "p99 ms"})
-	for _, m := range run.Measurements {
-		t.Append([]string{report.BenchMeasure(m.Name), report.InFlight(m.Concurrency), fmt.Sprintf("%d/%d", m.OK, m.Attempted),
-			fmt.Sprintf("%.0f", m.PerSec), fmt.Sprintf("%.3f", m.CostMS),
-			fmt.Sprintf("%.3f", m.LatencyMS.P50), fmt.Sprintf("%.3f", m.LatencyMS.P99)})
-	}
-	if err := t.Render(); err != nil {
-		return err
-	}
-
-	t = newTable(w)
-	t.Header([]string{"Mode", "a+b ms/conn", "c ms/conn", "c/(a+b)", "≤ 1.5", "c rate / a rate", "≥ 60% (sim)"})
-	for _, cmp := range run.Comparisons {
-		a, b := run.Find(bench.TLSHandshakeName, cmp.Concurrency), run.Find(bench.RawVerbsName, cmp.Concurrency)
-		c := run.Find(bench.FullConnectName, cmp.Concurrency)
-		rateMet := "n/a"
-		if run.Backend.Simulated {
-			rateMet = yesNo(cmp.RateVsTLS >= bench.MinSimRateVsTLS)
-		}
-		t.Append([]string{report.InFlight(cmp.Concurrency), fmt.Sprintf("%.3f", a.CostMS+b.CostMS),
-			fmt.Sprintf("%.3f", c.CostMS), fmt.Sprintf("%.2f", cmp.CostRatio),
-			yesNo(cmp.CostRatio <= bench.MaxCostRatio),
-			fmt.Sprintf("%.0f%%", cmp.RateVsTLS*100), rateMet})
-	}
-	if err := t.Render(); err != nil {
-		return err
-	}
-
-	if err := phaseTable(w, run, bench.FullConnectName, "Full connect phase (client)", result.BuiltinPhases); err != nil {
-		return err
-	}
-	if err := phaseTable(w, run, bench.RawVerbsName, "Raw verbs, per pair", bench.Verbs); err != nil {
-		return err
-	}
-	if run.Backend.Simulated {
-		fmt.Fprintln(w, "(simulated fabric: the verbs figures are not RDMA measurements)")
-	}
-	return nil
-}
-
-// phaseTable splits the measurements called name by phase, one column
-// pair per concurrency.
-func phaseTable(w io.Writer, run *bench.Run, name, title string, phases []string) error {
-	var ms []*bench.Measurement
-	head := []string{title}
-	for i := range run.Measurements {
-		if m := &run.Measurements[i]; m.Name == name && len(m.PhasesMS) > 0 {
-			ms = append(ms, m)
-			head = append(head, report.InFlight(m.Concurrency)+" p50 ms", report.InFlight(m.Concurrency)+" mean ms")
-		}
-	}
-	if len(ms) == 0 {
-		return nil
-	}
-	t := newTable(w)
-	t.Header(head)
-	for _, ph := range phases {
-		row := []string{ph}
-		for _, m := range ms {
-			p := m.PhasesMS[ph]
-			row = append(row, fmt.Sprintf("%.3f", p.P50), fmt.Sprintf("%.3f", p.Mean))
-		}
-		t.Append(row)
-	}
-	return t.Render()
-}
-
-func yesNo(ok bool) string {
-	if ok {
-		return "yes"
-	}
-	return "no"
 }
 
 // interruptible runs a measuring command's action with a context that

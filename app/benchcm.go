@@ -3,8 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"io"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmaprobe/rdmaprobe/bench"
+	"github.com/rdmaprobe/rdmaprobe/report"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner/vm"
 )
@@ -90,7 +89,7 @@ func runBenchRDMACM(ctx context.Context, c *cli.Context, s Streams) error {
 	progress := func(m bench.CMMeasurement) {
 		run.RDMACM.Measurements = append(run.RDMACM.Measurements, m)
 		fmt.Fprintf(s.Err, "  pass %d %-22s %d/%d connected in %.2f s: %.1f connects/s%s\n",
-			m.Pass, cmClientName(m), m.Connected, m.Attempted, m.Sec, m.PerSec, errSuffix(m.Error))
+			m.Pass, report.CMClientName(m), m.Connected, m.Attempted, m.Sec, m.PerSec, errSuffix(m.Error))
 		save()
 	}
 
@@ -109,7 +108,7 @@ func runBenchRDMACM(ctx context.Context, c *cli.Context, s Streams) error {
 		}
 		g.Close()
 	}
-	return finishBench(s, run, dir, path, printCMBench, err)
+	return finishBench(s, run, dir, path, report.PrintCMBench, err)
 }
 
 // cmLimits says what bounds both clients in the guest.
@@ -119,93 +118,9 @@ func cmLimits(cpus int) string {
 		"CM's REQ, REP and RTU, and the server's accept) goes through the guest kernel's rdma_cm and ib_cm work queues.", cpus)
 }
 
-func cmClientName(m bench.CMMeasurement) string {
-	if m.Mode != "" {
-		return m.Client + " (" + m.Mode + ")"
-	}
-	return m.Client
-}
-
 func errSuffix(e string) string {
 	if e == "" {
 		return ""
 	}
 	return " (" + e + ")"
-}
-
-// printCMBench writes two tables per pass, the connects/s of each client
-// and their connect steps, each step column meaning the same for both
-// clients; then each mode's median ratio and what limits both.
-func printCMBench(w io.Writer, run *bench.Run) error {
-	cm := run.RDMACM
-	for p := 1; p <= cm.Passes; p++ {
-		var ms []bench.CMMeasurement
-		for _, m := range cm.Measurements {
-			if m.Pass == p {
-				ms = append(ms, m)
-			}
-		}
-		if len(ms) == 0 {
-			continue
-		}
-		t := newTable(w)
-		t.Header([]string{fmt.Sprintf("Pass %d", p), "Connected", "s", "connects/s", "× cmtime"})
-		var base float64
-		for _, m := range ms {
-			ratio := ""
-			if m.Client == bench.CMTimeClient {
-				base = m.PerSec
-			} else if base > 0 && m.PerSec > 0 {
-				ratio = fmt.Sprintf("%.2f", m.PerSec/base)
-			}
-			t.Append([]string{cmClientName(m), fmt.Sprintf("%d/%d", m.Connected, m.Attempted),
-				fmt.Sprintf("%.2f", m.Sec), fmt.Sprintf("%.1f", m.PerSec), ratio})
-		}
-		if err := t.Render(); err != nil {
-			return err
-		}
-		t = newTable(w)
-		t.Header([]string{fmt.Sprintf("Pass %d step", p), "Client", "min ms/conn", "p50 ms/conn", "max ms/conn", "all N ms"})
-		rows := 0
-		for _, n := range bench.CMStepNames {
-			for _, m := range ms {
-				for _, st := range bench.CMStepTimes(m) {
-					if st.Step == n[0] {
-						t.Append([]string{st.Step, cmClientName(m), msCell(st.MinMS), msCell(st.P50MS), msCell(st.MaxMS), msCell(st.AllMS)})
-						rows++
-					}
-				}
-			}
-		}
-		if rows > 0 {
-			if err := t.Render(); err != nil {
-				return err
-			}
-		}
-	}
-	fmt.Fprintln(w, "(ms/conn: one connection's step, from its call to its completion; all N ms: from the step's first call to its last completion over all N, cmtime's total; — where the client does not measure it)")
-	for _, r := range cm.Ratios {
-		fmt.Fprintf(w, "rdmaprobe (%s) / cmtime connects/s: median %.2f× over %d passes (%s) — target ≥ %.1f: %s\n",
-			r.Mode, r.Median, len(r.ByPass), joinRatios(r.ByPass), bench.MinCMRatio, yesNo(r.Met))
-	}
-	if cm.Limits != "" {
-		fmt.Fprintln(w, "What limits both: "+cm.Limits)
-	}
-	return nil
-}
-
-// msCell is a step's figure in ms, or a dash where it was not measured.
-func msCell(v float64) string {
-	if math.IsNaN(v) {
-		return "—"
-	}
-	return fmt.Sprintf("%.2f", v)
-}
-
-func joinRatios(xs []float64) string {
-	var s []string
-	for _, x := range xs {
-		s = append(s, fmt.Sprintf("%.2f", x))
-	}
-	return strings.Join(s, ", ")
 }

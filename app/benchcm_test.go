@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/rdmaprobe/rdmaprobe/bench"
+	"github.com/rdmaprobe/rdmaprobe/report"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -105,7 +106,7 @@ func TestPrintCMBenchSteps(t *testing.T) {
 		}}}
 	run.RDMACM.Summarise()
 	var b strings.Builder
-	if err := printCMBench(&b, run); err != nil {
+	if err := report.PrintCMBench(&b, run); err != nil {
 		t.Fatal(err)
 	}
 	want := `

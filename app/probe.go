@@ -161,7 +161,8 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) (e
 		}
 	}()
 	prog := newProgress(s.Err)
-	o := sessionOptions(c, s, mode, strat, be, spec, prog, lv)
+	pr := &probeRun{c: c, out: s.Out, mode: mode, strat: strat, be: be, spec: spec, prog: prog, lv: lv}
+	o := pr.options()
 	o.SLOs, o.Criterion = slos, criterion
 	if err := o.Check(); err != nil {
 		return fail(ExitUsage, "%v", err)
@@ -190,7 +191,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) (e
 	if err := report.Terminal(s.Out, run); err != nil {
 		return err
 	}
-	printFindings(s.Out, run)
+	report.PrintFindings(s.Out, run)
 	fmt.Fprintf(s.Out, "saved %s\n", path)
 	// The same code as `rdmaprobe report run.json`, so a saved run
 	// renders again to the same bytes.
@@ -247,74 +248,43 @@ func probeBackend(c *cli.Context, s Streams) (*backend, runner.Spec, error) {
 	return be, spec, nil
 }
 
-// sessionOptions are the session's options for a search or ramp: the
-// spec and backend, the counts to run, and how each point, note and
-// decision is printed as it comes.
-func sessionOptions(c *cli.Context, s Streams, mode string, strat session.Strategy, be *backend, spec runner.Spec, prog *progress, lv *liveViews) session.Options {
-	var o session.Options
-	o = session.Options{
-		Mode: mode, Command: os.Args, ToolVersion: Version, ResultsDir: c.String("results"),
-		Backend: be.Backend, Spec: spec, Trials: c.Int("trials"), StopOnError: c.Bool("stop-on-error"),
-		Target:   targetRecord(spec, c.StringSlice("target-dir"), be.targetDevice(spec), be.targetAddr(spec)),
-		Strategy: strat, Open: be.open, ProfileDir: c.String("profile"),
-		SLOText: c.String("slo"),
-		Progress: func(p runner.Progress) {
-			if p.Sample != nil {
-				lv.metrics.Sample(*p.Sample)
-				return
-			}
-			if t := p.Traffic; t != nil {
-				lv.metrics.Traffic(t.Messages, t.Bytes, t.Sec)
-				return
-			}
-			lv.metrics.Progress(p.Clients, p.Done, p.OK, p.Failed, p.Phases)
-			lv.events.Progress(p.Done, p.OK, p.Failed)
-			prog.update(p)
-		},
-		PointStarts: func(design string, n, trial int) {
-			lv.metrics.PointStarts(design, n, trial)
-			lv.events.PointStarts(design, n, trial)
-			prog.start(n, trial, c.Int("trials"))
-		},
-		Started: func(id string, run *result.Run) {
-			lv.metrics.Start(live.Labels{RunID: id, Backend: run.Backend.Name, Mode: mode})
-			lv.events.RunStarts(id, run)
-		},
-		Point: func(pt result.Point) {
-			lv.metrics.PointEnds(pt)
-			lv.events.PointEnds(pt)
-			prog.clear()
-			line := pointLine(pt, be.Backend.Simulated)
-			if len(o.Designs) > 1 {
-				line = pt.Design + ": " + strings.TrimLeft(line, " ")
-			}
-			fmt.Fprintln(s.Out, line)
-			for _, l := range hostLines(pt) {
-				fmt.Fprintln(s.Out, l)
-			}
-			if line := trafficLine(pt); line != "" {
-				fmt.Fprintln(s.Out, line)
-			}
-		},
-		Note: func(note string) {
-			lv.events.Note(note)
-			prog.clear()
-			fmt.Fprintln(s.Out, "note: "+note)
-		},
-		Decision: func(n int, why string) {
-			lv.events.Decision(n, why)
-			prog.clear()
-			fmt.Fprintf(s.Out, "next: %d clients (%s)\n", n, why)
-		},
+// probeRun is one search or ramp as the flags set it up: what its
+// session needs, and where each point, note and decision is shown as it
+// comes (the terminal and the live views).
+type probeRun struct {
+	c     *cli.Context
+	out   io.Writer
+	mode  string
+	strat session.Strategy
+	be    *backend
+	spec  runner.Spec
+	prog  *progress
+	lv    *liveViews
+	// designs are the server designs measured in turns (more than one).
+	designs []string
+}
+
+// options are the session's options for the run: the spec and backend,
+// the counts to run, and the run's views as its callbacks.
+func (r *probeRun) options() session.Options {
+	c, be := r.c, r.be
+	o := session.Options{
+		Mode: r.mode, Command: os.Args, ToolVersion: Version, ResultsDir: c.String("results"),
+		Backend: be.Backend, Spec: r.spec, Trials: c.Int("trials"), StopOnError: c.Bool("stop-on-error"),
+		Target:   targetRecord(r.spec, c.StringSlice("target-dir"), be.targetDevice(r.spec), be.targetAddr(r.spec)),
+		Strategy: r.strat, Open: be.open, ProfileDir: c.String("profile"),
+		SLOText:  c.String("slo"),
+		Progress: r.progress, PointStarts: r.pointStarts, Started: r.started,
+		Point: r.point, Note: r.note, Decision: r.decision,
 	}
 	if be.remote != nil && be.remote.hosts != nil && !c.IsSet("procs") {
 		// One generator per slot, as mpirun starts one rank per slot.
 		o.Spec.Procs = launch.Slots(be.remote.hosts)
 	}
 	if ds := modes(c); len(ds) > 1 {
-		o.Designs = ds
+		o.Designs, r.designs = ds, ds
 	}
-	if mode == "search" {
+	if r.mode == "search" {
 		o.Lo, o.Hi = c.Int("lo"), c.Int("hi")
 	} else {
 		o.Clients, _ = parseCounts(c.String("clients"))
@@ -322,34 +292,58 @@ func sessionOptions(c *cli.Context, s Streams, mode string, strat session.Strate
 	return o
 }
 
-// printFindings prints what a run found beyond its table: the limiting
-// factor and the PSN check.
-func printFindings(w io.Writer, run *result.Run) {
-	if d := run.Diagnosis; d != nil {
-		fmt.Fprintf(w, "limiting factor: %s", d.Summary)
-		if d.Suggestion != "" {
-			fmt.Fprintf(w, " → %s", d.Suggestion)
-		}
-		fmt.Fprintln(w)
+func (r *probeRun) progress(p runner.Progress) {
+	if p.Sample != nil {
+		r.lv.metrics.Sample(*p.Sample)
+		return
 	}
-	for _, ds := range run.Designs {
-		if d := ds.Diagnosis; d != nil {
-			fmt.Fprintf(w, "limiting factor of %s at %d clients: %s", ds.Mode, ds.LimitAt, d.Summary)
-			if d.Suggestion != "" {
-				fmt.Fprintf(w, " → %s", d.Suggestion)
-			}
-			fmt.Fprintln(w)
-		}
+	if t := p.Traffic; t != nil {
+		r.lv.metrics.Traffic(t.Messages, t.Bytes, t.Sec)
+		return
 	}
-	if t := run.Target; t != nil && len(t.Client) > 0 {
-		fmt.Fprintln(w, "PSNs: not seen (client commands exchange their own)")
-	} else {
-		fmt.Fprintf(w, "PSNs: %d connections, %d distinct (client, server) pairs", run.PSN.Connections, run.PSN.DistinctPairs)
-		if !run.PSN.Unique {
-			fmt.Fprintf(w, ", %d REPEATED", run.PSN.DuplicatePairs)
-		}
-		fmt.Fprintln(w)
+	r.lv.metrics.Progress(p.Clients, p.Done, p.OK, p.Failed, p.Phases)
+	r.lv.events.Progress(p.Done, p.OK, p.Failed)
+	r.prog.update(p)
+}
+
+func (r *probeRun) pointStarts(design string, n, trial int) {
+	r.lv.metrics.PointStarts(design, n, trial)
+	r.lv.events.PointStarts(design, n, trial)
+	r.prog.start(n, trial, r.c.Int("trials"))
+}
+
+func (r *probeRun) started(id string, run *result.Run) {
+	r.lv.metrics.Start(live.Labels{RunID: id, Backend: run.Backend.Name, Mode: r.mode})
+	r.lv.events.RunStarts(id, run)
+}
+
+func (r *probeRun) point(pt result.Point) {
+	r.lv.metrics.PointEnds(pt)
+	r.lv.events.PointEnds(pt)
+	r.prog.clear()
+	line := report.PointLine(pt, r.be.Backend.Simulated)
+	if len(r.designs) > 1 {
+		line = pt.Design + ": " + strings.TrimLeft(line, " ")
 	}
+	fmt.Fprintln(r.out, line)
+	for _, l := range report.HostLines(pt) {
+		fmt.Fprintln(r.out, l)
+	}
+	if line := trafficLine(pt); line != "" {
+		fmt.Fprintln(r.out, line)
+	}
+}
+
+func (r *probeRun) note(note string) {
+	r.lv.events.Note(note)
+	r.prog.clear()
+	fmt.Fprintln(r.out, "note: "+note)
+}
+
+func (r *probeRun) decision(n int, why string) {
+	r.lv.events.Decision(n, why)
+	r.prog.clear()
+	fmt.Fprintf(r.out, "next: %d clients (%s)\n", n, why)
 }
 
 // pointError is the error of a run that ended with a failed point,
@@ -395,66 +389,6 @@ func probeSpec(c *cli.Context, be *backend) runner.Spec {
 		Profile: c.String("profile") != "", Traffic: trafficConfig(c),
 	}
 	return sp
-}
-
-func pointLine(pt result.Point, simulated bool) string {
-	tag := ""
-	if simulated {
-		tag = " [simulated]"
-	}
-	if pt.Interrupted {
-		return fmt.Sprintf("%6d clients: cut short (%s): %d connected of the %d that had an outcome, %.1f s%s — not a measurement of %d",
-			pt.Clients, pt.Error, pt.Connected, pt.Attempted, pt.DurationSec, tag, pt.Clients)
-	}
-	rate := ""
-	if pt.ConnectSec > 0 {
-		rate = fmt.Sprintf(" (%.0f connects/s over %.1f s", float64(pt.Connected)/pt.ConnectSec, pt.ConnectSec)
-		if hs := pt.Calibration.HS(); hs > 0 {
-			rate += fmt.Sprintf("; host speed %.0f handshakes/s", hs)
-		}
-		rate += ")"
-	}
-	if pt.TLSResumed > 0 {
-		rate += fmt.Sprintf(", %d TLS sessions resumed", pt.TLSResumed)
-	}
-	if pt.QPs > 0 {
-		rate += fmt.Sprintf(", logical clients on %d QPs", pt.QPs)
-	}
-	s := fmt.Sprintf("%6d clients: %d/%d connected (%s) connect p50 %.1f ms p99 %.1f ms, %.1f s%s%s",
-		pt.Clients, pt.Connected, pt.Attempted, report.Pct(pt.SuccessRate), pt.Connect.P50, pt.Connect.P99, pt.DurationSec, rate, tag)
-	var fails []string
-	for _, o := range result.Outcomes {
-		if o != result.OutcomeOK && pt.Outcomes[o] > 0 {
-			fails = append(fails, fmt.Sprintf("%s %d", o, pt.Outcomes[o]))
-		}
-	}
-	if len(fails) > 0 {
-		s += " — " + strings.Join(fails, ", ")
-	}
-	if pt.Error != "" {
-		s += " — point error: " + pt.Error
-	}
-	return s
-}
-
-// hostLines say each generator host's share of a point, when the
-// generators ran on other hosts.
-func hostLines(pt result.Point) []string {
-	var out []string
-	for _, h := range pt.Hosts {
-		l := fmt.Sprintf("        %s: %d/%d connected (%s)", h.Host, h.Connected, h.Attempted, report.Pct(h.SuccessRate))
-		if h.ConnectRate > 0 {
-			l += fmt.Sprintf(", %.0f connects/s", h.ConnectRate)
-		}
-		if h.GID != "" {
-			l += ", GID " + h.GID
-		}
-		for _, f := range h.Faults {
-			l += fmt.Sprintf(" — generator %d %s: %s", f.Generator, f.Class, f.Detail)
-		}
-		out = append(out, l)
-	}
-	return out
 }
 
 // progress draws a live line on a terminal. Otherwise (a log, CI) it

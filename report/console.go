@@ -1,0 +1,281 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/rdmaprobe/rdmaprobe/bench"
+	"github.com/rdmaprobe/rdmaprobe/result"
+)
+
+// The terminal's lines and tables: what a command prints as it runs,
+// beside the files the rest of this package writes.
+
+// consoleTable is a terminal table, numbers to the right.
+func consoleTable(w io.Writer) *tablewriter.Table {
+	return tablewriter.NewTable(w,
+		tablewriter.WithRenderer(renderer.NewBlueprint()),
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithRowAlignment(tw.AlignRight),
+	)
+}
+
+// PrintBench writes the measurements, the ratios against the targets and
+// the full connect's phases.
+func PrintBench(w io.Writer, run *bench.Run) error {
+	t := consoleTable(w)
+	t.Header([]string{"Measure", "Mode", "OK", "Conn/s", "ms/conn", "p50 ms", "p99 ms"})
+	for _, m := range run.Measurements {
+		t.Append([]string{BenchMeasure(m.Name), InFlight(m.Concurrency), fmt.Sprintf("%d/%d", m.OK, m.Attempted),
+			fmt.Sprintf("%.0f", m.PerSec), fmt.Sprintf("%.3f", m.CostMS),
+			fmt.Sprintf("%.3f", m.LatencyMS.P50), fmt.Sprintf("%.3f", m.LatencyMS.P99)})
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+
+	t = consoleTable(w)
+	t.Header([]string{"Mode", "a+b ms/conn", "c ms/conn", "c/(a+b)", "≤ 1.5", "c rate / a rate", "≥ 60% (sim)"})
+	for _, cmp := range run.Comparisons {
+		a, b := run.Find(bench.TLSHandshakeName, cmp.Concurrency), run.Find(bench.RawVerbsName, cmp.Concurrency)
+		c := run.Find(bench.FullConnectName, cmp.Concurrency)
+		rateMet := "n/a"
+		if run.Backend.Simulated {
+			rateMet = yesNo(cmp.RateVsTLS >= bench.MinSimRateVsTLS)
+		}
+		t.Append([]string{InFlight(cmp.Concurrency), fmt.Sprintf("%.3f", a.CostMS+b.CostMS),
+			fmt.Sprintf("%.3f", c.CostMS), fmt.Sprintf("%.2f", cmp.CostRatio),
+			yesNo(cmp.CostRatio <= bench.MaxCostRatio),
+			fmt.Sprintf("%.0f%%", cmp.RateVsTLS*100), rateMet})
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+
+	if err := benchPhaseTable(w, run, bench.FullConnectName, "Full connect phase (client)", result.BuiltinPhases); err != nil {
+		return err
+	}
+	if err := benchPhaseTable(w, run, bench.RawVerbsName, "Raw verbs, per pair", bench.Verbs); err != nil {
+		return err
+	}
+	if run.Backend.Simulated {
+		fmt.Fprintln(w, "(simulated fabric: the verbs figures are not RDMA measurements)")
+	}
+	return nil
+}
+
+// benchPhaseTable splits the measurements called name by phase, one column
+// pair per concurrency.
+func benchPhaseTable(w io.Writer, run *bench.Run, name, title string, phases []string) error {
+	var ms []*bench.Measurement
+	head := []string{title}
+	for i := range run.Measurements {
+		if m := &run.Measurements[i]; m.Name == name && len(m.PhasesMS) > 0 {
+			ms = append(ms, m)
+			head = append(head, InFlight(m.Concurrency)+" p50 ms", InFlight(m.Concurrency)+" mean ms")
+		}
+	}
+	if len(ms) == 0 {
+		return nil
+	}
+	t := consoleTable(w)
+	t.Header(head)
+	for _, ph := range phases {
+		row := []string{ph}
+		for _, m := range ms {
+			p := m.PhasesMS[ph]
+			row = append(row, fmt.Sprintf("%.3f", p.P50), fmt.Sprintf("%.3f", p.Mean))
+		}
+		t.Append(row)
+	}
+	return t.Render()
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "no"
+}
+
+// CMClientName is an rdma_cm bench client with its mode, if any.
+func CMClientName(m bench.CMMeasurement) string {
+	if m.Mode != "" {
+		return m.Client + " (" + m.Mode + ")"
+	}
+	return m.Client
+}
+
+// PrintCMBench writes two tables per pass, the connects/s of each client
+// and their connect steps, each step column meaning the same for both
+// clients; then each mode's median ratio and what limits both.
+func PrintCMBench(w io.Writer, run *bench.Run) error {
+	cm := run.RDMACM
+	for p := 1; p <= cm.Passes; p++ {
+		var ms []bench.CMMeasurement
+		for _, m := range cm.Measurements {
+			if m.Pass == p {
+				ms = append(ms, m)
+			}
+		}
+		if len(ms) == 0 {
+			continue
+		}
+		t := consoleTable(w)
+		t.Header([]string{fmt.Sprintf("Pass %d", p), "Connected", "s", "connects/s", "× cmtime"})
+		var base float64
+		for _, m := range ms {
+			ratio := ""
+			if m.Client == bench.CMTimeClient {
+				base = m.PerSec
+			} else if base > 0 && m.PerSec > 0 {
+				ratio = fmt.Sprintf("%.2f", m.PerSec/base)
+			}
+			t.Append([]string{CMClientName(m), fmt.Sprintf("%d/%d", m.Connected, m.Attempted),
+				fmt.Sprintf("%.2f", m.Sec), fmt.Sprintf("%.1f", m.PerSec), ratio})
+		}
+		if err := t.Render(); err != nil {
+			return err
+		}
+		t = consoleTable(w)
+		t.Header([]string{fmt.Sprintf("Pass %d step", p), "Client", "min ms/conn", "p50 ms/conn", "max ms/conn", "all N ms"})
+		rows := 0
+		for _, n := range bench.CMStepNames {
+			for _, m := range ms {
+				for _, st := range bench.CMStepTimes(m) {
+					if st.Step == n[0] {
+						t.Append([]string{st.Step, CMClientName(m), msCell(st.MinMS), msCell(st.P50MS), msCell(st.MaxMS), msCell(st.AllMS)})
+						rows++
+					}
+				}
+			}
+		}
+		if rows > 0 {
+			if err := t.Render(); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Fprintln(w, "(ms/conn: one connection's step, from its call to its completion; all N ms: from the step's first call to its last completion over all N, cmtime's total; — where the client does not measure it)")
+	for _, r := range cm.Ratios {
+		fmt.Fprintf(w, "rdmaprobe (%s) / cmtime connects/s: median %.2f× over %d passes (%s) — target ≥ %.1f: %s\n",
+			r.Mode, r.Median, len(r.ByPass), joinRatios(r.ByPass), bench.MinCMRatio, yesNo(r.Met))
+	}
+	if cm.Limits != "" {
+		fmt.Fprintln(w, "What limits both: "+cm.Limits)
+	}
+	return nil
+}
+
+// msCell is a step's figure in ms, or a dash where it was not measured.
+func msCell(v float64) string {
+	if math.IsNaN(v) {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func joinRatios(xs []float64) string {
+	var s []string
+	for _, x := range xs {
+		s = append(s, fmt.Sprintf("%.2f", x))
+	}
+	return strings.Join(s, ", ")
+}
+
+// PrintFindings prints what a run found beyond its table: the limiting
+// factor and the PSN check.
+func PrintFindings(w io.Writer, run *result.Run) {
+	if d := run.Diagnosis; d != nil {
+		fmt.Fprintf(w, "limiting factor: %s", d.Summary)
+		if d.Suggestion != "" {
+			fmt.Fprintf(w, " → %s", d.Suggestion)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, ds := range run.Designs {
+		if d := ds.Diagnosis; d != nil {
+			fmt.Fprintf(w, "limiting factor of %s at %d clients: %s", ds.Mode, ds.LimitAt, d.Summary)
+			if d.Suggestion != "" {
+				fmt.Fprintf(w, " → %s", d.Suggestion)
+			}
+			fmt.Fprintln(w)
+		}
+	}
+	if t := run.Target; t != nil && len(t.Client) > 0 {
+		fmt.Fprintln(w, "PSNs: not seen (client commands exchange their own)")
+	} else {
+		fmt.Fprintf(w, "PSNs: %d connections, %d distinct (client, server) pairs", run.PSN.Connections, run.PSN.DistinctPairs)
+		if !run.PSN.Unique {
+			fmt.Fprintf(w, ", %d REPEATED", run.PSN.DuplicatePairs)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// PointLine is the line a probe prints when a point ends.
+func PointLine(pt result.Point, simulated bool) string {
+	tag := ""
+	if simulated {
+		tag = " [simulated]"
+	}
+	if pt.Interrupted {
+		return fmt.Sprintf("%6d clients: cut short (%s): %d connected of the %d that had an outcome, %.1f s%s — not a measurement of %d",
+			pt.Clients, pt.Error, pt.Connected, pt.Attempted, pt.DurationSec, tag, pt.Clients)
+	}
+	rate := ""
+	if pt.ConnectSec > 0 {
+		rate = fmt.Sprintf(" (%.0f connects/s over %.1f s", float64(pt.Connected)/pt.ConnectSec, pt.ConnectSec)
+		if hs := pt.Calibration.HS(); hs > 0 {
+			rate += fmt.Sprintf("; host speed %.0f handshakes/s", hs)
+		}
+		rate += ")"
+	}
+	if pt.TLSResumed > 0 {
+		rate += fmt.Sprintf(", %d TLS sessions resumed", pt.TLSResumed)
+	}
+	if pt.QPs > 0 {
+		rate += fmt.Sprintf(", logical clients on %d QPs", pt.QPs)
+	}
+	s := fmt.Sprintf("%6d clients: %d/%d connected (%s) connect p50 %.1f ms p99 %.1f ms, %.1f s%s%s",
+		pt.Clients, pt.Connected, pt.Attempted, Pct(pt.SuccessRate), pt.Connect.P50, pt.Connect.P99, pt.DurationSec, rate, tag)
+	var fails []string
+	for _, o := range result.Outcomes {
+		if o != result.OutcomeOK && pt.Outcomes[o] > 0 {
+			fails = append(fails, fmt.Sprintf("%s %d", o, pt.Outcomes[o]))
+		}
+	}
+	if len(fails) > 0 {
+		s += " — " + strings.Join(fails, ", ")
+	}
+	if pt.Error != "" {
+		s += " — point error: " + pt.Error
+	}
+	return s
+}
+
+// HostLines say each generator host's share of a point, when the
+// generators ran on other hosts.
+func HostLines(pt result.Point) []string {
+	var out []string
+	for _, h := range pt.Hosts {
+		l := fmt.Sprintf("        %s: %d/%d connected (%s)", h.Host, h.Connected, h.Attempted, Pct(h.SuccessRate))
+		if h.ConnectRate > 0 {
+			l += fmt.Sprintf(", %.0f connects/s", h.ConnectRate)
+		}
+		if h.GID != "" {
+			l += ", GID " + h.GID
+		}
+		for _, f := range h.Faults {
+			l += fmt.Sprintf(" — generator %d %s: %s", f.Generator, f.Class, f.Detail)
+		}
+		out = append(out, l)
+	}
+	return out
+}
