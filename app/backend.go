@@ -109,7 +109,7 @@ func chooseBackend(c *cli.Context) (*backend, error) {
 	case "sim":
 		return simBackend(c, "requested with --backend sim"), nil
 	case "verbs":
-		ok, why := runner.HasRDMADevice()
+		ok, why := protocol.HasRDMADevice()
 		if !ok {
 			return nil, fmt.Errorf("--backend verbs: %s (try --backend vm for Soft-RoCE in a QEMU guest)", why)
 		}
@@ -117,7 +117,7 @@ func chooseBackend(c *cli.Context) (*backend, error) {
 	case "vm":
 		return vmBackend(c, "requested with --backend vm")
 	case "auto":
-		if ok, why := runner.HasRDMADevice(); ok {
+		if ok, why := protocol.HasRDMADevice(); ok {
 			return verbsBackend(c, "auto: "+why), nil
 		}
 		if ok, why := vm.GuestAvailable(); ok {

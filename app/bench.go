@@ -17,6 +17,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/report"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 	"github.com/rdmaprobe/rdmaprobe/runner/vm"
 )
 
@@ -68,7 +69,7 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 	if err != nil {
 		return fail(ExitUsage, "%v", err)
 	}
-	if be.Name == "verbs" && !runner.HasVerbs() {
+	if be.Name == "verbs" && !protocol.HasVerbs() {
 		return fmt.Errorf("--backend verbs: this binary was built without libibverbs; build it with `go build -tags verbs`")
 	}
 	fmt.Fprintf(s.Out, "backend: %s (%s)\n", be.Description, be.Reason)

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
-	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 	"github.com/rdmaprobe/rdmaprobe/runner/vm"
 )
 
@@ -183,7 +183,7 @@ func TestReportRunWithoutPoints(t *testing.T) {
 // from, asked for --backend vm: one line, exit 1, and no run directory
 // (it used to leave run.json with "points": null).
 func TestRunThatCannotStartLeavesNothing(t *testing.T) {
-	if runner.HasVerbs() {
+	if protocol.HasVerbs() {
 		t.Skip("this test binary has the verbs fabric (built with -tags verbs): the run would start")
 	}
 	root := t.TempDir()

@@ -57,7 +57,7 @@ func runSoak(ctx context.Context, c *cli.Context, s Streams) error {
 	if backend != "sim" && backend != "verbs" && backend != "vm" {
 		return fail(ExitUsage, "bench soak: --backend %q: want sim, verbs or vm", backend)
 	}
-	if backend == "verbs" && !runner.HasVerbs() {
+	if backend == "verbs" && !protocol.HasVerbs() {
 		return fmt.Errorf("--backend verbs: this binary was built without libibverbs; build it with `go build -tags verbs`")
 	}
 	dir, err := result.NewRunDir(c.String("out"), "soak-"+backend, time.Now())

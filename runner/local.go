@@ -85,7 +85,7 @@ func NewLocal(spec Spec, opts LocalOptions) (*Local, error) {
 	var sampleDevice string
 	if spec.Fabric.Backend == "verbs" {
 		if sampleDevice = spec.Fabric.Device; sampleDevice == "" {
-			sampleDevice = firstRDMADevice()
+			sampleDevice = protocol.HostRDMADevice()
 		}
 	}
 	calib, err := newCalibration(spec, opts.Certs)
@@ -192,7 +192,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 			return pt, err
 		}
 		notStarted(&pt, n, err.Error())
-		Summarise(&pt, spec.Threshold)
+		analysis.SummarisePoint(&pt, spec.Threshold)
 		smp.finish(&pt, max)
 		pt.DurationSec = time.Since(pt.StartedAt).Seconds()
 		return pt, nil
@@ -262,7 +262,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	if ctx.Err() != nil {
 		pt.Interrupted, pt.Error = true, Interrupted
 	}
-	Summarise(&pt, spec.Threshold)
+	analysis.SummarisePoint(&pt, spec.Threshold)
 	smp.finish(&pt, max)
 	pt.DurationSec = time.Since(pt.StartedAt).Seconds()
 	if ctx.Err() != nil {

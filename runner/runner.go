@@ -405,12 +405,8 @@ func splitCPUs(policy string, cpus, procs int) (server, generator int) {
 	if policy == GoMaxProcsAll {
 		return 0, 0
 	}
-	if procs < 1 {
-		procs = 1
-	}
 	server = max(1, cpus/2)
-	generator = max(1, (cpus-server)/procs)
-	return server, generator
+	return server, max(1, (cpus-server)/max(procs, 1))
 }
 
 // share splits n clients over procs processes as evenly as possible.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/probe"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
@@ -42,7 +43,7 @@ func (f *fakeRunner) RunPoint(ctx context.Context, n, trial int) (result.Point, 
 		}
 		pt.Records = append(pt.Records, rec)
 	}
-	runner.Summarise(&pt, 1)
+	analysis.SummarisePoint(&pt, 1)
 	if !pt.Passed {
 		pt.Diagnosis = &result.Diagnosis{Limit: "device-cap:max_qp", Summary: "max_qp"}
 	}
@@ -225,7 +226,7 @@ func (c *cutRunner) RunPoint(ctx context.Context, n, trial int) (result.Point, e
 	c.cancel()
 	pt := result.Point{Clients: n, Trial: trial, Interrupted: true, Error: runner.Interrupted,
 		Records: []result.ClientRecord{{ID: 0, Outcome: result.OutcomeOK, LocalPSN: 900, RemotePSN: 900}}}
-	runner.Summarise(&pt, 1)
+	analysis.SummarisePoint(&pt, 1)
 	return pt, ctx.Err()
 }
 

@@ -3,6 +3,7 @@ package protocol
 import (
 	"fmt"
 	"net"
+	"os"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/fabric"
@@ -126,4 +127,25 @@ func (f Fabric) ServerProvider() (fabric.Provider, func() map[string]int, error)
 	default:
 		return nil, nil, fmt.Errorf("backend %q cannot serve directly (want verbs or sim)", f.Backend)
 	}
+}
+
+// HasVerbs reports whether this binary has the libibverbs fabric.
+func HasVerbs() bool { return verbs.Supported() }
+
+// HostRDMADevice names the host's first RDMA device, "" if its kernel
+// exposes none.
+func HostRDMADevice() string {
+	if ents, err := os.ReadDir("/sys/class/infiniband"); err == nil && len(ents) > 0 {
+		return ents[0].Name()
+	}
+	return ""
+}
+
+// HasRDMADevice reports whether the host kernel exposes an RDMA device,
+// and says which or that none.
+func HasRDMADevice() (bool, string) {
+	if d := HostRDMADevice(); d != "" {
+		return true, "RDMA device " + d + " on this host"
+	}
+	return false, "no RDMA device in /sys/class/infiniband"
 }

@@ -1,19 +1,18 @@
-package runner
+package analysis
 
 import (
 	"sort"
 
-	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
 // maxErrorTexts bounds the distinct error texts kept per point.
 const maxErrorTexts = 20
 
-// Summarise fills a point's counts, outcome classes, error texts, phase and
+// SummarisePoint fills a point's counts, outcome classes, error texts, phase and
 // RTT percentiles, success rate and confidence interval from its records
 // and its unlaunched clients.
-func Summarise(pt *result.Point, threshold float64) {
+func SummarisePoint(pt *result.Point, threshold float64) {
 	pt.Attempted = len(pt.Records) + pt.Unlaunched
 	pt.Connected = 0
 	pt.TLSResumed = 0
@@ -52,11 +51,11 @@ func Summarise(pt *result.Point, threshold float64) {
 	pt.Errors = topErrors(errs, maxErrorTexts)
 	pt.Phases = map[string]result.Percentiles{}
 	for name, s := range phases {
-		pt.Phases[name] = analysis.Percentiles(s)
+		pt.Phases[name] = Percentiles(s)
 	}
-	pt.Connect = analysis.Percentiles(connect)
-	pt.RTT = analysis.Percentiles(rtt)
-	analysis.Judge(pt, threshold)
+	pt.Connect = Percentiles(connect)
+	pt.RTT = Percentiles(rtt)
+	Judge(pt, threshold)
 }
 
 func topErrors(m map[string]int, k int) map[string]int {
