@@ -45,12 +45,11 @@ type fakeCM struct {
 }
 
 type fakeID struct {
-	cm      *fakeCM
-	ctx     uint64
-	qp      fabric.QP
-	gone    bool
-	srvQP   fabric.QP
-	dropped bool
+	cm    *fakeCM
+	ctx   uint64
+	qp    fabric.QP
+	gone  bool
+	srvQP fabric.QP
 }
 
 type srvConn struct {
