@@ -3,8 +3,9 @@
 // (fabric.CM), an in-flight window of attempts, each step timed as
 // rdma-core's cmtime times it, and each failure classed by the CM event
 // that ended it. Each connection it makes is a client of the client
-// engine (client.Dialer.Adopt), which runs the traffic phase as it does
-// for the built-in clients.
+// engine (client.Dialer.Adopt): librdmacm creates its QP on the engine's
+// PD and shared CQ and connects it (fabric/verbs says why that way), and
+// the engine runs the traffic phase as it does for the built-in clients.
 package rdmacm
 
 import (

@@ -21,18 +21,10 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/fabric"
 )
 
-// The connection manager (librdmacm) opens every device itself and
-// creates a connection's QP on its own context of the device its
-// address resolved to (id->verbs), with a PD of that context. So a
-// connection's Device is that context, opened as a device of this
-// package (without closing it on Close: it is librdmacm's), and its QP
-// is created on the engine's PD and CQs of it (rdma_create_qp) and
-// connected by librdmacm. The other way, connecting a QP the engine
-// created on its own context (rdma_connect with a QP number, each
-// transition by hand from rdma_init_qp_attr, then rdma_establish), would
-// put three QP transitions and a second event (CONNECT_RESPONSE) into
-// every connect, where librdmacm makes them as it does for every
-// rdma_cm client, cmtime included: connects/s then compare like for like.
+// A connection's Device is librdmacm's own context of the device its
+// address resolved to (id->verbs), opened as a device of this package
+// and left open on Close (it is librdmacm's); the package doc says why
+// its QP is librdmacm's to create and connect.
 
 // OpenCM opens a connection manager's event channel.
 func OpenCM() (fabric.CM, error) {
