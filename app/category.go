@@ -1,76 +1,110 @@
 package app
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/rdmaprobe/rdmaprobe/internal/clihelp"
+	"github.com/rdmaprobe/rdmaprobe/internal/screen"
 )
 
-// Help groups of the flags, by the task a user has in mind.
+// Help groups of the flags, in the order of the task: what to probe,
+// where, how many clients, their traffic, the output, then the rest.
 const (
-	catCounts   = "Client counts"
-	catPass     = "Pass criteria"
-	catClients  = "Clients (load generators)"
 	catServer   = "Server under test"
-	catCommands = "Your own server and clients (commands)"
-	catTraffic  = "Traffic and SLOs"
-	catBackend  = "Where the QPs come from (backend, guest)"
-	catHosts    = "Load-generator hosts"
-	catOutput   = "Output and sampling"
-	catTLS      = "TLS and certificates"
+	catBackend  = "Where the QPs come from"
+	catCounts   = "Client counts"
 	catBench    = "Measurement"
 	catSoak     = "Waves and sampling"
+	catPass     = "Pass criteria"
+	catClients  = "Clients (load generators)"
+	catTraffic  = "Traffic and SLOs"
+	catOutput   = "Output and sampling"
+	catHosts    = "Advanced: load-generator hosts"
+	catCommands = "Advanced: your own server and clients (commands)"
+	catTLS      = "Advanced: TLS and certificates"
+	catSim      = "Backend-specific: sim"
+	catVM       = "Backend-specific: vm (the QEMU guest)"
 )
 
-// flagCategory is the help group of each flag of the commands with
-// many; "command/flag" overrides "flag" where a command uses a flag for
-// something else. TestFlagCategories fails for a visible flag of those
-// commands that has none, so a new flag needs one line here.
-var flagCategory = map[string]string{
-	"lo": catCounts, "hi": catCounts, "max-n": catCounts, "resolution": catCounts, "clients": catCounts, "trials": catCounts,
+// helpGroups lists each group's flags in the order --help shows them;
+// "command/flag" overrides "flag" where a command uses a flag for
+// something else. TestFlagCategories fails for a visible flag of the
+// categorized commands that has none, so a new flag needs a place here.
+var helpGroups = []struct {
+	name  string
+	flags []string
+}{
+	{catServer, []string{"mode", "max-clients", "mux", "detach", "backlog", "nofile", "memlock",
+		"serve/listen", "serve/max-clients", "serve/mode", "serve/mux", "serve/msg-size", "serve/depth", "serve/busy-poll",
+		"serve/remote", "serve/detach", "serve/backlog", "serve/nofile", "serve/memlock",
+		"bench soak/max-clients", "bench soak/mode", "bench soak/msg-size",
+		"bench rdmacm/cmtime", "bench rdmacm/cm-port"}},
+	{catBackend, []string{"backend", "device", "port", "gid-index"}},
+	{catCounts, []string{"lo", "hi", "clients", "resolution", "max-n", "trials"}},
+	{catBench, []string{"bench/n", "bench/passes", "bench/concurrency", "bench/warmup", "bench/msg-size",
+		"bench/op-timeout", "bench/tls-kex",
+		"bench rdmacm/n", "bench rdmacm/passes", "bench rdmacm/cm-modes", "bench rdmacm/op-timeout"}},
+	{catSoak, []string{"bench soak/duration", "bench soak/wave", "bench soak/traffic", "bench soak/interval"}},
+	{catPass, []string{"criterion", "threshold", "slo", "require", "stop-on-error"}},
+	{catClients, []string{"procs", "rate", "inflight", "timeout", "rounds", "msg-size", "wall-stop",
+		"tls-kex", "tls-resume", "gomaxprocs", "bench soak/inflight"}},
+	{catTraffic, []string{"duration", "max-duration", "op", "depth", "msg-rate", "msg-timeout", "busy-poll"}},
+	{catOutput, []string{"results", "events", "metrics-addr", "metrics-linger", "sample-interval", "calibrate", "profile",
+		"serve/ready-file", "serve/debug-addr", "serve/metrics-addr", "serve/profile",
+		"bench/out", "bench soak/out", "bench rdmacm/out"}},
+	{catHosts, []string{"hosts", "hostfile", "launcher", "ssh", "srun", "server-host"}},
+	{catCommands, []string{"server-cmd", "server-port", "server-addr", "server-ready", "server-start-timeout",
+		"server-stop-grace", "server-build", "server-build-cache", "target-dir",
+		"client-kind", "client-cmd", "client-stdin", "client-ok", "client-count",
+		"cm-private-data", "cm-steps", "cm-server-echoes"}},
+	{catTLS, []string{"serve/cert", "serve/key", "serve/cert-out", "serve/client-ca", "serve/client-cert-out",
+		"serve/client-key-out", "serve/tls-kex", "serve/tls-tickets", "serve/handshake-timeout", "serve/exchange-timeout"}},
+	{catSim, []string{"sim-max-qp", "sim-max-cq", "sim-max-mr", "sim-max-pd", "sim-service-delay",
+		"sim-service-delay-from", "sim-ud-loss", "sim-in-vm"}},
+	{catVM, []string{"vm-cpus", "vm-mem", "vm-cpu-model", "vm-max-map-count", "vm-kernel-args", "vm-peer"}},
+}
 
-	"threshold": catPass, "criterion": catPass, "require": catPass, "stop-on-error": catPass,
+// flagValue names what a flag takes, for --help and docs/flags.md; a
+// flag not here takes N (whole numbers), X (numbers) or DURATION, by its
+// type, and TestHelpPlaceholders fails for a text flag missing here.
+var flagValue = map[string]string{
+	"mode": "DESIGN", "backend": "NAME", "device": "NAME",
+	"clients": "LIST", "resolution": "N|P%", "criterion": "connect|traffic", "slo": "SLOS", "require": "N[:CRITERION]",
+	"tls-kex": "GROUP", "threshold": "PERCENT", "rate": "RATE", "msg-rate": "RATE", "gomaxprocs": "split|all", "op": "send|write|read", "results": "DIR", "events": "FILE",
+	"metrics-addr": "HOST:PORT", "profile": "DIR", "hosts": "HOST[:SLOTS],...", "hostfile": "FILE",
+	"launcher": "ssh|slurm", "ssh": "COMMAND", "srun": "COMMAND", "server-host": "HOST",
+	"server-cmd": "COMMAND", "server-addr": "IP[:PORT]", "server-ready": "REGEXP", "server-build": "COMMAND",
+	"server-build-cache": "DIR", "target-dir": "DIR", "client-kind": "KIND", "client-cmd": "COMMAND",
+	"client-stdin": "TEXT", "client-ok": "REGEXP", "client-count": "held|launched", "cm-private-data": "HEX|@FILE",
+	"cm-steps": "MODE", "vm-cpu-model": "MODEL", "vm-kernel-args": "ARGS", "vm-mem": "MIB", "memlock": "BYTES",
+	"listen": "HOST:PORT", "cert": "FILE", "key": "FILE", "cert-out": "FILE", "client-ca": "FILE",
+	"client-cert-out": "FILE", "client-key-out": "FILE", "ready-file": "FILE", "debug-addr": "HOST:PORT",
+	"out": "DIR", "format": "FORMATS", "cm-modes": "MODES", "cmtime": "PROGRAM", "addr": "HOST:PORT", "ca": "FILE",
+	"spec": "JSON", "cpuprofile": "FILE",
+}
 
-	"procs": catClients, "rate": catClients, "tls-resume": catClients, "inflight": catClients, "timeout": catClients, "wall-stop": catClients,
-	"rounds": catClients, "msg-size": catClients, "tls-kex": catClients, "gomaxprocs": catClients,
-
-	"max-clients": catServer, "mode": catServer, "mux": catServer, "backlog": catServer, "detach": catServer, "nofile": catServer, "memlock": catServer,
-
-	"server-cmd": catCommands, "server-port": catCommands, "server-build": catCommands, "server-build-cache": catCommands,
-	"server-ready": catCommands, "server-stop-grace": catCommands, "server-start-timeout": catCommands,
-	"server-addr": catCommands, "target-dir": catCommands, "client-cmd": catCommands, "client-kind": catCommands, "cm-private-data": catCommands, "cm-server-echoes": catCommands, "cm-steps": catCommands, "client-stdin": catCommands,
-	"client-ok": catCommands, "client-count": catCommands,
-
-	"duration": catTraffic, "op": catTraffic, "depth": catTraffic, "msg-rate": catTraffic, "busy-poll": catTraffic,
-	"msg-timeout": catTraffic, "slo": catTraffic, "max-duration": catTraffic,
-
-	"backend": catBackend, "device": catBackend, "port": catBackend, "gid-index": catBackend,
-	"sim-max-qp": catBackend, "sim-max-cq": catBackend, "sim-max-mr": catBackend, "sim-max-pd": catBackend,
-	"sim-service-delay": catBackend, "sim-service-delay-from": catBackend, "sim-ud-loss": catBackend, "sim-in-vm": catBackend,
-	"vm-cpus": catBackend, "vm-mem": catBackend, "vm-cpu-model": catBackend, "vm-max-map-count": catBackend,
-	"vm-kernel-args": catBackend, "vm-peer": catBackend,
-
-	"hosts": catHosts, "hostfile": catHosts, "launcher": catHosts, "ssh": catHosts, "srun": catHosts, "server-host": catHosts,
-
-	"results": catOutput, "profile": catOutput, "calibrate": catOutput, "sample-interval": catOutput,
-	"metrics-addr": catOutput, "metrics-linger": catOutput, "events": catOutput,
-
-	"serve/listen": catServer, "serve/msg-size": catServer, "serve/depth": catServer, "serve/busy-poll": catServer,
-	"serve/remote": catServer, "serve/ready-file": catOutput, "serve/debug-addr": catOutput,
-	"serve/cert": catTLS, "serve/key": catTLS, "serve/cert-out": catTLS, "serve/client-ca": catTLS,
-	"serve/client-cert-out": catTLS, "serve/client-key-out": catTLS, "serve/handshake-timeout": catTLS,
-	"serve/exchange-timeout": catTLS, "serve/tls-kex": catTLS, "serve/tls-tickets": catTLS,
-
-	"bench/n": catBench, "bench/passes": catBench, "bench/concurrency": catBench, "bench/warmup": catBench,
-	"bench/msg-size": catBench, "bench/op-timeout": catBench, "bench/tls-kex": catBench, "bench/out": catOutput,
-
-	"bench soak/duration": catSoak, "bench soak/interval": catSoak, "bench soak/wave": catSoak, "bench soak/traffic": catSoak,
-	"bench soak/max-clients": catServer, "bench soak/mode": catServer, "bench soak/msg-size": catServer,
-	"bench soak/inflight": catClients, "bench soak/out": catOutput,
-
-	"bench rdmacm/n": catBench, "bench rdmacm/passes": catBench, "bench rdmacm/cm-modes": catBench,
-	"bench rdmacm/op-timeout": catBench, "bench rdmacm/cmtime": catServer, "bench rdmacm/cm-port": catServer,
-	"bench rdmacm/out": catOutput,
+// valueName is the placeholder of f.
+func valueName(f cli.Flag) string {
+	df, ok := f.(cli.DocGenerationFlag)
+	if !ok || !df.TakesValue() {
+		return ""
+	}
+	name := f.Names()[0]
+	if v, ok := flagValue[name]; ok {
+		return v
+	}
+	switch f.(type) {
+	case *cli.DurationFlag:
+		return "DURATION"
+	case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
+		return "N"
+	case *cli.Float64Flag:
+		return "X"
+	}
+	return ""
 }
 
 // categorized are the commands whose --help groups the flags, a
@@ -87,21 +121,46 @@ func commandAt(app *cli.App, path string) *cli.Command {
 	return c.Command(sub)
 }
 
+// groupOf is the help group of the flag called name in command path,
+// and its rank in helpGroups (-1 when it has none).
+func groupOf(path, name string) (string, int) {
+	rank := 0
+	for _, g := range helpGroups {
+		for _, n := range g.flags {
+			if n == path+"/"+name {
+				return g.name, rank
+			}
+			rank++
+		}
+	}
+	rank = 0
+	for _, g := range helpGroups {
+		for _, n := range g.flags {
+			if n == name {
+				return g.name, rank
+			}
+			rank++
+		}
+	}
+	return "", -1
+}
+
 // categorize puts the flags of the commands with many into their help
-// groups.
+// groups and orders them as helpGroups does, so that --help and
+// docs/flags.md list them in the order of the task.
 func categorize(app *cli.App) {
-	for _, name := range categorized {
-		c := commandAt(app, name)
+	for _, path := range categorized {
+		c := commandAt(app, path)
 		if c == nil {
 			continue
 		}
+		rank := map[cli.Flag]int{}
 		for _, f := range c.Flags {
-			cat, ok := flagCategory[name+"/"+f.Names()[0]]
-			if !ok {
-				cat = flagCategory[f.Names()[0]]
-			}
+			cat, r := groupOf(path, f.Names()[0])
 			setCategory(f, cat)
+			rank[f] = r
 		}
+		slices.SortStableFunc(c.Flags, func(a, b cli.Flag) int { return rank[a] - rank[b] })
 	}
 }
 
@@ -126,21 +185,31 @@ func setCategory(f cli.Flag, cat string) {
 	}
 }
 
-// quietDefaults drops the "(default: 0)" urfave/cli prints after a flag
-// whose default is its type's zero value: it says nothing, and the usage
-// text already says what 0 or off means where it means something.
-func quietDefaults(next cli.FlagStringFunc) cli.FlagStringFunc {
-	return func(f cli.Flag) string {
-		s := next(f)
-		for _, zero := range []string{"0", "0s", "false", `""`} {
-			if t, ok := strings.CutSuffix(s, " (default: "+zero+")"); ok {
-				return t
-			}
-		}
-		return s
+// defaultText is the flag's default as help shows it, blank for its
+// type's zero value: "(default: 0)" says nothing, and the usage text
+// already says what 0 or off means where it means something.
+func defaultText(f cli.Flag) string {
+	df, ok := f.(cli.DocGenerationFlag)
+	if !ok {
+		return ""
 	}
+	v := df.GetDefaultText()
+	if v == "" {
+		v = df.GetValue()
+	}
+	v = strings.Trim(v, `"`)
+	if v == "0" || v == "0s" || v == "false" || v == "[]" {
+		return ""
+	}
+	return v
 }
 
-// The help of every command goes through cli.FlagStringer, a package
-// variable of urfave/cli, so it is set once for the process.
-func init() { cli.FlagStringer = quietDefaults(cli.FlagStringer) }
+// helpPrinter prints every command's help; urfave/cli's HelpPrinter is a
+// package variable, so it is set once for the process.
+func init() {
+	var order []string
+	for _, g := range helpGroups {
+		order = append(order, g.name)
+	}
+	cli.HelpPrinter = clihelp.Printer{Width: screen.MinWidth, Groups: order, Value: valueName, Default: defaultText}.Print
+}

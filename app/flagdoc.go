@@ -29,10 +29,7 @@ func FlagTables(app *cli.App) string {
 			if !ok || hiddenFlag(f) {
 				continue
 			}
-			r := row{name: f.Names()[0], usage: df.GetUsage(), def: defaultText(df)}
-			if df.TakesValue() {
-				r.value = valueName(f)
-			}
+			r := row{name: f.Names()[0], usage: strings.ReplaceAll(df.GetUsage(), "`", ""), def: defaultText(f), value: valueName(f)}
 			key := r.name + "\x00" + r.usage + "\x00" + r.def
 			if _, seen := rows[key]; !seen {
 				order = append(order, key)
@@ -74,36 +71,6 @@ func FlagTables(app *cli.App) string {
 func hiddenFlag(f cli.Flag) bool {
 	v, ok := f.(cli.VisibleFlag)
 	return ok && !v.IsVisible()
-}
-
-// valueName is what a flag takes, for its column: the `NAME` its usage
-// quotes, else its kind.
-func valueName(f cli.Flag) string {
-	if df, ok := f.(cli.DocGenerationFlag); ok {
-		if u := df.GetUsage(); strings.Count(u, "`") >= 2 {
-			return strings.SplitN(u, "`", 3)[1]
-		}
-	}
-	switch f.(type) {
-	case *cli.DurationFlag:
-		return "D"
-	case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag, *cli.Float64Flag:
-		return "N"
-	}
-	return "S"
-}
-
-// defaultText is the flag's default, blank for a zero value.
-func defaultText(df cli.DocGenerationFlag) string {
-	v := df.GetDefaultText()
-	if v == "" {
-		v = df.GetValue()
-	}
-	v = strings.Trim(v, `"`)
-	if v == "0" || v == "0s" || v == "false" {
-		return ""
-	}
-	return v
 }
 
 // cell escapes a table cell's text for Markdown.

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -50,6 +51,70 @@ func TestHelpGroupsAndDefaults(t *testing.T) {
 		if c.Name == "search" {
 			if g := groups.FindAllStringSubmatch(out, -1); len(g) < 4 {
 				t.Errorf("search --help shows %d named groups of flags, want at least 4:\n%s", len(g), out)
+			}
+		}
+	}
+}
+
+// Every --help fits 80 columns, names what each flag takes, and sends
+// the reader to no Go identifier.
+func TestHelpFitsAndNamesValues(t *testing.T) {
+	goIdent := regexp.MustCompile(`\b[a-z]+\.[A-Z][A-Za-z]+\b`)
+	for _, c := range append(visibleCommands(New(Streams{}).Commands, ""), &cli.Command{}) {
+		out, errOut, code := run(t, append(strings.Fields(c.Name), "--help")...)
+		if code != 0 {
+			t.Fatalf("%s --help: exit %d: %s", c.Name, code, errOut)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if n := utf8.RuneCountInString(l); n > 80 {
+				t.Errorf("%s --help: a line of %d columns: %q", c.Name, n, l)
+			}
+			if placeholderValue.MatchString(l) {
+				t.Errorf("%s --help: the placeholder value: %q", c.Name, l)
+			}
+			if m := goIdent.FindString(l); m != "" {
+				t.Errorf("%s --help: the Go identifier %s: %q", c.Name, m, l)
+			}
+		}
+	}
+}
+
+var placeholderValue = regexp.MustCompile(`--\S+ value\b`)
+
+// Every visible flag that takes a value has a placeholder that names it.
+func TestHelpPlaceholders(t *testing.T) {
+	for _, c := range visibleCommands(New(Streams{}).Commands, "") {
+		for _, f := range c.Flags {
+			df, ok := f.(cli.DocGenerationFlag)
+			if ok && df.TakesValue() && !hiddenFlag(f) && valueName(f) == "" {
+				t.Errorf("%s --%s takes a value with no name: add it to flagValue", c.Name, f.Names()[0])
+			}
+		}
+	}
+}
+
+// search --help shows its groups in the order of the task, and the
+// flags of one backend in a group of their own.
+func TestHelpGroupOrder(t *testing.T) {
+	out, _, _ := run(t, "search", "--help")
+	out = out[strings.Index(out, "OPTIONS:"):]
+	want := []string{catServer, catBackend, catCounts, catPass, catClients, catTraffic, catOutput, catHosts, catCommands, catSim, catVM}
+	var got []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "   ") && !strings.HasPrefix(l, "    ") && !strings.HasPrefix(l, "   -") && strings.TrimSpace(l) != "" {
+			got = append(got, strings.TrimSpace(l))
+		}
+	}
+	if g := strings.Join(got, " | "); !strings.HasSuffix(g, strings.Join(want, " | ")) {
+		t.Errorf("search --help groups:\n%s\nwant them to end in\n%s", g, strings.Join(want, " | "))
+	}
+	for _, l := range strings.Split(out, "\n") {
+		for _, prefix := range []string{"   --sim-", "   --vm-"} {
+			if strings.HasPrefix(l, prefix) {
+				name := strings.Fields(l)[0]
+				if i := strings.Index(out, name+" "); i < strings.Index(out, catSim) && i < strings.Index(out, catVM) {
+					t.Errorf("%s is shown before the backend-specific groups", name)
+				}
 			}
 		}
 	}
