@@ -171,7 +171,7 @@ func TestRecommendations(t *testing.T) {
 			want: []string{
 				"Conservative: MAX_CLIENTS = 240 (80% of 300, the highest count at which every client connected).",
 				"Practical: MAX_CLIENTS = 300 (the highest count such that it and every smaller tested count reached ≥95%).",
-				"To go further: raise --timeout, pace launches with --rate, or give the server more CPU.",
+				"To go further: raise --timeout, pace launches with --connect-rate, or give the server more CPU.",
 				"Re-test 400 with more trials (`--trials 3`): their results contradict the larger counts.",
 			}},
 		{name: "everything passed, simulated", run: result.Run{Backend: result.Backend{Simulated: true}, Points: []result.Point{pt(10, 10), pt(20, 20)}},
@@ -184,7 +184,7 @@ func TestRecommendations(t *testing.T) {
 		{name: "nothing at 100%", run: result.Run{Points: []result.Point{pt(10, 9)}},
 			want: []string{
 				"No count reached 100%: test smaller counts before choosing MAX_CLIENTS.",
-				"To go further: raise --timeout, pace launches with --rate, or give the server more CPU.",
+				"To go further: raise --timeout, pace launches with --connect-rate, or give the server more CPU.",
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -203,7 +203,7 @@ func (c *diagCase) harness() bool {
 	}
 	c.d.Limit = "harness"
 	c.d.Summary = fmt.Sprintf("the harness could not start %s client commands (%s): its own limit on this machine, not the server's", Thousands(n), errno)
-	c.d.Suggestion = "raise the harness's limits (ulimit -u, -n), pace launches with --rate or spread the clients over more machines"
+	c.d.Suggestion = "raise the harness's limits (ulimit -u, -n), pace launches with --connect-rate or spread the clients over more machines"
 	return true
 }
 
@@ -416,7 +416,7 @@ func (c *diagCase) otherwise() *result.Diagnosis {
 			// Without samples the peak is unknown, not 0%.
 			d.Summary += fmt.Sprintf("; peak host CPU %.0f%%", c.peak.HostCPU)
 		}
-		d.Suggestion = "raise --timeout, pace launches with --rate, or give the server more CPU"
+		d.Suggestion = "raise --timeout, pace launches with --connect-rate, or give the server more CPU"
 	case c.pt.Error != "":
 		d.Limit = "point-error"
 		d.Summary = c.pt.Error

@@ -44,7 +44,7 @@ func cmDiagnosis(pt result.Point, f failure, d *result.Diagnosis) bool {
 	case result.OutcomeUnreachable:
 		d.Limit = "cm-unreachable"
 		d.Summary = fmt.Sprintf("%s connect requests went unanswered (UNREACHABLE), %s of %s connected", Thousands(f.count), Thousands(pt.Connected), Thousands(attempted(pt)))
-		d.Suggestion = "the server's side dropped connect requests: its rdma_cm listen backlog (rdma_listen) or its CPU; pace with --rate or --inflight"
+		d.Suggestion = "the server's side dropped connect requests: its rdma_cm listen backlog (rdma_listen) or its CPU; pace with --connect-rate or --inflight"
 		return true
 	}
 	return false
@@ -54,7 +54,7 @@ func cmDiagnosis(pt result.Point, f failure, d *result.Diagnosis) bool {
 // rdmaprobe's own takes --backlog, a server command has its own listen().
 func backlogAdvice(pt result.Point) string {
 	if pt.Target != nil {
-		return "raise the server command's own listen() backlog and net.core.somaxconn, or pace launches with --rate"
+		return "raise the server command's own listen() backlog and net.core.somaxconn, or pace launches with --connect-rate"
 	}
-	return "raise the server's --backlog and net.core.somaxconn, or pace launches with --rate"
+	return "raise the server's --backlog and net.core.somaxconn, or pace launches with --connect-rate"
 }

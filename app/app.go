@@ -65,6 +65,7 @@ func New(s Streams) *cli.App {
 	}
 	categorize(app)
 	onUsageErrors(app)
+	keepOldNames(app.Commands, "", s)
 	return app
 }
 

@@ -7,7 +7,7 @@ import (
 )
 
 // flagsFirst moves a command's flags ahead of its arguments, so that
-// `report RUN.json --out DIR` reads as `report --out DIR RUN.json`, as
+// `report RUN.json --report-dir DIR` reads as `report --report-dir DIR RUN.json`, as
 // go, git and kubectl accept: urfave/cli v2 parses with Go's flag
 // package, which stops at the first argument and would take the rest
 // for files. A flag's value moves with it (a flag that takes one takes

@@ -13,18 +13,18 @@ import (
 func TestFlagsFirst(t *testing.T) {
 	app := New(Streams{})
 	for _, tc := range []struct{ in, want []string }{
-		{[]string{"p", "report", "a.json", "--out", "d"}, []string{"p", "report", "--out", "d", "a.json"}},
-		{[]string{"p", "report", "--out", "d", "a.json"}, []string{"p", "report", "--out", "d", "a.json"}},
-		{[]string{"p", "report", "a.json", "--out=d", "--format", "md"}, []string{"p", "report", "--out=d", "--format", "md", "a.json"}},
-		{[]string{"p", "compare", "a", "--out", "d", "b", "c"}, []string{"p", "compare", "--out", "d", "a", "b", "c"}},
+		{[]string{"p", "report", "a.json", "--report-dir", "d"}, []string{"p", "report", "--report-dir", "d", "a.json"}},
+		{[]string{"p", "report", "--report-dir", "d", "a.json"}, []string{"p", "report", "--report-dir", "d", "a.json"}},
+		{[]string{"p", "report", "a.json", "--report-dir=d", "--format", "md"}, []string{"p", "report", "--report-dir=d", "--format", "md", "a.json"}},
+		{[]string{"p", "compare", "a", "--report-dir", "d", "b", "c"}, []string{"p", "compare", "--report-dir", "d", "a", "b", "c"}},
 		// A value that starts with "-" is still the flag's value.
 		{[]string{"p", "ramp", "x", "--gid-index", "-1"}, []string{"p", "ramp", "--gid-index", "-1", "x"}},
 		// A bool flag takes no value: the next word stays an argument.
 		{[]string{"p", "ramp", "--detach", "x"}, []string{"p", "ramp", "--detach", "x"}},
 		// An unknown flag moves too, so that it is refused as a flag.
 		{[]string{"p", "report", "a.json", "--bogus", "x"}, []string{"p", "report", "--bogus", "a.json", "x"}},
-		{[]string{"p", "report", "--out", "d", "--", "-odd.json"}, []string{"p", "report", "--out", "d", "--", "-odd.json"}},
-		{[]string{"p", "report", "a.json", "--", "--out"}, []string{"p", "report", "--", "a.json", "--out"}},
+		{[]string{"p", "report", "--report-dir", "d", "--", "-odd.json"}, []string{"p", "report", "--report-dir", "d", "--", "-odd.json"}},
+		{[]string{"p", "report", "a.json", "--", "--report-dir"}, []string{"p", "report", "--", "a.json", "--report-dir"}},
 		{[]string{"p", "--help"}, []string{"p", "--help"}},
 		{[]string{"p", "frobnicate", "x", "--y"}, []string{"p", "frobnicate", "x", "--y"}},
 	} {
@@ -50,13 +50,13 @@ func TestFlagsAfterFiles(t *testing.T) {
 		args func(out string) []string
 		file string
 	}{
-		{"report flags first", func(o string) []string { return []string{"report", "--format", "md", "--out", o, run1} }, "report.md"},
-		{"report flags after", func(o string) []string { return []string{"report", run1, "--out", o, "--format", "md"} }, "report.md"},
-		{"report flags around", func(o string) []string { return []string{"report", "--format=md", run1, "--out", o} }, "report.md"},
-		{"report after --", func(o string) []string { return []string{"report", "--format", "md", "--out", o, "--", run1} }, "report.md"},
-		{"compare flags first", func(o string) []string { return []string{"compare", "--format", "md", "--out", o, run1, run2} }, "compare.md"},
-		{"compare flags after", func(o string) []string { return []string{"compare", run1, run2, "--out", o, "--format", "md"} }, "compare.md"},
-		{"compare flags between", func(o string) []string { return []string{"compare", run1, "--out", o, run2, "--format", "md"} }, "compare.md"},
+		{"report flags first", func(o string) []string { return []string{"report", "--format", "md", "--report-dir", o, run1} }, "report.md"},
+		{"report flags after", func(o string) []string { return []string{"report", run1, "--report-dir", o, "--format", "md"} }, "report.md"},
+		{"report flags around", func(o string) []string { return []string{"report", "--format=md", run1, "--report-dir", o} }, "report.md"},
+		{"report after --", func(o string) []string { return []string{"report", "--format", "md", "--report-dir", o, "--", run1} }, "report.md"},
+		{"compare flags first", func(o string) []string { return []string{"compare", "--format", "md", "--report-dir", o, run1, run2} }, "compare.md"},
+		{"compare flags after", func(o string) []string { return []string{"compare", run1, run2, "--report-dir", o, "--format", "md"} }, "compare.md"},
+		{"compare flags between", func(o string) []string { return []string{"compare", run1, "--report-dir", o, run2, "--format", "md"} }, "compare.md"},
 	} {
 		out := t.TempDir()
 		stdout, stderr, code := run(t, tc.args(out)...)
@@ -65,7 +65,7 @@ func TestFlagsAfterFiles(t *testing.T) {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(out, tc.file)); err != nil {
-			t.Errorf("%s: --out not honoured: %v", tc.name, err)
+			t.Errorf("%s: --report-dir not honoured: %v", tc.name, err)
 		}
 		if _, err := os.Stat(filepath.Join(out, strings.TrimSuffix(tc.file, ".md")+".html")); err == nil {
 			t.Errorf("%s: --format md not honoured: HTML written", tc.name)
@@ -73,7 +73,7 @@ func TestFlagsAfterFiles(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"report", run1, "--bogus"},
-		{"report", run1, "--out", t.TempDir(), "--bogus", "x"},
+		{"report", run1, "--report-dir", t.TempDir(), "--bogus", "x"},
 		{"compare", run1, run2, "--nope"},
 	} {
 		stdout, stderr, code := run(t, args...)

@@ -33,20 +33,20 @@ func benchCommand(s Streams) *cli.Command {
 		Name:  "bench",
 		Usage: "measure a full client connect against a bare TLS handshake and the raw verbs it needs",
 		UsageText: "rdmaprobe bench --backend vm\n" +
-			"rdmaprobe bench --backend sim --n 1000 --concurrency 100\n\n" +
+			"rdmaprobe bench --backend sim --ops 1000 --concurrency 100\n\n" +
 			"On one backend and in one process: (a) bare TLS 1.3 handshakes, (b) the raw verbs of one\n" +
 			"connection (both ends: 2 CQ + 2 MR + RC QP + INIT/RTR/RTS each), (c) full rdmaprobe connects\n" +
 			"(TCP, TLS, exchange, QPs, transitions, first verified round trip), serially and with\n" +
 			"--concurrency in flight; prints c/(a+b) and each one's connections per second.",
 		Flags: append([]cli.Flag{
-			&cli.IntFlag{Name: "n", Value: 500, Usage: "operations per measurement and pass"},
+			&cli.IntFlag{Name: "ops", Value: 500, Usage: "operations per measurement and pass"},
 			&cli.IntFlag{Name: "passes", Value: DefaultBenchPasses, Usage: "times each measurement is taken, in turns with the others (a, b, c, a, b, c, ...), pooled"},
 			&cli.IntFlag{Name: "concurrency", Value: 100, Usage: "operations in flight in the concurrent pass (1 = serial only)"},
 			tlsKexFlag(),
 			&cli.IntFlag{Name: "warmup", Value: 5, Usage: "untimed operations before each measurement"},
 			&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "MR size and payload bytes"},
 			&cli.DurationFlag{Name: "op-timeout", Value: 60 * time.Second, Usage: "deadline of each operation"},
-			&cli.StringFlag{Name: "out", Aliases: []string{"results"}, Value: "results", Usage: "directory that receives <UTC time>-bench-<backend>/" + bench.FileName},
+			&cli.StringFlag{Name: "results", Value: "results", Usage: "directory that receives <UTC time>-bench-<backend>/" + bench.FileName},
 		}, append(vmFlags(), fabricFlags()...)...),
 		Subcommands: []*cli.Command{soakCommand(s), benchRDMACMCommand(s)},
 		Action:      interruptible(s, runBench),
@@ -54,7 +54,7 @@ func benchCommand(s Streams) *cli.Command {
 }
 
 func runBench(ctx context.Context, c *cli.Context, s Streams) error {
-	req := vm.BenchRequest{N: c.Int("n"), Concurrency: c.Int("concurrency"), Warmup: c.Int("warmup"), Passes: c.Int("passes"),
+	req := vm.BenchRequest{N: c.Int("ops"), Concurrency: c.Int("concurrency"), Warmup: c.Int("warmup"), Passes: c.Int("passes"),
 		MsgSize: c.Int("msg-size"), Timeout: c.Duration("op-timeout"), Kex: c.String("tls-kex")}
 	if err := checkTLSKex(c); err != nil {
 		return fail(ExitUsage, "--tls-kex: %v", err)
@@ -63,7 +63,7 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 		return err
 	}
 	if req.N < 1 || req.Concurrency < 1 || req.Passes < 1 || req.Warmup < 0 {
-		return fail(ExitUsage, "--n, --concurrency and --passes must be at least 1, --warmup at least 0")
+		return fail(ExitUsage, "--ops, --concurrency and --passes must be at least 1, --warmup at least 0")
 	}
 	be, err := chooseBackend(c)
 	if err != nil {
@@ -74,7 +74,7 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 	}
 	fmt.Fprintf(s.Out, "backend: %s (%s)\n", be.Description, be.Reason)
 
-	dir, err := result.NewRunDir(c.String("out"), "bench-"+be.Name, time.Now())
+	dir, err := result.NewRunDir(c.String("results"), "bench-"+be.Name, time.Now())
 	if err != nil {
 		return err
 	}

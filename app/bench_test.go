@@ -24,7 +24,7 @@ func checkBench(t *testing.T, backend string, args ...string) {
 		// the guest is TCG on a loaded 2-core host, where one handshake
 		// has been seen to take tens of seconds (0.1 connects/s at load
 		// 30); the figures are not what this test checks.
-		"--n", "8", "--concurrency", "4", "--warmup", "1", "--op-timeout", "5m", "--out", root)...)
+		"--ops", "8", "--concurrency", "4", "--warmup", "1", "--op-timeout", "5m", "--results", root)...)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}

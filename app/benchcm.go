@@ -27,7 +27,7 @@ func benchRDMACMCommand(s Streams) *cli.Command {
 	return &cli.Command{
 		Name:  "rdmacm",
 		Usage: "compare connects/s of the rdma_cm load generator (--client-kind rdmacm) with rdma-core's cmtime client",
-		UsageText: "rdmaprobe bench rdmacm --backend vm --n 1000 --passes 3\n\n" +
+		UsageText: "rdmaprobe bench rdmacm --backend vm --connections 1000 --passes 3\n\n" +
 			"In one Soft-RoCE guest, against one cmtime server (cmtime -b ADDR -p PORT -c N), in turns:\n" +
 			"cmtime's client (cmtime -s ADDR -p PORT -c N), then rdmaprobe's generator in each of\n" +
 			"--cm-modes, N connections each, all started together, --passes times. cmtime's connects/s\n" +
@@ -37,13 +37,13 @@ func benchRDMACMCommand(s Streams) *cli.Command {
 			"(target ≥ 1.0).",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "backend", Value: "vm", Usage: "vm only: the comparison runs inside the Soft-RoCE guest"},
-			&cli.IntFlag{Name: "n", Value: 1000, Usage: "connections per client and pass"},
+			&cli.IntFlag{Name: "connections", Value: 1000, Usage: "connections per client and pass"},
 			&cli.IntFlag{Name: "passes", Value: DefaultBenchPasses, Usage: "turns of every client (cmtime, rdmaprobe, cmtime, rdmaprobe, ...)"},
 			&cli.StringFlag{Name: "cm-modes", Value: bench.CMInterleaved + "," + bench.CMLockstep, Usage: "how rdmaprobe's generator steps its connections, each measured in every pass: interleaved (each moves on as its events come) and/or lockstep (every step for all before the next, as cmtime)"},
 			&cli.StringFlag{Name: "cmtime", Value: "cmtime", Usage: "the cmtime program (rdmacm-utils), carried into the guest"},
 			&cli.IntFlag{Name: "cm-port", Value: 7471, Usage: "the port cmtime's server listens on in the guest"},
 			&cli.DurationFlag{Name: "op-timeout", Value: 2 * time.Minute, Usage: "deadline of each client's N connections"},
-			&cli.StringFlag{Name: "out", Aliases: []string{"results"}, Value: "results", Usage: "directory that receives <UTC time>-bench-rdmacm-vm/" + bench.FileName},
+			&cli.StringFlag{Name: "results", Value: "results", Usage: "directory that receives <UTC time>-bench-rdmacm-vm/" + bench.FileName},
 		}, vmFlags()...),
 		Action: interruptible(s, runBenchRDMACM),
 	}
@@ -53,9 +53,9 @@ func runBenchRDMACM(ctx context.Context, c *cli.Context, s Streams) error {
 	if b := c.String("backend"); b != "vm" {
 		return fail(ExitUsage, "bench rdmacm: --backend %q: only vm (cmtime's server and both clients in the Soft-RoCE guest)", b)
 	}
-	req := vm.CMBenchRequest{N: c.Int("n"), Passes: c.Int("passes"), Port: c.Int("cm-port"), Timeout: c.Duration("op-timeout")}
+	req := vm.CMBenchRequest{N: c.Int("connections"), Passes: c.Int("passes"), Port: c.Int("cm-port"), Timeout: c.Duration("op-timeout")}
 	if req.N < 1 || req.Passes < 1 {
-		return fail(ExitUsage, "bench rdmacm: --n and --passes must be at least 1")
+		return fail(ExitUsage, "bench rdmacm: --connections and --passes must be at least 1")
 	}
 	if req.Port < 1 || req.Port > 65535 {
 		return fail(ExitUsage, "bench rdmacm: --cm-port %d: want 1-65535", req.Port)
@@ -74,7 +74,7 @@ func runBenchRDMACM(ctx context.Context, c *cli.Context, s Streams) error {
 	if req.CMTime, err = filepath.Abs(cmtime); err != nil {
 		return err
 	}
-	dir, err := result.NewRunDir(c.String("out"), "bench-rdmacm-vm", time.Now())
+	dir, err := result.NewRunDir(c.String("results"), "bench-rdmacm-vm", time.Now())
 	if err != nil {
 		return err
 	}

@@ -20,8 +20,8 @@ func TestVMBenchRDMACM(t *testing.T) {
 	needTool(t, "cmtime", "rdmacm-utils")
 	const n = 50
 	root := t.TempDir()
-	out, errOut, code := run(t, "bench", "rdmacm", "--backend", "vm", "--n", itoa(n), "--passes", "1",
-		"--vm-mem", "2048", "--op-timeout", "60s", "--out", root)
+	out, errOut, code := run(t, "bench", "rdmacm", "--backend", "vm", "--connections", itoa(n), "--passes", "1",
+		"--vm-mem", "2048", "--op-timeout", "60s", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
 	}
@@ -74,9 +74,9 @@ func TestBenchRDMACMRefusals(t *testing.T) {
 		{[]string{"--backend", "sim"}, "only vm"},
 		{[]string{"--cm-modes", "interleaved,fast"}, `--cm-modes "fast"`},
 		{[]string{"--cmtime", "/nonexistent/cmtime"}, "--cmtime"},
-		{[]string{"--n", "0"}, "at least 1"},
+		{[]string{"--connections", "0"}, "at least 1"},
 	} {
-		_, errOut, code := run(t, append([]string{"bench", "rdmacm", "--out", t.TempDir()}, c.args...)...)
+		_, errOut, code := run(t, append([]string{"bench", "rdmacm", "--results", t.TempDir()}, c.args...)...)
 		if code != ExitUsage || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") > 0 {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and one line with %q", c.args, code, errOut, ExitUsage, c.want)
 		}

@@ -24,7 +24,7 @@ func clientsCommand(s Streams) *cli.Command {
 			&cli.IntFlag{Name: "n", Value: 1, Usage: "clients in this process"},
 			&cli.IntFlag{Name: "id-base", Usage: "ID of the first client"},
 			&cli.IntFlag{Name: "proc", Usage: "index of this process"},
-			&cli.Float64Flag{Name: "rate", Usage: "client launches per second (0 = all at once)"},
+			&cli.Float64Flag{Name: "connect-rate", Usage: "client launches per second (0 = all at once)"},
 			&cli.BoolFlag{Name: "tls-resume", Usage: "resume TLS sessions between this process's clients (PSK with ECDHE: forward-secret, the client certificate travels in the ticket); the first client connects alone with a full handshake, the others resume its session"},
 			tlsKexFlag(),
 			&cli.IntFlag{Name: "inflight", Value: protocol.DefaultInFlight, Usage: "connection attempts in progress at once (0 = unbounded burst)"},
@@ -38,8 +38,8 @@ func clientsCommand(s Streams) *cli.Command {
 			&cli.StringFlag{Name: "key", Usage: "client key PEM (required without --spec)"},
 			&cli.DurationFlag{Name: "hold", Usage: "keep connected clients open this long before exiting"},
 			&cli.BoolFlag{Name: "hold-stdin", Usage: "keep connected clients open until stdin ends (how a probe with --client-cmd holds them)"},
-			&cli.DurationFlag{Name: "duration", Usage: "traffic phase once the clients are connected, at least this long (0 = none)"},
-			&cli.DurationFlag{Name: "max-duration", Value: client.DefaultMaxDuration, Usage: "the phase extends past --duration until every client completed a message in it, for at most this long"},
+			&cli.DurationFlag{Name: "traffic", Usage: "traffic phase once the clients are connected, at least this long (0 = none)"},
+			&cli.DurationFlag{Name: "traffic-max", Value: client.DefaultMaxDuration, Usage: "the phase extends past --traffic until every client completed a message in it, for at most this long"},
 			&cli.StringFlag{Name: "op", Value: "send", Usage: "traffic operation: send, write or read (the server needs --remote)"},
 			&cli.IntFlag{Name: "depth", Value: 1, Usage: "messages each client keeps outstanding"},
 			&cli.Float64Flag{Name: "msg-rate", Usage: "messages/s each client is due (open loop); 0 = closed loop"},
@@ -82,7 +82,7 @@ func generatorSpec(c *cli.Context, in *bufio.Reader) (protocol.GeneratorSpec, bo
 		return b
 	}
 	spec = protocol.GeneratorSpec{N: c.Int("n"), IDBase: c.Int("id-base"), Proc: c.Int("proc"), Addr: c.String("addr"),
-		Rate: c.Float64("rate"), Fabric: fabricSpec(c, c.String("backend")),
+		Rate: c.Float64("connect-rate"), Fabric: fabricSpec(c, c.String("backend")),
 		CA: read("ca"), Cert: read("cert"), Key: read("key"), TLSResume: c.Bool("tls-resume"), TLSKex: c.String("tls-kex"),
 		InFlight: c.Int("inflight"), Timeout: c.Duration("timeout"), Rounds: c.Int("rounds"), MsgSize: c.Int("msg-size"), UD: c.Bool("ud"),
 		Mux: c.Int("mux"), CPUProfile: c.String("cpuprofile"), Hold: c.Duration("hold"), HoldStdin: c.Bool("hold-stdin"), Traffic: trafficConfig(c)}

@@ -53,7 +53,7 @@ func TestCommittedRunsRender(t *testing.T) {
 			versions[h.SchemaVersion] = true
 		}
 		out := filepath.Join(t.TempDir(), "r")
-		stdout, errOut, code := run(t, "report", p, "--out", out)
+		stdout, errOut, code := run(t, "report", p, "--report-dir", out)
 		if code != ExitMeasured {
 			t.Errorf("report %s: exit %d\n%s\n%s", p, code, stdout, errOut)
 			continue

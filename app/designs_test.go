@@ -19,7 +19,7 @@ import (
 func TestSearchOverTwoDesigns(t *testing.T) {
 	root := t.TempDir()
 	out, errOut, code := run(t, "search", "--backend", "sim", "--mode", "per-client,srq", "--lo", "2", "--hi", "16",
-		"--sim-max-cq", "12", "--sim-max-qp", "10", "--duration", "0", "--rounds", "1", "--msg-size", "64", "--calibrate", "0",
+		"--sim-max-cq", "12", "--sim-max-qp", "10", "--traffic", "0", "--rounds", "1", "--msg-size", "64", "--calibrate", "0",
 		"--results", root, "--require", "10")
 	if code != ExitRequirement {
 		t.Fatalf("exit %d, want %d (requirement not met by per-client)\nstdout:\n%s\nstderr:\n%s", code, ExitRequirement, out, errOut)
@@ -68,7 +68,7 @@ func TestSearchOverTwoDesigns(t *testing.T) {
 		}
 	}
 	cmp := t.TempDir()
-	if _, errOut, code := run(t, "compare", "--out", cmp, "--format", "md", loadPath(t, root), "../report/testdata/published.json"); code != 0 {
+	if _, errOut, code := run(t, "compare", "--report-dir", cmp, "--format", "md", loadPath(t, root), "../report/testdata/published.json"); code != 0 {
 		t.Fatalf("compare: exit %d: %s", code, errOut)
 	}
 	c, err := os.ReadFile(filepath.Join(cmp, "compare.md"))

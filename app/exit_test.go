@@ -47,7 +47,7 @@ func TestExitStatuses(t *testing.T) {
 	done := make(chan int, 1)
 	var errOut bytes.Buffer
 	go func() {
-		done <- MainContext(ctx, append([]string{"rdmaprobe", "ramp", "--clients", "500", "--rate", "50"}, cheap...),
+		done <- MainContext(ctx, append([]string{"rdmaprobe", "ramp", "--clients", "500", "--connect-rate", "50"}, cheap...),
 			Streams{In: bytes.NewReader(nil), Out: &bytes.Buffer{}, Err: &errOut})
 	}()
 	serving(t, childPID(t, "serve"), 5)
@@ -66,11 +66,12 @@ func TestExitStatuses(t *testing.T) {
 	cases[ExitRequirement] = nil
 
 	help, _, _ := run(t, "--help")
+	help = strings.Join(strings.Fields(help), " ") // --help wraps its lines
 	for _, s := range exitStatuses {
 		if _, ok := cases[s.code]; !ok {
 			t.Errorf("exit status %d (%s) is documented but not tested here", s.code, s.meaning)
 		}
-		if !strings.Contains(help, strconv.Itoa(s.code)+"  "+s.meaning) {
+		if !strings.Contains(help, strconv.Itoa(s.code)+" "+strings.Join(strings.Fields(s.meaning), " ")) {
 			t.Errorf("--help does not list exit status %d", s.code)
 		}
 	}

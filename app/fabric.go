@@ -12,7 +12,7 @@ func fabricFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "backend", Value: "auto", Usage: "where QPs come from: auto, verbs (RDMA device on this host), vm (Soft-RoCE in a QEMU guest), sim (pure-Go simulated fabric)"},
 		&cli.StringFlag{Name: "device", Usage: "RDMA device name (default: the first one)"},
-		&cli.IntFlag{Name: "port", Value: 1, Usage: "device port"},
+		&cli.IntFlag{Name: "device-port", Value: 1, Usage: "device port"},
 		&cli.IntFlag{Name: "gid-index", Value: -1, Usage: "GID index; -1 picks the first RoCE v2 IPv4-mapped GID"},
 		&cli.IntFlag{Name: "sim-max-qp", Usage: "sim: the server device's max_qp (default: what rxe reports)"},
 		&cli.IntFlag{Name: "sim-max-cq", Usage: "sim: the server device's max_cq"},
@@ -27,7 +27,7 @@ func fabricFlags() []cli.Flag {
 // fabricSpec is the fabric the flags select, on backend ("verbs", "sim",
 // or "auto" for serve and clients run by hand).
 func fabricSpec(c *cli.Context, backend string) protocol.Fabric {
-	return protocol.Fabric{Backend: backend, Device: c.String("device"), Port: c.Int("port"),
+	return protocol.Fabric{Backend: backend, Device: c.String("device"), Port: c.Int("device-port"),
 		GIDIndex: c.Int("gid-index"), SimMaxQP: c.Int("sim-max-qp"), SimMaxCQ: c.Int("sim-max-cq"),
 		SimMaxMR: c.Int("sim-max-mr"), SimMaxPD: c.Int("sim-max-pd"),
 		SimServiceDelay: c.Duration("sim-service-delay"), SimServiceDelayFrom: c.Int("sim-service-delay-from"),

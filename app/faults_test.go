@@ -102,7 +102,7 @@ func TestFaultServerKilledMidPoint(t *testing.T) {
 	for _, stop := range []bool{false, true} {
 		t.Run("stop-on-error="+strconv.FormatBool(stop), func(t *testing.T) {
 			root := t.TempDir()
-			args := []string{"ramp", "--backend", "sim", "--clients", "200,20", "--rate", "100",
+			args := []string{"ramp", "--backend", "sim", "--clients", "200,20", "--connect-rate", "100",
 				"--rounds", "1", "--msg-size", "64", "--timeout", "10s", "--results", root}
 			if stop {
 				args = append(args, "--stop-on-error")
@@ -139,7 +139,7 @@ func TestFaultServerKilledMidPoint(t *testing.T) {
 // clients' deadline, its clients recorded as timeouts, and it is reaped.
 func TestFaultGeneratorHangs(t *testing.T) {
 	root := t.TempDir()
-	done := runAsync(t, "ramp", "--backend", "sim", "--clients", "300", "--rate", "100", "--rounds", "1",
+	done := runAsync(t, "ramp", "--backend", "sim", "--clients", "300", "--connect-rate", "100", "--rounds", "1",
 		"--msg-size", "64", "--timeout", "2s", "--results", root)
 	gen := childPID(t, "clients")
 	serving(t, childPID(t, "serve"), 5) // released: the clients are connecting
@@ -233,7 +233,7 @@ func TestFaultInterruptedPointIsKept(t *testing.T) {
 	done := make(chan runResult, 1)
 	go func() {
 		var out, errOut bytes.Buffer
-		code := MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "10,3000", "--rate", "300",
+		code := MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "10,3000", "--connect-rate", "300",
 			"--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--sample-interval", "100ms", "--results", root},
 			Streams{In: bytes.NewReader(nil), Out: &out, Err: &errOut})
 		done <- runResult{out.String(), errOut.String(), code}

@@ -48,7 +48,7 @@ func TestFlagTablesCoverEveryFlag(t *testing.T) {
 		}
 		for _, f := range c.Flags {
 			if hiddenFlag(f) {
-				if strings.Contains(tables, "`--"+f.Names()[0]) {
+				if n := "`--" + f.Names()[0]; strings.Contains(tables, n+"`") || strings.Contains(tables, n+" ") {
 					t.Errorf("hidden flag --%s of %s is in the tables", f.Names()[0], c.Name)
 				}
 				continue

@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -159,4 +160,62 @@ func visibleCommands(cmds []*cli.Command, prefix string) []*cli.Command {
 		out = append(append(out, &named), visibleCommands(c.Subcommands, named.Name)...)
 	}
 	return out
+}
+
+// Every old flag name still works: it sets the new flag, says what
+// replaced it, and is hidden from help.
+func TestOldFlagNames(t *testing.T) {
+	app := New(Streams{})
+	for _, r := range renamed {
+		paths := []string{r.cmd}
+		if r.cmd == "" {
+			paths = nil
+			for _, c := range visibleCommands(app.Commands, "") {
+				if flagNamed(c.Flags, r.new) != nil && !ownRename(c.Name, r.old) {
+					paths = append(paths, c.Name)
+				}
+			}
+		}
+		for _, path := range paths {
+			c := commandAt(New(Streams{}), path)
+			old, new := flagNamed(c.Flags, r.old), flagNamed(c.Flags, r.new)
+			if old == nil || new == nil {
+				t.Errorf("%s: --%s or --%s missing", path, r.old, r.new)
+				continue
+			}
+			if !hiddenFlag(old) {
+				t.Errorf("%s --%s is shown in help", path, r.old)
+			}
+			value := map[bool]string{true: "3s", false: "7"}[strings.Contains(fmt.Sprintf("%T", new), "Duration")]
+			if _, ok := new.(*cli.StringFlag); ok {
+				value = "somewhere"
+			}
+			var errOut bytes.Buffer
+			a := New(Streams{In: bytes.NewReader(nil), Out: &bytes.Buffer{}, Err: &errOut})
+			var got string
+			sub := commandAt(a, path)
+			sub.Action = func(c *cli.Context) error { got = fmt.Sprint(c.Value(r.new)); return nil }
+			sub.Subcommands = nil
+			args := append([]string{"rdmaprobe"}, strings.Fields(path)...)
+			if err := a.Run(append(args, "--"+r.old, value)); err != nil {
+				t.Errorf("%s --%s %s: %v", path, r.old, value, err)
+				continue
+			}
+			if got != value {
+				t.Errorf("%s --%s %s set --%s to %s", path, r.old, value, r.new, got)
+			}
+			if want := "--" + r.old + " is now --" + r.new; !strings.Contains(errOut.String(), want) {
+				t.Errorf("%s --%s: stderr %q lacks %q", path, r.old, errOut.String(), want)
+			}
+		}
+	}
+}
+
+func ownRename(path, old string) bool {
+	for _, r := range renamed {
+		if r.cmd == path && r.old == old {
+			return true
+		}
+	}
+	return false
 }

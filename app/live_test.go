@@ -234,9 +234,9 @@ func TestPrometheusScrapesRun(t *testing.T) {
 	defer cancel()
 	go func() {
 		defer close(done)
-		// --rate spreads the last point's connects over 3 s, which
+		// --connect-rate spreads the last point's connects over 3 s, which
 		// Prometheus scrapes 15 times.
-		code = MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "10," + itoa(last), "--rate", "20",
+		code = MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "10," + itoa(last), "--connect-rate", "20",
 			"--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--results", root,
 			"--metrics-addr", metrics, "--metrics-linger", "10m", "--events", "-"},
 			Streams{In: bytes.NewReader(nil), Out: &out, Err: &errb})
@@ -307,7 +307,7 @@ func TestMetricsTrafficDuringPhase(t *testing.T) {
 	go func() {
 		defer close(done)
 		code = MainContext(context.Background(), []string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "4",
-			"--duration", "4s", "--max-duration", "4s", "--msg-size", "64", "--calibrate", "0", "--results", t.TempDir(),
+			"--traffic", "4s", "--traffic-max", "4s", "--msg-size", "64", "--calibrate", "0", "--results", t.TempDir(),
 			"--metrics-addr", metrics}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errb})
 	}()
 	line := regexp.MustCompile(`(?m)^rdmaprobe_traffic_messages\{[^}]*point="4"[^}]*\} ([0-9.e+]+)$`)

@@ -39,7 +39,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 	}{
 		{[]string{"ramp", "--backend", "sim", "--timeout", "5"}, `rdmaprobe: ramp: --timeout: "5" is not a duration such as 30s, 250ms or 1m (rdmaprobe ramp --help lists the flags)`},
 		{[]string{"search", "--lo", "x"}, `rdmaprobe: search: --lo: "x" is not a whole number`},
-		{[]string{"ramp", "--rate", "fast"}, `rdmaprobe: ramp: --rate: "fast" is not a number`},
+		{[]string{"ramp", "--connect-rate", "fast"}, `rdmaprobe: ramp: --connect-rate: "fast" is not a number`},
 		{[]string{"ramp", "--bogus"}, `rdmaprobe: ramp: unknown flag --bogus`},
 		{[]string{"--nope"}, `rdmaprobe: unknown flag --nope (rdmaprobe --help lists the flags)`},
 		{[]string{"frobnicate"}, `rdmaprobe: unknown command "frobnicate" (rdmaprobe --help lists the commands)`},

@@ -14,7 +14,7 @@ import (
 func TestMuxRamp(t *testing.T) {
 	root := t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "sim", "--rounds", "1", "--msg-size", "64", "--results", root,
-		"--clients", "300", "--procs", "2", "--mode", "mux", "--mux", "10", "--sample-interval", "0", "--calibrate", "0", "--duration", "0")
+		"--clients", "300", "--procs", "2", "--mode", "mux", "--mux", "10", "--sample-interval", "0", "--calibrate", "0", "--traffic", "0")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}

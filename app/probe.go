@@ -34,12 +34,12 @@ func probeFlags() []cli.Flag {
 		detachFlag(),
 		&cli.Float64Flag{Name: "threshold", Value: 100, Usage: "success rate in percent a point must reach to pass"},
 		&cli.IntFlag{Name: "trials", Value: 1, Usage: "trials per client count (pooled for the pass decision)"},
-		&cli.IntFlag{Name: "max-clients", Usage: "server cap; default: each point's client count"},
+		&cli.IntFlag{Name: "max-clients", Usage: "the server's cap, clients it admits at once (not the search's ceiling: that is --hi); default: each point's client count"},
 		&cli.StringFlag{Name: "mode", Value: runner.DefaultMode, Usage: "server resources per client: per-client (1 QP + 2 CQ + 2 MR), shared-cq (1 QP + 2 MR), pool (1 QP; one registered pool), srq (1 QP without RQ; pool + shared receive queue), ud (no QP: 1 address handle; one UD QP per group, pool) or mux (--mux logical clients per QP, each admitted on its own; 1 QP + 2 CQ + 2 MR per QP); a comma-separated list (per-client,srq) measures each design in the same run: ramp in turns at every count, search one search per design, taking turns; --require then holds for each"},
 		muxFlag(),
 		&cli.StringFlag{Name: "gomaxprocs", Value: runner.GoMaxProcsSplit, Usage: "how the server's and load generators' Go runtimes share this machine's CPUs: split (server half, generators the rest) or all (Go's default: each sized to every CPU, their idle threads spin against each other)"},
 		&cli.IntFlag{Name: "procs", Value: 1, Usage: "load-generator processes the clients are spread over"},
-		&cli.Float64Flag{Name: "rate", Usage: "client launches per second over all generators (0 = all at once)"},
+		&cli.Float64Flag{Name: "connect-rate", Usage: "client launches per second over all generators (0 = all at once)"},
 		&cli.BoolFlag{Name: "tls-resume", Usage: "let each load generator's clients resume TLS sessions (a server facing returning clients; default: every client does a full mutual-TLS handshake)"},
 		&cli.IntFlag{Name: "inflight", Value: protocol.DefaultInFlight, Usage: "connection attempts in progress at once per load generator (0 = unbounded burst); connected clients stay open either way"},
 		&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "per-client deadline"},
@@ -94,7 +94,7 @@ func rampCommand(s Streams) *cli.Command {
 		Name:  "ramp",
 		Usage: "measure each client count of a list",
 		UsageText: "rdmaprobe ramp --clients 10,50,100,200 --trials 3\n" +
-			"rdmaprobe ramp --backend vm --clients 1,10,100,1000 --duration 10s --busy-poll 2ms\n" +
+			"rdmaprobe ramp --backend vm --clients 1,10,100,1000 --traffic 10s --busy-poll 2ms\n" +
 			"rdmaprobe ramp --clients 100,500 --require 500",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "clients", Value: "10,50,100,200,300", Usage: "comma-separated client counts"},
@@ -381,7 +381,7 @@ func modes(c *cli.Context) []string {
 func probeSpec(c *cli.Context, be *backend) runner.Spec {
 	sp := runner.Spec{
 		Fabric: be.fabric, MaxClients: c.Int("max-clients"), Mode: modes(c)[0], Mux: c.Int("mux"),
-		Procs: c.Int("procs"), Rate: c.Float64("rate"), Timeout: c.Duration("timeout"), Rounds: c.Int("rounds"),
+		Procs: c.Int("procs"), Rate: c.Float64("connect-rate"), Timeout: c.Duration("timeout"), Rounds: c.Int("rounds"),
 		MsgSize: c.Int("msg-size"), Threshold: c.Float64("threshold") / 100, InFlight: c.Int("inflight"),
 		WallStop: c.Int("wall-stop"), TLSResume: c.Bool("tls-resume"), Detach: c.Bool("detach"), TLSKex: c.String("tls-kex"),
 		GoMaxProcs: c.String("gomaxprocs"), Backlog: c.Int("backlog"), NoFile: c.Uint64("nofile"), MemLock: c.Uint64("memlock"),

@@ -239,8 +239,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"search", "--backend", "sim", "--inflight", "-1"}, "--inflight -1: want 0 or more"},
 		{[]string{"ramp", "--backend", "sim", "--max-clients", "-1"}, "--max-clients -1: want 0 or more"},
 		{[]string{"ramp", "--backend", "sim", "--backlog", "-1"}, "--backlog -1: want 0 or more"},
-		{[]string{"ramp", "--backend", "sim", "--rate", "-1"}, "--rate -1: want 0 (all at once) or more"},
-		{[]string{"ramp", "--backend", "sim", "--rate", "NaN"}, "--rate NaN"},
+		{[]string{"ramp", "--backend", "sim", "--connect-rate", "-1"}, "--connect-rate -1: want 0 (all at once) or more"},
+		{[]string{"ramp", "--backend", "sim", "--connect-rate", "NaN"}, "--connect-rate NaN"},
 		{[]string{"ramp", "--backend", "sim", "--calibrate", "-1s"}, "--calibrate -1s: want 0 (off) or more"},
 		{[]string{"ramp", "--backend", "sim", "--sample-interval", "-1s"}, "--sample-interval -1s: want 0 (off) or more"},
 		// A NaN would reach the saved JSON, which cannot hold it: the run

@@ -37,7 +37,7 @@ func TestClientKindRefusals(t *testing.T) {
 		{append([]string{"--client-kind", "rdmacm", "--cm-server-echoes", "--op", "write"}, srv...), "--op write: rdma_cm clients send and the server echoes"},
 		{append([]string{"--client-kind", "rdmacm", "--mode", "ud"}, srv...), "--mode ud is the built-in server's and clients' protocol: not with rdma_cm clients"},
 		{append([]string{"--client-kind", "rdmacm", "--cm-steps", "fast"}, srv...), `--cm-steps "fast": want auto, lockstep or interleaved`},
-		{append([]string{"--client-kind", "rdmacm", "--cm-steps", "lockstep", "--rate", "10"}, srv...), "not with --rate"},
+		{append([]string{"--client-kind", "rdmacm", "--cm-steps", "lockstep", "--connect-rate", "10"}, srv...), "not with --connect-rate"},
 		{append([]string{"--cm-steps", "lockstep"}, srv...), "--cm-steps goes with --client-kind rdmacm"},
 	}
 	for _, c := range cases {
@@ -165,7 +165,7 @@ func TestVMRDMACMEcho(t *testing.T) {
 	}
 	root := t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "4", "--client-kind", "rdmacm", "--cm-server-echoes",
-		"--msg-rate", "20", "--duration", "3s", "--depth", "2", "--msg-size", "256", "--calibrate", "0", "--vm-mem", "2048", "--timeout", "30s",
+		"--msg-rate", "20", "--traffic", "3s", "--depth", "2", "--msg-size", "256", "--calibrate", "0", "--vm-mem", "2048", "--timeout", "30s",
 		"--results", root, "--server-build", "make -s -C "+src+" OUT={build}", "--server-build-cache", t.TempDir(),
 		"--server-cmd", "{build}/cmcapserver -a {addr} -p {port} -c 8 -e 4096 -d 2")
 	if code != 0 {
@@ -205,7 +205,7 @@ func TestVMRDMACMDropped(t *testing.T) {
 	}
 	root := t.TempDir()
 	out, errOut, _ := run(t, "ramp", "--backend", "vm", "--clients", "2", "--client-kind", "rdmacm", "--cm-server-echoes",
-		"--duration", "4s", "--msg-size", "64", "--calibrate", "0", "--vm-mem", "2048", "--timeout", "30s",
+		"--traffic", "4s", "--msg-size", "64", "--calibrate", "0", "--vm-mem", "2048", "--timeout", "30s",
 		"--results", root, "--server-build", "make -s -C "+src+" OUT={build}", "--server-build-cache", t.TempDir(),
 		"--server-cmd", "{build}/cmcapserver -a {addr} -p {port} -c 2 -e 64 -D 1500")
 	run := loadOnlyRun(t, root)

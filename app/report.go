@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -38,27 +39,30 @@ func reportCommand(s Streams) *cli.Command {
 	return &cli.Command{
 		Name:      "report",
 		Usage:     "render Markdown and HTML reports from a saved run.json or bench.json",
-		ArgsUsage: "RUN.json|BENCH.json",
-		UsageText: "rdmaprobe report results/20261123T183650Z-vm/run.json --out /tmp/r\n" +
+		ArgsUsage: "RUN_DIR|RUN.json|BENCH.json",
+		UsageText: "rdmaprobe report results/20261123T183650Z-vm --report-dir /tmp/r\n" +
 			"rdmaprobe report results/20261123T183720Z-bench-vm/bench.json --format md",
 		Flags: []cli.Flag{
 			formatFlag(),
-			&cli.StringFlag{Name: "out", Usage: "directory for the report (default: the run's own directory)"},
+			&cli.StringFlag{Name: "report-dir", Usage: "directory for the report (default: the run's own directory)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return fail(ExitUsage, "report takes one RUN.json: rdmaprobe report RUN.json [--format md,html] [--out DIR] (got %d arguments)", c.NArg())
+				return fail(ExitUsage, "report takes one run: rdmaprobe report RUN_DIR|RUN.json [--format md,html] [--report-dir DIR] (got %d arguments)", c.NArg())
 			}
 			fs, err := formats(c)
 			if err != nil {
 				return err
 			}
-			path := c.Args().First()
+			path, err := savedPath(c.Args().First())
+			if err != nil {
+				return fail(ExitRunError, "%v", err)
+			}
 			f, err := loadFile(path)
 			if err != nil {
 				return fail(ExitRunError, "%v", err)
 			}
-			out := c.String("out")
+			out := c.String("report-dir")
 			if out == "" {
 				out = filepath.Dir(path)
 			}
@@ -102,14 +106,14 @@ func compareCommand(s Streams) *cli.Command {
 		Name:      "compare",
 		Usage:     "set saved runs side by side (e.g. sim vs Soft-RoCE, per-client vs shared-cq), or saved bench runs",
 		ArgsUsage: "A.json B.json [...]",
-		UsageText: "rdmaprobe compare results/20261123T183118Z-vm/run.json.gz results/20261123T203609Z-vm/run.json.gz --out /tmp/c",
+		UsageText: "rdmaprobe compare results/20261123T183118Z-vm/run.json.gz results/20261123T203609Z-vm/run.json.gz --report-dir /tmp/c",
 		Flags: []cli.Flag{
 			formatFlag(),
-			&cli.StringFlag{Name: "out", Value: ".", Usage: "directory for compare.md/compare.html"},
+			&cli.StringFlag{Name: "report-dir", Value: ".", Usage: "directory for compare.md/compare.html"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() < 2 {
-				return fail(ExitUsage, "compare takes two or more run.json (or bench.json) files: rdmaprobe compare A.json B.json ... [--out DIR]")
+				return fail(ExitUsage, "compare takes two or more run.json (or bench.json) files: rdmaprobe compare A.json B.json ... [--report-dir DIR]")
 			}
 			fs, err := formats(c)
 			if err != nil {
@@ -131,7 +135,7 @@ func compareCommand(s Streams) *cli.Command {
 						paths[0], kindName(loaded[0].kind), paths[i], kindName(loaded[i].kind))
 				}
 			}
-			out := c.String("out")
+			out := c.String("report-dir")
 			var files []string
 			if loaded[0].bench != nil {
 				var runs []*bench.Run
@@ -181,6 +185,10 @@ type savedFile struct {
 // loadFile reads path, decompressed once, and parses it by its kind;
 // every error is one line naming the file.
 func loadFile(path string) (savedFile, error) {
+	path, err := savedPath(path)
+	if err != nil {
+		return savedFile{}, err
+	}
 	kind, b, err := result.ReadKind(path)
 	if err != nil {
 		return savedFile{}, err
@@ -195,6 +203,21 @@ func loadFile(path string) (savedFile, error) {
 		return savedFile{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return f, nil
+}
+
+// savedPath is the saved file of a run's directory (its run.json or
+// bench.json, gzipped or not), or path itself when it is a file.
+func savedPath(path string) (string, error) {
+	if st, err := os.Stat(path); err != nil || !st.IsDir() {
+		return path, nil
+	}
+	for _, name := range []string{result.FileName, result.FileName + ".gz", bench.FileName, bench.FileName + ".gz"} {
+		p := filepath.Join(path, name)
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: a directory without %s or %s", path, result.FileName, bench.FileName)
 }
 
 // kindName says what a file of kind k holds, for messages.

@@ -30,7 +30,7 @@ func TestReportRegeneratesSearchOutput(t *testing.T) {
 		t.Errorf("search did not say where the report is:\n%s", out)
 	}
 	again := t.TempDir()
-	if o, e, code := run(t, "report", "--out", again, runs[0]); code != 0 {
+	if o, e, code := run(t, "report", "--report-dir", again, runs[0]); code != 0 {
 		t.Fatalf("report: exit %d\n%s\n%s", code, o, e)
 	}
 	written, _ := filepath.Glob(filepath.Join(dir, "*"))
@@ -76,14 +76,14 @@ func TestReportBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := t.TempDir()
-		_, errOut, code := run(t, "report", "--out", out, p)
+		_, errOut, code := run(t, "report", "--report-dir", out, p)
 		if code == 0 || !strings.Contains(errOut, p) || !strings.Contains(errOut, c.want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 			t.Errorf("%s: exit %d, stderr %q; want one line naming the file and %q", name, code, errOut, c.want)
 		}
 		if files, _ := os.ReadDir(out); len(files) != 0 {
 			t.Errorf("%s: wrote %d files", name, len(files))
 		}
-		_, errOut, code = run(t, "compare", "--out", out, "../report/testdata/published.json", p)
+		_, errOut, code = run(t, "compare", "--report-dir", out, "../report/testdata/published.json", p)
 		if code == 0 || !strings.Contains(errOut, c.want) {
 			t.Errorf("compare with %s: exit %d, stderr %q", name, code, errOut)
 		}
@@ -93,7 +93,7 @@ func TestReportBadInput(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
 	}
-	if _, _, code := run(t, "report", "--out", t.TempDir(), "/nonexistent/run.json"); code != 1 {
+	if _, _, code := run(t, "report", "--report-dir", t.TempDir(), "/nonexistent/run.json"); code != 1 {
 		t.Errorf("missing file: exit %d", code)
 	}
 }
@@ -128,7 +128,7 @@ func TestReportBench(t *testing.T) {
 	}
 
 	runPath := "../report/testdata/published.json"
-	_, errOut, code = run(t, "compare", "--out", t.TempDir(), runPath, benchPath)
+	_, errOut, code = run(t, "compare", "--report-dir", t.TempDir(), runPath, benchPath)
 	if code != 2 || !strings.Contains(errOut, benchPath+" is a bench file") || !strings.Contains(errOut, "is a capacity run") ||
 		strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
 		t.Errorf("compare run with bench: exit %d, stderr %q; want 2 and one line saying which is which", code, errOut)
@@ -137,7 +137,7 @@ func TestReportBench(t *testing.T) {
 	other := filepath.Join(dir, "other.json")
 	os.WriteFile(other, data, 0o644)
 	cmpDir := t.TempDir()
-	out, errOut, code = run(t, "compare", "--out", cmpDir, benchPath, other)
+	out, errOut, code = run(t, "compare", "--report-dir", cmpDir, benchPath, other)
 	if code != 0 || !strings.Contains(out, "comparison: "+filepath.Join(cmpDir, "compare.md")) {
 		t.Fatalf("compare bench files: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -165,14 +165,14 @@ func TestReportRunWithoutPoints(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := t.TempDir()
-		_, errOut, code := run(t, "report", path, "--out", out)
+		_, errOut, code := run(t, "report", path, "--report-dir", out)
 		if code != ExitRunError || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, path+": "+tc.want) {
 			t.Errorf("report of a run with error %q: exit %d, stderr %q; want one line with %q", tc.err, code, errOut, tc.want)
 		}
 		if files, _ := os.ReadDir(out); len(files) != 0 {
 			t.Errorf("report wrote %d files for a run without points", len(files))
 		}
-		_, errOut, code = run(t, "compare", "../report/testdata/published.json", path, "--out", out)
+		_, errOut, code = run(t, "compare", "../report/testdata/published.json", path, "--report-dir", out)
 		if code != ExitRunError || !strings.Contains(errOut, tc.want) {
 			t.Errorf("compare with it: exit %d, stderr %q", code, errOut)
 		}

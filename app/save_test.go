@@ -42,14 +42,14 @@ func TestLargeRunSavedGzipped(t *testing.T) {
 		t.Fatalf("small run saved as %v, want one plain %s", plain, result.FileName)
 	}
 	rep := t.TempDir()
-	if o, e, code := run(t, "report", "--out", rep, gz); code != 0 {
+	if o, e, code := run(t, "report", "--report-dir", rep, gz); code != 0 {
 		t.Fatalf("report %s: exit %d\n%s\n%s", gz, code, o, e)
 	}
 	if b, err := os.ReadFile(filepath.Join(rep, "report.md")); err != nil || !strings.Contains(string(b), "2500") {
 		t.Errorf("report of the gzipped run: %v\n%s", err, b)
 	}
 	cmp := t.TempDir()
-	if o, e, code := run(t, "compare", "--out", cmp, plain[0], gz); code != 0 {
+	if o, e, code := run(t, "compare", "--report-dir", cmp, plain[0], gz); code != 0 {
 		t.Fatalf("compare plain with gzipped: exit %d\n%s\n%s", code, o, e)
 	}
 }

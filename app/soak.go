@@ -24,15 +24,15 @@ func soakCommand(s Streams) *cli.Command {
 	return &cli.Command{
 		Name:  "soak",
 		Usage: "run serve for a long time under waves of clients and print its memory and files per interval",
-		UsageText: "rdmaprobe bench soak --duration 1h --wave 300 --max-clients 2000\n\n" +
-			"Starts `rdmaprobe serve` and, until --duration has passed, connects a wave of clients,\n" +
+		UsageText: "rdmaprobe bench soak --soak-duration 1h --wave 300 --max-clients 2000\n\n" +
+			"Starts `rdmaprobe serve` and, until --soak-duration has passed, connects a wave of clients,\n" +
 			"runs --traffic of messages, and closes them. Every --interval it reads the server's RSS,\n" +
 			"retained heap (serve --debug-addr), open files, threads and mappings, and at the end the\n" +
 			"growth of RSS and heap per 100,000 clients served. Figures, not pass/fail.\n" +
 			"--backend sim (the default) runs on this host, --backend vm inside the Soft-RoCE guest.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "backend", Value: "sim", Usage: "sim (this host), verbs (this host's RDMA device) or vm (both ends in the Soft-RoCE guest)"},
-			&cli.DurationFlag{Name: "duration", Value: 10 * time.Minute, Usage: "how long the waves go on"},
+			&cli.DurationFlag{Name: "soak-duration", Value: 10 * time.Minute, Usage: "how long the waves go on"},
 			&cli.DurationFlag{Name: "interval", Value: 30 * time.Second, Usage: "time between samples of the server"},
 			&cli.IntFlag{Name: "wave", Value: 300, Usage: "clients per wave"},
 			&cli.DurationFlag{Name: "traffic", Value: 3 * time.Second, Usage: "each wave's traffic phase before its clients leave"},
@@ -40,14 +40,14 @@ func soakCommand(s Streams) *cli.Command {
 			&cli.StringFlag{Name: "mode", Value: runner.DefaultMode, Usage: "the server's --mode"},
 			&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "payload bytes per message"},
 			&cli.IntFlag{Name: "inflight", Value: protocol.DefaultInFlight, Usage: "connection attempts in progress at once"},
-			&cli.StringFlag{Name: "out", Aliases: []string{"results"}, Value: "results", Usage: "directory that receives <UTC time>-soak-<backend>/" + soakFileName},
+			&cli.StringFlag{Name: "results", Value: "results", Usage: "directory that receives <UTC time>-soak-<backend>/" + soakFileName},
 		}, vmFlags()...),
 		Action: interruptible(s, runSoak),
 	}
 }
 
 func runSoak(ctx context.Context, c *cli.Context, s Streams) error {
-	cfg := soak.Config{Duration: c.Duration("duration"), Interval: c.Duration("interval"), Wave: c.Int("wave"),
+	cfg := soak.Config{Duration: c.Duration("soak-duration"), Interval: c.Duration("interval"), Wave: c.Int("wave"),
 		Traffic: c.Duration("traffic"), MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
 		MsgSize: c.Int("msg-size"), InFlight: c.Int("inflight")}
 	if err := cfg.Check(); err != nil {
@@ -60,7 +60,7 @@ func runSoak(ctx context.Context, c *cli.Context, s Streams) error {
 	if backend == "verbs" && !protocol.HasVerbs() {
 		return fmt.Errorf("--backend verbs: this binary was built without libibverbs; build it with `go build -tags verbs`")
 	}
-	dir, err := result.NewRunDir(c.String("out"), "soak-"+backend, time.Now())
+	dir, err := result.NewRunDir(c.String("results"), "soak-"+backend, time.Now())
 	if err != nil {
 		return err
 	}

@@ -23,14 +23,14 @@ func TestSoakSim(t *testing.T) {
 // The same inside the Soft-RoCE guest, serve and clients on rxe0.
 func TestVMSoak(t *testing.T) {
 	needVM(t)
-	checkSoak(t, "vm", "--backend", "vm", "--vm-mem", "2048", "--duration", "20s", "--interval", "4s")
+	checkSoak(t, "vm", "--backend", "vm", "--vm-mem", "2048", "--soak-duration", "20s", "--interval", "4s")
 }
 
 func checkSoak(t *testing.T, backend string, args ...string) {
 	t.Helper()
 	root := t.TempDir()
-	out, errOut, code := run(t, append([]string{"bench", "soak", "--duration", "4s", "--interval", "1s", "--wave", "20",
-		"--max-clients", "40", "--traffic", "200ms", "--msg-size", "256", "--out", root}, args...)...)
+	out, errOut, code := run(t, append([]string{"bench", "soak", "--soak-duration", "4s", "--interval", "1s", "--wave", "20",
+		"--max-clients", "40", "--traffic", "200ms", "--msg-size", "256", "--results", root}, args...)...)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -75,9 +75,9 @@ func TestSoakUsage(t *testing.T) {
 		{"bench", "soak", "--wave", "300", "--max-clients", "100"},
 		{"bench", "soak", "--backend", "rxe"},
 		{"bench", "soak", "--mode", "bogus"},
-		{"bench", "soak", "--duration", "soon"},
+		{"bench", "soak", "--soak-duration", "soon"},
 	} {
-		out, errOut, code := run(t, append(tc, "--out", t.TempDir())...)
+		out, errOut, code := run(t, append(tc, "--results", t.TempDir())...)
 		if code != ExitUsage || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, "rdmaprobe: bench soak: ") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q", tc, code, out, errOut)
 		}

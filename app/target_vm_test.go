@@ -41,7 +41,7 @@ func TestVMTargetRping(t *testing.T) {
 	// accepted twice ("rdma_accept: Invalid argument", the other client
 	// waits out its deadline). Two clients launched at once hit it in
 	// one CI run; the test is about probing rping, not about that race.
-	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "2,4", "--rate", "1", "--calibrate", "0", "--timeout", "3m",
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "2,4", "--connect-rate", "1", "--calibrate", "0", "--timeout", "3m",
 		"--vm-mem", "2048", "--results", root,
 		"--server-cmd", "rping -s -P -S 4096 -a {addr} -p {port}",
 		"--client-cmd", "rping -c -S 4096 -a {addr} -p {port} -C 1000000 -v", "--client-ok", `^ping data: rdma-ping-0`)

@@ -19,7 +19,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/slo"
 )
 
-// DefaultDuration is each point's traffic phase unless --duration says
+// DefaultDuration is each point's traffic phase unless --traffic says
 // otherwise. Two seconds give a closed loop thousands of round trips per
 // client on sim and hundreds on Soft-RoCE in the TCG guest (enough for a
 // p99 of the point), while `make run`'s search of 300..600 stays under
@@ -29,8 +29,8 @@ const DefaultDuration = 2 * time.Second
 // trafficFlags are the traffic phase's flags of search and ramp.
 func trafficFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.DurationFlag{Name: "duration", Value: DefaultDuration, Usage: "traffic phase of each point once all its clients are connected: every client exchanges verified messages with the server for at least this long (0 = off)"},
-		&cli.DurationFlag{Name: "max-duration", Value: client.DefaultMaxDuration, Usage: "the traffic phase's window extends past --duration until every client has completed a message inside it, for at most this long; a client still without one is unmeasured and fails the point's SLOs (--duration or less: a fixed window)"},
+		&cli.DurationFlag{Name: "traffic", Value: DefaultDuration, Usage: "traffic phase of each point once all its clients are connected: every client exchanges verified messages with the server for at least this long (0 = off)"},
+		&cli.DurationFlag{Name: "traffic-max", Value: client.DefaultMaxDuration, Usage: "the traffic phase's window extends past --traffic until every client has completed a message inside it, for at most this long; a client still without one is unmeasured and fails the point's SLOs (--traffic or less: a fixed window)"},
 		&cli.StringFlag{Name: "op", Value: result.OpSend, Usage: "traffic operation: send (SEND/RECV echo of a self-checking payload), write (RDMA WRITE into the server's buffer, read back after the phase) or read (RDMA READ of what the server put there)"},
 		&cli.IntFlag{Name: "depth", Value: 1, Usage: "messages each client keeps outstanding (closed loop), or at most has (open loop)"},
 		&cli.Float64Flag{Name: "msg-rate", Usage: "messages/s each client is due (open loop, latency timed from when each was due); 0 = closed loop at --depth"},
@@ -45,7 +45,7 @@ func trafficFlags() []cli.Flag {
 // trafficConfig is the traffic phase the flags ask for (Duration 0 =
 // none).
 func trafficConfig(c *cli.Context) client.TrafficConfig {
-	return client.TrafficConfig{Duration: c.Duration("duration"), MaxDuration: c.Duration("max-duration"), Op: c.String("op"), Depth: c.Int("depth"),
+	return client.TrafficConfig{Duration: c.Duration("traffic"), MaxDuration: c.Duration("traffic-max"), Op: c.String("op"), Depth: c.Int("depth"),
 		Rate: c.Float64("msg-rate"), Timeout: c.Duration("msg-timeout"), BusyPoll: c.Duration("busy-poll")}
 }
 
@@ -67,7 +67,7 @@ func trafficOptions(c *cli.Context) ([]slo.SLO, string, *requirement, error) {
 		return nil, "", nil, fail(2, "--criterion %q: want connect or traffic", criterion)
 	}
 	// A client command of the operator's has no traffic phase.
-	noTraffic, why := c.Duration("duration") <= 0, "--duration is 0"
+	noTraffic, why := c.Duration("traffic") <= 0, "--traffic is 0"
 	if c.String("client-cmd") != "" {
 		noTraffic, why = true, "the clients are --client-cmd's"
 	}
@@ -220,8 +220,8 @@ func checkRanges(c *cli.Context) error {
 			return fail(ExitUsage, "--%s %d: want %d or more", f.name, c.Int(f.name), f.min)
 		}
 	}
-	if r := c.Float64("rate"); has("rate") && !(r >= 0 && !math.IsInf(r, 1)) {
-		return fail(ExitUsage, "--rate %g: want 0 (all at once) or more launches per second", r)
+	if r := c.Float64("connect-rate"); has("connect-rate") && !(r >= 0 && !math.IsInf(r, 1)) {
+		return fail(ExitUsage, "--connect-rate %g: want 0 (all at once) or more launches per second", r)
 	}
 	for _, name := range []string{"calibrate", "sample-interval", "duration", "max-duration"} {
 		if has(name) && c.Duration(name) < 0 {

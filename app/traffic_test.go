@@ -28,7 +28,7 @@ import (
 func TestSearchFindsPlantedSustainableCapacity(t *testing.T) {
 	root := t.TempDir()
 	out, errOut, code := run(t, "search", "--backend", "sim", "--lo", "1", "--hi", "12",
-		"--criterion", "traffic", "--slo", "p99<=2ms", "--duration", "1s",
+		"--criterion", "traffic", "--slo", "p99<=2ms", "--traffic", "1s",
 		"--sim-service-delay", "5ms", "--sim-service-delay-from", "5",
 		"--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--results", root, "--require", "5")
 	r := loadOnlyRun(t, root)
@@ -91,14 +91,14 @@ func TestTrafficFlagErrors(t *testing.T) {
 		{[]string{"--slo", "errors>0"}, `--slo: slo "errors>0": bounds errors from the wrong side`},
 		{[]string{"--slo", "p99<=2ms,rate<=100"}, `--slo: slo "rate<=100": bounds rate from the wrong side`},
 		{[]string{"--criterion", "fast"}, `--criterion "fast": want connect or traffic`},
-		{[]string{"--criterion", "traffic", "--duration", "0"}, "--criterion traffic needs a traffic phase"},
+		{[]string{"--criterion", "traffic", "--traffic", "0"}, "--criterion traffic needs a traffic phase"},
 		{[]string{"--require", "x"}, `--require: "x": want a client count`},
 		{[]string{"--require", "10:fast"}, `criterion "fast"`},
-		{[]string{"--require", "10:traffic", "--duration", "0"}, "needs a traffic phase"},
+		{[]string{"--require", "10:traffic", "--traffic", "0"}, "needs a traffic phase"},
 		{[]string{"--op", "atomic"}, `--op "atomic": want one of send, write, read`},
 		{[]string{"--depth", "0"}, "--depth 0: want 1 to 1024"},
 		{[]string{"--msg-rate", "-1"}, "--msg-rate -1"},
-		{[]string{"--mode", "ud", "--duration", "1s", "--op", "write"}, "--op write: UD QPs only send"},
+		{[]string{"--mode", "ud", "--traffic", "1s", "--op", "write"}, "--op write: UD QPs only send"},
 	} {
 		args := append([]string{"ramp", "--backend", "sim", "--clients", "1", "--results", t.TempDir()}, tc.args...)
 		_, errOut, code := run(t, args...)
@@ -152,7 +152,7 @@ func TestUnmeasuredClientsAreNotSustainable(t *testing.T) {
 	const n = 12
 	args := func(root, max string) []string {
 		return []string{"search", "--backend", "sim", "--lo", itoa(n), "--hi", itoa(n), "--procs", "2",
-			"--criterion", "traffic", "--duration", "1s", "--max-duration", max,
+			"--criterion", "traffic", "--traffic", "1s", "--traffic-max", max,
 			"--sim-service-delay", "100ms", "--sim-service-delay-from", "5",
 			"--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--results", root}
 	}

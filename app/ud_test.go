@@ -41,7 +41,7 @@ func TestUDHoldsMoreClientsThanQPs(t *testing.T) {
 // 20th) is counted as lost, and the point fails errors=0.
 func TestUDLossCounted(t *testing.T) {
 	root := t.TempDir()
-	out, errOut, code := run(t, udArgs(root, "--mode", "ud", "--clients", "3", "--duration", "1s",
+	out, errOut, code := run(t, udArgs(root, "--mode", "ud", "--clients", "3", "--traffic", "1s",
 		"--msg-timeout", "1s", "--sim-ud-loss", "20")...)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)

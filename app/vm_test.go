@@ -252,7 +252,7 @@ func TestVMBootFailureSaysWhy(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(filepath.Dir(runs[0]), "guest-console.log")); err != nil {
 		t.Error(err)
 	}
-	_, errOut, code = run(t, "report", runs[0], "--out", t.TempDir())
+	_, errOut, code = run(t, "report", runs[0], "--report-dir", t.TempDir())
 	if code != ExitRunError || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "the run never started: ") {
 		t.Errorf("report: exit %d, stderr %q", code, errOut)
 	}
@@ -289,7 +289,7 @@ func TestVMInterruptedPointComesBack(t *testing.T) {
 	var out, errOut lockedBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "vm", "--clients", "3000", "--rate", "40",
+		done <- MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "vm", "--clients", "3000", "--connect-rate", "40",
 			"--rounds", "1", "--vm-mem", "2048", "--results", root}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errOut})
 	}()
 	// Without a terminal the progress is a line every 30 s of a point:
@@ -332,7 +332,7 @@ func TestVMInterruptedPointComesBack(t *testing.T) {
 func TestVMReferencesPerTransport(t *testing.T) {
 	needVM(t)
 	root := t.TempDir()
-	out, errOut, code := run(t, "ramp", "--backend", "vm", "--mode", "srq,ud", "--clients", "1", "--duration", "1s",
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--mode", "srq,ud", "--clients", "1", "--traffic", "1s",
 		"--msg-size", "64", "--calibrate", "0", "--vm-mem", "1024", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)

@@ -20,7 +20,7 @@ func TestWallStopEndsAPointAtItsWall(t *testing.T) {
 		t.Run("wall-stop "+c.stop, func(t *testing.T) {
 			root := t.TempDir()
 			out, errOut, code := run(t, udArgs(root, "--clients", "2000", "--sim-max-qp", "300", "--procs", "2",
-				"--duration", "0", "--wall-stop", c.stop)...)
+				"--traffic", "0", "--wall-stop", c.stop)...)
 			if code != 0 {
 				t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 			}

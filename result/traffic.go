@@ -58,9 +58,9 @@ type Traffic struct {
 	// DurationSec is the window messages were sent and counted in (the
 	// longest generator's; shorter than asked when interrupted).
 	DurationSec float64 `json:"duration_sec"`
-	// MinDurationSec is the window's minimum (--duration): the window
+	// MinDurationSec is the window's minimum (--traffic): the window
 	// extends past it until every client is measured, up to a cap
-	// (--max-duration). Absent in runs before schema version 3.
+	// (--traffic-max). Absent in runs before schema version 3.
 	MinDurationSec float64 `json:"min_duration_sec,omitempty"`
 	// Unmeasured clients completed fewer than client.MinMessages (one)
 	// messages inside the window (a completion after it does not count):

@@ -27,7 +27,7 @@ type collection struct {
 	// classifies how one ended.
 	remote RemoteLauncher
 
-	// launch is how long the --rate schedule takes to launch every
+	// launch is how long the --connect-rate schedule takes to launch every
 	// client; quiet how long a released generator may stay silent.
 	launch, quiet time.Duration
 	deadline      *time.Timer

@@ -303,7 +303,7 @@ func (s Spec) checkTraffic() error {
 	t := s.Traffic
 	switch {
 	case t.Duration < 0:
-		return fmt.Errorf("--duration %v: want 0 (no traffic phase) or more", t.Duration)
+		return fmt.Errorf("--traffic %v: want 0 (no traffic phase) or more", t.Duration)
 	case t.Duration == 0:
 		return nil
 	case t.Op != "" && !slices.Contains(result.Ops, t.Op):

@@ -87,7 +87,7 @@ func (c Config) Check() error {
 		return fmt.Errorf("--wave %d: want at least 1 and at most --max-clients (%d)", c.Wave, c.MaxClients)
 	}
 	if c.Duration <= 0 || c.Interval <= 0 {
-		return errors.New("--duration and --interval must be positive")
+		return errors.New("--soak-duration and --interval must be positive")
 	}
 	if err := server.ValidMode(c.Mode); err != nil {
 		return fmt.Errorf("--mode: %w", err)

@@ -16,7 +16,7 @@ type Use struct {
 	// Mode is the server design asked for (--mode).
 	Mode string
 	// Lockstep steps the connections in batches (--cm-steps lockstep);
-	// Rate paces their starts (--rate).
+	// Rate paces their starts (--connect-rate).
 	Lockstep    bool
 	Rate        float64
 	PrivateData []byte
@@ -38,7 +38,7 @@ func Refuse(u Use) error {
 	case u.Mode == server.ModeUD || u.Mode == server.ModeMux:
 		return fmt.Errorf("--mode %s is the built-in server's and clients' protocol: not with rdma_cm clients, which make one RC connection each", u.Mode)
 	case u.Lockstep && u.Rate > 0:
-		return fmt.Errorf("--cm-steps lockstep starts each batch at once: not with --rate")
+		return fmt.Errorf("--cm-steps lockstep starts each batch at once: not with --connect-rate")
 	case len(u.PrivateData) > MaxPrivateData:
 		return fmt.Errorf("--cm-private-data: %d bytes, an RC connect request carries at most %d", len(u.PrivateData), MaxPrivateData)
 	case u.ServerEchoes && u.Traffic.Duration > 0 && u.Traffic.Op != "" && u.Traffic.Op != result.OpSend:

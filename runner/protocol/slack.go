@@ -38,7 +38,7 @@ const ConnectTimerSlack = 10 * time.Millisecond
 // side's busy-polling loop on the guest's other CPU: ~3,000 sysmon wakes
 // and ~2,200 involuntary switches of the generator's polling thread in
 // 4 s at 10 clients, against ~330 and ~380 with the slack. `ramp
-// --backend verbs --clients 1,10 --duration 4s --busy-poll 2ms` in the
+// --backend verbs --clients 1,10 --traffic 4s --busy-poll 2ms` in the
 // guest, 5 turns each in alternation: 10 clients 11,684 msg/s median (p99
 // 5.1-8.8 ms) with the default slack, 13,870 with the slack kept (p99
 // 1.4-2.9 ms); 1 client p99 0.67-0.99 ms against 0.34-0.52 ms. Without

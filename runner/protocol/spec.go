@@ -140,7 +140,7 @@ type CMClient struct {
 	ServerEchoes bool `json:"server_echoes,omitempty"`
 	// Steps is how a generator steps its connections (--cm-steps):
 	// CMStepsLockstep, CMStepsInterleaved, or "" (auto) for lockstep
-	// when its window holds all its connections and no --rate paces
+	// when its window holds all its connections and no --connect-rate paces
 	// them, interleaved otherwise (client/rdmacm.Config.Lockstep).
 	Steps string `json:"steps,omitempty"`
 }
