@@ -13,7 +13,7 @@ BIN := bin/rdmaprobe
 TAGS = $(shell test -f /usr/include/infiniband/verbs.h -a -f /usr/include/rdma/rdma_cma.h && echo verbs)
 RUN_ARGS ?= search --lo 300 --hi 600
 
-.PHONY: run test setup build vet clean
+.PHONY: run test setup setup-test build vet clean
 
 run: setup build
 	./$(BIN) $(RUN_ARGS)
@@ -23,7 +23,7 @@ run: setup build
 # package's time, and fails when a test runs past its budget (60 s, or
 # its ceiling in internal/testbudget/long.txt). pipefail: a failing test
 # fails make test whatever the reader says.
-test: setup vet
+test: setup-test vet
 	@mkdir -p bin
 	set -o pipefail; RDMAPROBE_REQUIRE_PARTS=1 $(GO) test -count=1 -timeout 60m -json ./... | tee bin/test.json | $(GO) run ./internal/testbudget
 	$(MAKE) --no-print-directory fuzz
@@ -44,8 +44,13 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime $(FUZZ_DECODE) ./exchange
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZ_PARSE) ./result
 
+# make run installs what the default run needs; make test also what only
+# the tests and optional features (--vm-peer's sshd) use.
 setup:
-	./scripts/setup.sh
+	./scripts/setup.sh run
+
+setup-test:
+	./scripts/setup.sh test
 
 build:
 	$(GO) build -tags "$(TAGS)" -o $(BIN) .
@@ -118,7 +123,7 @@ figures: setup build
 # RSS, retained heap, open files, threads and mappings per interval, and
 # the growth per 100,000 clients served. SOAK_ARGS='--backend vm' runs
 # it inside the Soft-RoCE guest.
-SOAK_ARGS ?= --duration 1h
+SOAK_ARGS ?= --soak-duration 1h
 .PHONY: soak
 soak: build
 	./$(BIN) bench soak $(SOAK_ARGS)

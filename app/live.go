@@ -63,6 +63,9 @@ func openLive(c *cli.Context, s *Streams) (*liveViews, error) {
 			return nil, fail(ExitUsage, "%v", err)
 		}
 		v.metrics = m
+		// Printed before the first point, so that a scraper can be
+		// pointed at it while the run goes, and :0's port is known.
+		fmt.Fprintf(s.Out, "metrics: http://%s/metrics\n", m.Addr())
 	}
 	return v, nil
 }

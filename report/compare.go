@@ -124,7 +124,7 @@ func NewComparison(runs []*result.Run) *Comparison {
 		c.Table = append(c.Table, append([]string{fmt.Sprint(n)}, byCount[n]...))
 	}
 	c.Plots = []Plot{
-		linePlot("compare-success", "Success rate vs clients", "clients", "success %", succ),
+		percentLinePlot("compare-success", "Success rate vs clients", "clients", "success %", succ),
 		linePlot("compare-connect", "Connect time p50 vs clients", "clients", "ms", conn),
 	}
 	if traffic {

@@ -247,7 +247,7 @@ func designFigures(run *result.Run, m *Model) []Plot {
 		succ, rss, rate = append(succ, ss), append(rss, rs), append(rate, ts)
 	}
 	plots := []Plot{
-		linePlot("design-success", "Success rate vs clients, by server design", "clients", "success %", succ),
+		percentLinePlot("design-success", "Success rate vs clients, by server design", "clients", "success %", succ),
 		linePlot("design-rss", "Server RSS per client vs clients, by server design", "clients", "KiB per client", rss),
 	}
 	if traffic {

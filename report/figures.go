@@ -21,7 +21,7 @@ func Figures(run *result.Run, m *Model) []Plot {
 		succ.Low = append(succ.Low, pctAxis(r.CILow))
 		succ.High = append(succ.High, pctAxis(r.CIHigh))
 	}
-	plots := []Plot{linePlot("success", "Success rate vs clients (95% CI)", "clients", "success %", []Series{succ})}
+	plots := []Plot{percentLinePlot("success", "Success rate vs clients (95% CI)", "clients", "success %", []Series{succ})}
 
 	p50, p95, p99 := Series{Label: "p50"}, Series{Label: "p95"}, Series{Label: "p99"}
 	for _, n := range counts(run) {

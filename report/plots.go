@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"image/color"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
 
+	"golang.org/x/image/font/sfnt"
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
@@ -54,17 +58,52 @@ var (
 
 // linePlot renders series against a shared x axis.
 func linePlot(name, title, xlabel, ylabel string, series []Series) Plot {
-	return drawLines(name, title, xlabel, ylabel, series, false)
+	return drawLines(name, title, xlabel, ylabel, series, linearY)
 }
 
 // logLinePlot is linePlot on a logarithmic y axis, for figures that span
 // decades (latencies from microseconds to seconds); values must be > 0.
 func logLinePlot(name, title, xlabel, ylabel string, series []Series) Plot {
-	return drawLines(name, title, xlabel, ylabel, series, true)
+	return drawLines(name, title, xlabel, ylabel, series, logY)
 }
 
-func drawLines(name, title, xlabel, ylabel string, series []Series, logY bool) Plot {
+// percentLinePlot is linePlot for percentages: the axis reaches 100 and
+// has a tick there, the value a reader looks for.
+func percentLinePlot(name, title, xlabel, ylabel string, series []Series) Plot {
+	return drawLines(name, title, xlabel, ylabel, series, percentY)
+}
+
+type yAxis int
+
+const (
+	linearY yAxis = iota
+	logY
+	percentY
+)
+
+// tickAt adds a labelled tick at a value its ticker left out.
+type tickAt struct {
+	plot.Ticker
+	at float64
+}
+
+func (t tickAt) Ticks(lo, hi float64) []plot.Tick {
+	ticks := t.Ticker.Ticks(lo, hi)
+	for i, k := range ticks {
+		if k.Value == t.at {
+			ticks[i].Label = strconv.FormatFloat(t.at, 'f', -1, 64)
+			return ticks
+		}
+	}
+	if t.at < lo || t.at > hi {
+		return ticks
+	}
+	return append(ticks, plot.Tick{Value: t.at, Label: strconv.FormatFloat(t.at, 'f', -1, 64)})
+}
+
+func drawLines(name, title, xlabel, ylabel string, series []Series, axis yAxis) Plot {
 	out := Plot{Name: name, Title: title}
+	logY := axis == logY
 	if logY {
 		series = positive(series)
 	}
@@ -86,6 +125,9 @@ func drawLines(name, title, xlabel, ylabel string, series []Series, logY bool) P
 	if logY {
 		p.Y.Scale = plot.LogScale{}
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	if axis == percentY {
+		p.Y.Tick.Marker = tickAt{plot.DefaultTicks{}, 100}
 	}
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = true
@@ -121,6 +163,9 @@ func drawLines(name, title, xlabel, ylabel string, series []Series, logY bool) P
 		if len(series) > 1 {
 			p.Legend.Add(legendLabel(series, i), spaced{l}, spaced{pts})
 		}
+	}
+	if axis == percentY {
+		p.Y.Max = max(p.Y.Max, 100)
 	}
 	return render(p, out)
 }
@@ -281,19 +326,24 @@ func render(p *plot.Plot, out Plot) Plot {
 	return out
 }
 
-// safeLabel keeps labels to characters any renderer shows as written.
+// safeLabel keeps every printable character the plots' font has a glyph
+// for ("×", "#", "≥" all draw) and puts "?" for the rest, which would
+// draw as an empty box; a label is cut at 60 characters.
 func safeLabel(s string) string {
+	face := font.DefaultCache.Lookup(plot.DefaultFont, 12)
+	var buf sfnt.Buffer
 	var b strings.Builder
+	n := 0
 	for _, r := range s {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', strings.ContainsRune(" .,:;()+-_/%=", r):
+		if n == 60 {
+			break
+		}
+		n++
+		if i, err := face.Face.GlyphIndex(&buf, r); unicode.IsPrint(r) && (r == ' ' || err == nil && i != 0) {
 			b.WriteRune(r)
-		default:
+		} else {
 			b.WriteRune('?')
 		}
-	}
-	if b.Len() > 60 {
-		return b.String()[:60]
 	}
 	return b.String()
 }

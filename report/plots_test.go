@@ -2,6 +2,7 @@ package report
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -62,5 +63,31 @@ func TestLogPlotLeavesOutZero(t *testing.T) {
 	p = logLinePlot("latency", "t", "x", "y", []Series{{Label: "p50", X: []float64{1}, Y: []float64{0}}})
 	if p.Empty != "no value above 0 to draw on a log scale" {
 		t.Errorf("only zero: empty %q", p.Empty)
+	}
+}
+
+// A label draws every character it holds that the font has: "×" and
+// "#" came out as "?" before.
+func TestPlotLabelsKeepTheirCharacters(t *testing.T) {
+	series := []Series{{Label: "MB/s ×1000", X: []float64{1, 2}, Y: []float64{1, 2}},
+		{Label: "per-client #2 ≥ 3", X: []float64{1, 2}, Y: []float64{2, 3}}}
+	svg := string(linePlot("l", "t", "x", "y", series).SVG)
+	for _, want := range []string{">MB/s ×1000</text>", ">per-client #2 ≥ 3</text>"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the plot lacks %q", want)
+		}
+	}
+	if got := safeLabel("a\x01b"); got != "a?b" {
+		t.Errorf("safeLabel(a\\x01b) = %q, want a?b", got)
+	}
+}
+
+// The success plot has a tick at 100, even when every point is lower.
+func TestSuccessPlotTicksAt100(t *testing.T) {
+	for _, ys := range [][]float64{{40, 60}, {99, 100}} {
+		svg := string(percentLinePlot("s", "t", "x", "success %", []Series{{X: []float64{1, 2}, Y: ys}}).SVG)
+		if !regexp.MustCompile(`>100</text>`).MatchString(svg) {
+			t.Errorf("success %v: no tick labelled 100", ys)
+		}
 	}
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs the Debian packages rdmaprobe needs for real RDMA (Soft-RoCE in
-# a QEMU guest) and for its test suite. Idempotent: installs only what is
-# missing. Needs root; otherwise prints the command to run.
+# Installs the Debian packages rdmaprobe needs: `setup.sh` (make run)
+# what the default run needs, real RDMA in a Soft-RoCE QEMU guest;
+# `setup.sh test` (make test) also what only the test suite and optional
+# features use. Idempotent: installs only what is missing. Needs root;
+# otherwise prints the command to run.
 set -euo pipefail
 
 pkgs=(
@@ -13,17 +15,24 @@ pkgs=(
   iproute2             # `rdma` command (resource counts, reference)
   ibverbs-utils        # ibv_devinfo, ibv_rc_pingpong (reference check)
   perftest             # ib_write_lat (reference check)
-  rdmacm-utils         # rping, ucmatose: third-party rdma_cm servers probed in the suite
   librdmacm-dev        # cgo headers for the rdma_cm load generator (--client-kind rdmacm)
   gcc                  # cgo
+  ca-certificates
+)
+test_pkgs=(
+  rdmacm-utils         # rping, ucmatose: third-party rdma_cm servers probed in the suite
   chromium             # renders the HTML report in the test suite (headless)
   openssh-server       # sshd of the SSH launcher's test hosts (scripts/testhosts.sh) and of the second Soft-RoCE guest
   openssh-client       # ssh: the SSH launcher, and the test hosts' readiness check
   slurm-wlm            # slurmctld, slurmd, srun: the Slurm launcher's one-node test cluster (scripts/testslurm.sh)
   munge                # Slurm's authentication, started by scripts/testslurm.sh
   prometheus           # scrapes a run's --metrics-addr in app's TestPrometheusScrapesRun, started by the test on loopback
-  ca-certificates
 )
+case "${1:-run}" in
+  run) ;;
+  test) pkgs+=("${test_pkgs[@]}") ;;
+  *) echo "usage: $0 [run|test]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do

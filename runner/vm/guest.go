@@ -250,6 +250,9 @@ func bootGuestWith(ctx context.Context, opts GuestOptions, simulated bool, cmds 
 	}
 	ic := softroce.ImageConfig{Binary: exe, ExtraBinaries: softroce.DefaultExtraBinaries}
 	if opts.Peer {
+		if err := peerPackages(); err != nil {
+			return nil, err
+		}
 		ic.ExtraBinaries = append(append([]string(nil), ic.ExtraBinaries...), peerBinaries...)
 	}
 	if cmds != nil {

@@ -45,6 +45,17 @@ type PeerPlacement struct {
 	SSH   []string      `json:"ssh"`
 }
 
+// peerPackages names the Debian package to install for each of the
+// peer's programs missing on this host, which the guests are built from.
+func peerPackages() error {
+	for _, p := range []struct{ bin, pkg string }{{"/usr/sbin/sshd", "openssh-server"}, {"ssh", "openssh-client"}} {
+		if _, err := exec.LookPath(p.bin); err != nil {
+			return fmt.Errorf("--vm-peer needs %s (Debian package %s) on this host: apt-get install %s", p.bin, p.pkg, p.pkg)
+		}
+	}
+	return nil
+}
+
 // guestPeer is the booted peer and its sshd.
 type guestPeer struct {
 	g         *softroce.Guest
