@@ -372,7 +372,7 @@ func TestInterruptInTrafficCountsNowhere(t *testing.T) {
 	done := make(chan int)
 	go func() {
 		done <- MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "100,300",
-			"--duration", "5s", "--msg-size", "64", "--calibrate", "0", "--results", root,
+			"--traffic", "5s", "--msg-size", "64", "--calibrate", "0", "--results", root,
 			"--metrics-addr", metrics}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errb})
 	}()
 	// The 300 point's traffic window is open once a scrape shows it

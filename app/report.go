@@ -145,10 +145,12 @@ func compareCommand(s Streams) *cli.Command {
 				files, err = report.WriteBenchComparison(runs, out, fs)
 			} else {
 				var runs []*result.Run
-				for _, f := range loaded {
+				var names []string
+				for i, f := range loaded {
 					runs = append(runs, f.run)
+					names = append(names, runName(paths[i]))
 				}
-				files, err = report.WriteComparison(runs, out, fs)
+				files, err = report.WriteComparison(runs, names, out, fs)
 			}
 			if err != nil {
 				return fail(ExitRunError, "write comparison in %s: %v", out, err)
@@ -218,6 +220,14 @@ func savedPath(path string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s: a directory without %s or %s", path, result.FileName, bench.FileName)
+}
+
+// runName names a run in a comparison by its directory.
+func runName(path string) string {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return filepath.Base(filepath.Clean(path))
+	}
+	return filepath.Base(filepath.Dir(filepath.Clean(path)))
 }
 
 // kindName says what a file of kind k holds, for messages.

@@ -199,3 +199,44 @@ func TestRunThatCannotStartLeavesNothing(t *testing.T) {
 		t.Errorf("a run that never started left %v in the results directory", ents)
 	}
 }
+
+// report takes a run's directory, and compare names each run by its
+// directory and the command that made it.
+func TestReportDirAndCompareNames(t *testing.T) {
+	b, err := os.ReadFile("../report/testdata/published.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	var dirs []string
+	for _, name := range []string{"20260101T000000Z-vm", "20260102T000000Z-vm"} {
+		d := filepath.Join(root, name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "run.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+	}
+	out, errOut, code := run(t, "report", "--format", "md", dirs[0])
+	if code != 0 || !strings.Contains(out, filepath.Join(dirs[0], "report.md")) {
+		t.Fatalf("report DIR: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if _, errOut, code := run(t, "report", root); code == 0 || !strings.Contains(errOut, "without run.json") {
+		t.Errorf("report of a directory without a run: exit %d, stderr %q", code, errOut)
+	}
+	cmp := t.TempDir()
+	if _, errOut, code := run(t, "compare", "--format", "md", "--report-dir", cmp, dirs[0], filepath.Join(dirs[1], "run.json")); code != 0 {
+		t.Fatalf("compare: exit %d: %s", code, errOut)
+	}
+	md, err := os.ReadFile(filepath.Join(cmp, "compare.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if !strings.Contains(string(md), filepath.Base(d)+": ") {
+			t.Errorf("compare.md does not name %s by its directory and command", filepath.Base(d))
+		}
+	}
+}

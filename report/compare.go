@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
@@ -46,15 +47,19 @@ func Label(r *result.Run) string {
 	return l
 }
 
-// NewComparison builds the side-by-side view; labels default to Label,
-// made unique with #i. A run of several server designs takes one column
-// per design.
-func NewComparison(runs []*result.Run) *Comparison {
-	runs = byDesign(runs)
+// NewComparison builds the side-by-side view. Each run is named by
+// names[i] (its directory), where given, and the command that made it,
+// before its Label; a label is made unique with #i. A run of several
+// server designs takes one column per design.
+func NewComparison(runs []*result.Run, names ...string) *Comparison {
+	runs, names = byDesign(runs, names)
 	c := &Comparison{Title: "rdmaprobe: comparison of " + fmt.Sprint(len(runs)) + " runs", Header: []string{"Clients"}}
 	seen := map[string]int{}
 	for i, r := range runs {
 		l := Label(r)
+		if i < len(names) && names[i] != "" {
+			l = names[i] + commandVerb(r) + ": " + l
+		}
 		seen[l]++
 		if seen[l] > 1 {
 			l = fmt.Sprintf("%s #%d", l, i+1)
@@ -139,19 +144,32 @@ func NewComparison(runs []*result.Run) *Comparison {
 
 // byDesign replaces each run of several server designs by one run per
 // design (result.Run.ForDesign), in the run's order.
-func byDesign(runs []*result.Run) []*result.Run {
+func byDesign(runs []*result.Run, names []string) ([]*result.Run, []string) {
 	var out []*result.Run
-	for _, r := range runs {
+	var outNames []string
+	for i, r := range runs {
+		name := ""
+		if i < len(names) {
+			name = names[i]
+		}
 		ds := r.DesignModes()
 		if ds == nil {
-			out = append(out, r)
+			out, outNames = append(out, r), append(outNames, name)
 			continue
 		}
 		for _, d := range ds {
-			out = append(out, r.ForDesign(d))
+			out, outNames = append(out, r.ForDesign(d)), append(outNames, name)
 		}
 	}
-	return out
+	return out, outNames
+}
+
+// commandVerb is " (ramp)" for a run made by rdmaprobe ramp.
+func commandVerb(r *result.Run) string {
+	if len(r.Command) > 1 && !strings.HasPrefix(r.Command[1], "-") {
+		return " (" + r.Command[1] + ")"
+	}
+	return ""
 }
 
 // lastRate gives the connect rate at the largest count with a timed
@@ -167,8 +185,8 @@ func lastRate(rates []RateRow) []string {
 
 // WriteComparison renders runs side by side into dir as compare.md (with
 // PNG plots) and/or compare.html.
-func WriteComparison(runs []*result.Run, dir string, formats []string) ([]string, error) {
-	return Write(dir, formats, NewComparison(runs).Document())
+func WriteComparison(runs []*result.Run, names []string, dir string, formats []string) ([]string, error) {
+	return Write(dir, formats, NewComparison(runs, names...).Document())
 }
 
 // Document is the comparison as compare.md and compare.html.

@@ -161,7 +161,7 @@ func TestHTMLEscapes(t *testing.T) {
 // Golden comparison of the two fixture runs, both formats.
 func TestCompareGolden(t *testing.T) {
 	dir := t.TempDir()
-	files, err := WriteComparison([]*result.Run{load(t, "published"), load(t, "sim-search")}, dir, Formats)
+	files, err := WriteComparison([]*result.Run{load(t, "published"), load(t, "sim-search")}, nil, dir, Formats)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestCompareGolden(t *testing.T) {
 
 func TestCompare(t *testing.T) {
 	dir := t.TempDir()
-	files, err := WriteComparison([]*result.Run{load(t, "published"), load(t, "sim-search")}, dir, Formats)
+	files, err := WriteComparison([]*result.Run{load(t, "published"), load(t, "sim-search")}, nil, dir, Formats)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,5 +280,16 @@ func TestPhasesByPoint(t *testing.T) {
 	md, err := Markdown(m)
 	if err != nil || !strings.Contains(string(md), "Each point's phases") || !strings.Contains(string(md), "| 2000 ") {
 		t.Errorf("Markdown lacks the by-point table (%v):\n%s", err, md)
+	}
+}
+
+// A comparison's columns carry the runs' names and commands.
+func TestComparisonNamesRuns(t *testing.T) {
+	a, b := load(t, "sim-search"), load(t, "sim-search")
+	c := NewComparison([]*result.Run{a, b}, "20260101T000000Z-sim", "20260102T000000Z-sim")
+	for i, want := range []string{"20260101T000000Z-sim (search): ", "20260102T000000Z-sim (search): "} {
+		if !strings.HasPrefix(c.Labels[i], want) {
+			t.Errorf("label %d = %q, want it to start %q", i, c.Labels[i], want)
+		}
 	}
 }

@@ -25,8 +25,8 @@ func TestConfigCheck(t *testing.T) {
 	}{
 		{"empty wave", func(c *Config) { c.Wave = 0 }, "--wave 0"},
 		{"wave above the server's cap", func(c *Config) { c.Wave = 11 }, "at most --max-clients (10)"},
-		{"no duration", func(c *Config) { c.Duration = 0 }, "--duration and --interval"},
-		{"negative interval", func(c *Config) { c.Interval = -time.Second }, "--duration and --interval"},
+		{"no duration", func(c *Config) { c.Duration = 0 }, "--soak-duration and --interval"},
+		{"negative interval", func(c *Config) { c.Interval = -time.Second }, "--soak-duration and --interval"},
 		{"unknown mode", func(c *Config) { c.Mode = "bogus" }, "--mode"},
 		{"mux", func(c *Config) { c.Mode = server.ModeMux }, "a QP each"},
 	} {

@@ -91,7 +91,7 @@ var ownP50 = regexp.MustCompile(`traffic: .* latency p50 ([0-9.]+)(us|ms)`)
 // its echo p50 in µs.
 func ownEcho(b *testing.B, ctx context.Context, g *Guest, rp string, size int) float64 {
 	b.Helper()
-	r, err := g.Exec(ctx, 5*time.Minute, rp, "ramp", "--backend", "verbs", "--clients", "1", "--duration", "3s",
+	r, err := g.Exec(ctx, 5*time.Minute, rp, "ramp", "--backend", "verbs", "--clients", "1", "--traffic", "3s",
 		"--busy-poll", "2ms", "--msg-size", strconv.Itoa(size), "--sample-interval", "0", "--calibrate", "0",
 		"--results", "/tmp/echofloor-results")
 	if err != nil || r.ExitCode != 0 {
