@@ -382,7 +382,7 @@ func TestVMReferencesPerTransport(t *testing.T) {
 func TestVMDeviceCounters(t *testing.T) {
 	needVM(t)
 	root := t.TempDir()
-	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "4", "--duration", "1s",
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "4", "--traffic", "1s",
 		"--msg-size", "64", "--calibrate", "0", "--vm-mem", "1024", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)

@@ -43,7 +43,7 @@ func TestGuestListenQueueBehindExit(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	cmd := exec.CommandContext(ctx, exe, "ramp", "--backend", "vm", "--clients", "16", "--calibrate", "0", "--duration", "0",
+	cmd := exec.CommandContext(ctx, exe, "ramp", "--backend", "vm", "--clients", "16", "--calibrate", "0", "--traffic", "0",
 		"--vm-mem", "2048", "--results", root, "--timeout", "60s",
 		"--server-build", "make -s -C "+src+" OUT={build} MAX_CLIENTS={n} BACKLOG=1 HANDSHAKE_MS=300", "--server-build-cache", t.TempDir(),
 		"--server-cmd", "{build}/capserver -d {device} -p {port}",
