@@ -66,6 +66,11 @@ func (a *agent) handle(ctx context.Context, op string, payload json.RawMessage, 
 		return takeProfiles(vm.GuestProfileDir)
 	case vm.OpSoak:
 		return soakInGuest(ctx, payload, progress)
+	case vm.OpState:
+		return a.state()
+	case vm.OpForget:
+		a.last = nil
+		return nil, nil
 	case vm.OpCMBench:
 		var req vm.CMBenchRequest
 		if err := json.Unmarshal(payload, &req); err != nil {

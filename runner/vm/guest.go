@@ -66,6 +66,9 @@ type GuestOptions struct {
 	// generators there over SSH, Soft-RoCE on the link in both
 	// (peer.go); each guest has CPUs and MemMiB.
 	Peer bool
+	// Shared, if set, lends its guest to a run that fits it instead of
+	// booting one (a test binary's many runs).
+	Shared *Shared
 }
 
 func (o GuestOptions) cpuModel() string {
@@ -89,13 +92,16 @@ func (o GuestOptions) cpu() string {
 // it (NewGuest), or the place of the bench suite (BootGuest, Bench).
 // The guest's side is package guestagent.
 type Guest struct {
-	g    *softroce.Guest
-	end  context.CancelFunc // ends the guest's life (bootGuest)
-	opts GuestOptions
-	spec runner.Spec
-	desc string
-	ref  *result.Reference
-	dev  *result.DeviceInfo
+	g   *softroce.Guest
+	end context.CancelFunc // ends the guest's life (bootGuest)
+	// release, for a guest Shared lent, gives it back instead of Close
+	// powering it off.
+	release func() error
+	opts    GuestOptions
+	spec    runner.Spec
+	desc    string
+	ref     *result.Reference
+	dev     *result.DeviceInfo
 	// build builds a server command on the host; pushed are the builds
 	// already copied into the guest, by key.
 	build  runner.BuildFunc
@@ -127,7 +133,13 @@ func NewGuest(ctx context.Context, spec runner.Spec, opts GuestOptions) (*Guest,
 			return nil, fmt.Errorf("--vm-peer runs rdmaprobe's own server and clients on Soft-RoCE: not with --sim-in-vm, --server-cmd or --client-cmd")
 		}
 	}
-	g, err := bootGuestWith(ctx, opts, simulated, cmds)
+	var g *Guest
+	var err error
+	if cmds == nil && opts.Shared.fits(opts) {
+		g, err = opts.Shared.lend(ctx, opts, simulated)
+	} else {
+		g, err = bootGuestWith(ctx, opts, simulated, cmds)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -230,6 +242,9 @@ func referenceOf(r softroce.PerftestResult, when, transport string) result.Refer
 
 // BootGuest boots the guest for the bench suite.
 func BootGuest(ctx context.Context, opts GuestOptions) (*Guest, error) {
+	if opts.Shared.fits(opts) {
+		return opts.Shared.lend(ctx, opts, false)
+	}
 	return bootGuest(ctx, opts, false)
 }
 
@@ -297,22 +312,7 @@ func bootGuestWith(ctx context.Context, opts GuestOptions, simulated bool, cmds 
 			}
 		}
 	}
-	info := sg.Ready
-	dev := info.Device
-	if cmds != nil && info.Netdev != nil {
-		dev = fmt.Sprintf("%s on %s (%s)", info.Netdev.Device, info.Netdev.Netdev, info.Netdev.Addr)
-	}
-	g.desc = fmt.Sprintf("vm: %s on Linux %s (Soft-RoCE, %s, %d vCPU, %s)",
-		dev, runner.ShortRelease(info.KernelRelease), opts.cpu(), opts.CPUs, memString(opts.MemMiB))
-	if peer != nil {
-		l := info.Link
-		g.desc = fmt.Sprintf("vm: %s on %s (%s) on Linux %s (Soft-RoCE, %s, %d vCPU, %s), load generators in a second guest across a virtual link",
-			l.Device, l.Netdev, l.Addr, runner.ShortRelease(info.KernelRelease), opts.cpu(), opts.CPUs, memString(opts.MemMiB))
-	}
-	if simulated {
-		g.desc = fmt.Sprintf("sim: simulated fabric (pure Go, not an RDMA measurement) in a QEMU guest on Linux %s (%s, %d vCPU, %s)",
-			runner.ShortRelease(info.KernelRelease), strings.TrimPrefix(opts.cpu(), "QEMU "), opts.CPUs, memString(opts.MemMiB))
-	}
+	g.desc = describe(opts, sg.Ready, simulated, cmds != nil, peer != nil)
 	retried := ""
 	switch {
 	case sg.Stalls == 1:
@@ -322,6 +322,25 @@ func bootGuestWith(ctx context.Context, opts GuestOptions, simulated bool, cmds 
 	}
 	fmt.Fprintf(opts.Out, "guest: %s, ready in %.1f s%s\n", g.desc, sg.BootTime.Seconds(), retried)
 	return g, nil
+}
+
+// describe is the backend's description of a guest that reported info.
+func describe(opts GuestOptions, info softroce.Info, simulated, netdev, peer bool) string {
+	dev := info.Device
+	if netdev && info.Netdev != nil {
+		dev = fmt.Sprintf("%s on %s (%s)", info.Netdev.Device, info.Netdev.Netdev, info.Netdev.Addr)
+	}
+	switch {
+	case simulated:
+		return fmt.Sprintf("sim: simulated fabric (pure Go, not an RDMA measurement) in a QEMU guest on Linux %s (%s, %d vCPU, %s)",
+			runner.ShortRelease(info.KernelRelease), strings.TrimPrefix(opts.cpu(), "QEMU "), opts.CPUs, memString(opts.MemMiB))
+	case peer:
+		l := info.Link
+		return fmt.Sprintf("vm: %s on %s (%s) on Linux %s (Soft-RoCE, %s, %d vCPU, %s), load generators in a second guest across a virtual link",
+			l.Device, l.Netdev, l.Addr, runner.ShortRelease(info.KernelRelease), opts.cpu(), opts.CPUs, memString(opts.MemMiB))
+	}
+	return fmt.Sprintf("vm: %s on Linux %s (Soft-RoCE, %s, %d vCPU, %s)",
+		dev, runner.ShortRelease(info.KernelRelease), opts.cpu(), opts.CPUs, memString(opts.MemMiB))
 }
 
 // Description is the backend's description with the guest's kernel,
@@ -370,6 +389,9 @@ func (g *Guest) Device() *result.DeviceInfo { return g.dev }
 
 // Close powers the guest off, and its peer.
 func (g *Guest) Close() error {
+	if g.release != nil {
+		return g.release()
+	}
 	defer g.end()
 	var perr error
 	if g.peer != nil {

@@ -1,6 +1,9 @@
 package vm
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/bench"
@@ -35,7 +38,67 @@ const (
 	// CMBenchRequest → bench.CMRun, with bench.CMMeasurement messages
 	// meanwhile.
 	OpCMBench = "cmbench"
+	// OpState reports what a run could leave behind in the guest, for a
+	// guest that runs share (Shared): → GuestState.
+	OpState = "state"
+	// OpForget drops what the agent kept of the runs before (the last
+	// device), for a guest the next run shares: → nothing.
+	OpForget = "forget"
 )
+
+// GuestState is what a run could leave behind in the guest. A shared
+// guest must show after each run what it showed after its boot.
+type GuestState struct {
+	// Processes are "pid name" of every process but PID 1 and the
+	// kernel's threads.
+	Processes []string `json:"processes"`
+	// RDMA counts each device's objects (QPs, CQs, MRs, PDs...).
+	RDMA map[string]map[string]int `json:"rdma"`
+	// Files are the paths of every file but directories outside /proc,
+	// /sys and /dev.
+	Files []string `json:"files"`
+	// Sysctls are the ones a run may set (GuestOptions.MaxMapCount).
+	Sysctls map[string]string `json:"sysctls"`
+	// Peer: the agent holds an SSH launcher into a peer guest.
+	Peer bool `json:"peer,omitempty"`
+}
+
+// Left says what s holds that base did not, and what it lost: nothing
+// when a run left the guest as it found it.
+func (s GuestState) Left(base GuestState) []string {
+	var left []string
+	added := func(what string, now, before []string) {
+		had := map[string]bool{}
+		for _, x := range before {
+			had[x] = true
+		}
+		for _, x := range now {
+			if !had[x] {
+				left = append(left, what+" "+x)
+			}
+		}
+	}
+	added("process", s.Processes, base.Processes)
+	added("file", s.Files, base.Files)
+	added("file gone:", base.Files, s.Files)
+	for _, dev := range slices.Sorted(maps.Keys(s.RDMA)) {
+		counts := s.RDMA[dev]
+		for _, obj := range slices.Sorted(maps.Keys(counts)) {
+			if n, b := counts[obj], base.RDMA[dev][obj]; n != b {
+				left = append(left, fmt.Sprintf("%s %s: %d, %d after boot", dev, obj, n, b))
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Sysctls)) {
+		if v, b := s.Sysctls[k], base.Sysctls[k]; v != b {
+			left = append(left, fmt.Sprintf("sysctl %s = %s, %s after boot", k, v, b))
+		}
+	}
+	if s.Peer {
+		left = append(left, "the agent's SSH launcher into a peer guest")
+	}
+	return left
+}
 
 // CMBenchRequest asks the guest for the rdma_cm comparison (OpCMBench)
 // on the netdev device; CMTime is the program's path, the same in the
