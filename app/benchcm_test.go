@@ -15,6 +15,8 @@ import (
 // rdmaprobe's generator in both modes against one cmtime server, each
 // connecting all 50, with cmtime's step table read and rdmaprobe's
 // steps timed; the file, its report and no process are left behind.
+//
+// Guest, own boot: rdma_cm resolves only on rxe on the netdev, and cmtime goes into the image.
 func TestVMBenchRDMACM(t *testing.T) {
 	needVM(t)
 	needTool(t, "cmtime", "rdmacm-utils")

@@ -186,8 +186,11 @@ func TestFaultResultsUnwritable(t *testing.T) {
 // The QEMU guest dying mid-run: the points it already streamed back are
 // saved, the run says why it stopped, the exit is non-zero and QEMU is
 // reaped.
+//
+// Own boot: the test kills the guest.
 func TestFaultGuestDies(t *testing.T) {
 	needVM(t)
+	ownGuest(t)
 	root := t.TempDir()
 	done := runAsync(t, "ramp", "--backend", "vm", "--clients", "8,2000", "--rounds", "1",
 		"--vm-mem", "2048", "--results", root)

@@ -55,6 +55,8 @@ func TestClientKindRefusals(t *testing.T) {
 // persistent server, one attempt in flight at a time because Debian
 // 12's rping -P accepts a request twice when requests overlap (see
 // TestVMTargetRping). Every step of every connection is timed.
+//
+// Guest, own boot: rdma_cm resolves only on rxe on the netdev; the servers go into the image.
 func TestVMRDMACMServers(t *testing.T) {
 	needVM(t)
 	needTool(t, "cmtime", "rdmacm-utils")
@@ -112,6 +114,8 @@ func TestVMRDMACMServers(t *testing.T) {
 // The capped rdma_cm fixture (testdata/cmcapserver), holding 5 and
 // rejecting above: search with rdma_cm clients finds exactly 5, and the
 // diagnosis names REJECTED, the server's own cap and the reason it gave.
+//
+// Guest, own boot: REJECTED with private data comes from rxe's rdma_cm; the fixture goes into the image.
 func TestVMRDMACMCap(t *testing.T) {
 	needVM(t)
 	needTool(t, "gcc", "gcc")
@@ -156,6 +160,8 @@ func TestVMRDMACMCap(t *testing.T) {
 // rdma_cm connections in the built-in clients' engine, here its open
 // loop (--msg-rate), every client measured, every echo verified and
 // none failed.
+//
+// Guest, own boot: the echoes cross rdma_cm connections on rxe; the fixture goes into the image.
 func TestVMRDMACMEcho(t *testing.T) {
 	needVM(t)
 	needTool(t, "gcc", "gcc")
@@ -196,6 +202,8 @@ func TestVMRDMACMEcho(t *testing.T) {
 // them all (the fixture's -D), during the traffic phase, after each
 // generator reported its clients connected: the point reports each as
 // DISCONNECTED and fails.
+//
+// Guest, own boot: DISCONNECTED is rxe's rdma_cm event; the fixture goes into the image.
 func TestVMRDMACMDropped(t *testing.T) {
 	needVM(t)
 	needTool(t, "gcc", "gcc")

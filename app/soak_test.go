@@ -21,6 +21,8 @@ func TestSoakSim(t *testing.T) {
 }
 
 // The same inside the Soft-RoCE guest, serve and clients on rxe0.
+//
+// Guest, shared: the verbs server's memory per client served on rxe, which sim does not allocate.
 func TestVMSoak(t *testing.T) {
 	needVM(t)
 	checkSoak(t, "vm", "--backend", "vm", "--vm-mem", "2048", "--soak-duration", "20s", "--interval", "4s")

@@ -25,6 +25,8 @@ func needTool(t *testing.T, tool, pkg string) string {
 // rping, a server this project did not write, probed on Soft-RoCE in the
 // guest with its own client: held clients (each pings until released),
 // the server's QPs counted by the kernel for its process.
+//
+// Guest, own boot: rping needs rdma_cm on rxe, and the kernel counts its QPs; rping goes into the image.
 func TestVMTargetRping(t *testing.T) {
 	needVM(t)
 	rping := needTool(t, "rping", "rdmacm-utils")
@@ -84,6 +86,8 @@ func TestVMTargetRping(t *testing.T) {
 // guest each sees the netdev device alone, so the pair connects (on
 // rxe0, the first device otherwise, RTR fails at GID 0). The server
 // serves its one client and exits 0: its work, not a death.
+//
+// Guest, own boot: device order and GID 0 exist only on rxe; the netdev device is a boot option.
 func TestVMTargetFirstDevice(t *testing.T) {
 	needVM(t)
 	needTool(t, "ibv_rc_pingpong", "ibverbs-utils")
@@ -110,6 +114,8 @@ func TestVMTargetFirstDevice(t *testing.T) {
 // rdmaprobe's own server and client as commands, in the guest, against
 // the built-in path at the same counts: the same outcomes (the client
 // over the cap refused) and the same kernel objects for the server.
+//
+// Guest, own boot for the commands: the kernel's object counts for both servers on rxe.
 func TestVMTargetServeAgrees(t *testing.T) {
 	needVM(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -153,6 +159,8 @@ func TestVMTargetServeAgrees(t *testing.T) {
 // and run in the guest under a file limit planted on purpose (8 + 5
 // descriptors): search finds exactly 5 and names RLIMIT_NOFILE. The
 // second trial of each N reuses its build.
+//
+// Guest, own boot: a build run in the guest under its own file limit; the build goes into the guest.
 func TestVMTargetCompiledCap(t *testing.T) {
 	needVM(t)
 	needTool(t, "gcc", "gcc")

@@ -24,8 +24,12 @@ func vmFlags() []cli.Flag {
 func guestOptions(c *cli.Context) vm.GuestOptions {
 	return vm.GuestOptions{CPUs: c.Int("vm-cpus"), MemMiB: c.Int("vm-mem"), CPUModel: c.String("vm-cpu-model"),
 		KernelArgs: strings.Fields(c.String("vm-kernel-args")), MaxMapCount: c.Int("vm-max-map-count"), Out: c.App.Writer,
-		Peer: c.Bool("vm-peer")}
+		Peer: c.Bool("vm-peer"), Shared: sharedGuest}
 }
+
+// sharedGuest, set by this package's tests, lends one booted guest to
+// every run that fits it; nil otherwise: each run boots its own.
+var sharedGuest *vm.Shared
 
 // vmPeerFlag puts the load generators in a second guest, across a
 // virtual link from the server's (search and ramp).

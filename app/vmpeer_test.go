@@ -15,6 +15,8 @@ import (
 // verified round trips and then exchange messages, each guest's kernel
 // counts the QPs of its side on the link's device, the perftest
 // references ran across the link, and both QEMUs are gone after.
+//
+// Own boot: two guests on a link are what it tests.
 func TestVMPeer(t *testing.T) {
 	needVM(t)
 	for _, tool := range []string{"ssh", "ssh-keygen", "/usr/sbin/sshd"} {
