@@ -2,12 +2,14 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/rdmaprobe/rdmaprobe/runner/verbsbin"
 	"github.com/rdmaprobe/rdmaprobe/runner/vm"
 	"github.com/rdmaprobe/rdmaprobe/softroce"
 )
@@ -22,13 +24,19 @@ func TestMain(m *testing.M) {
 	}
 	os.Setenv(asCLI, "1")
 	// The guest tests' runs share one guest of 2 vCPUs and 2 GiB: a boot
-	// and a perftest check cost more than most of their points.
+	// and a perftest check cost more than most of their points. The
+	// guest's rdmaprobe (with verbs, which this test binary may lack) is
+	// built here, once, so no test is charged for it.
 	if ok, _ := softroce.Available(); ok {
 		dir, err := os.MkdirTemp("", "rdmaprobe-app-test-")
+		if err == nil {
+			_, err = verbsbin.Path(context.Background())
+		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
+		defer os.RemoveAll(dir)
 		sharedGuest = &vm.Shared{Shape: vm.GuestOptions{CPUs: 2, MemMiB: 2048}, Dir: dir}
 	}
 	code := m.Run()
