@@ -401,7 +401,7 @@ func TestVMDeviceCounters(t *testing.T) {
 	needVM(t)
 	root := t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "4", "--traffic", "1s",
-		"--msg-size", "64", "--calibrate", "0", "--vm-mem", "1024", "--results", root)
+		"--msg-size", "64", "--calibrate", "0", "--vm-mem", "2048", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
