@@ -44,6 +44,9 @@ type Findings struct {
 	// recommendation reaches it unless it passed.
 	Wall      int
 	WallLimit string
+	// Conservative and Advised are the MAX_CLIENTS the recommendations
+	// give (0: none): 80% of Full, and the practical one.
+	Conservative, Advised int
 	// NonMonotonic lists the counts whose success rate is below a larger
 	// count's (Count.NonMonotonic).
 	NonMonotonic []int
@@ -165,7 +168,8 @@ func (f *Findings) recommend(simulated bool) {
 		f.Recommendations = append(f.Recommendations, fmt.Sprintf(format, a...))
 	}
 	if f.Full > 0 {
-		add("Conservative: MAX_CLIENTS = %d (80%% of %d, the highest count at which every client connected).", f.Full*8/10, f.Full)
+		f.Conservative, f.Advised = f.Full*8/10, max(f.Full, f.Practical)
+		add("Conservative: MAX_CLIENTS = %d (80%% of %d, the highest count at which every client connected).", f.Conservative, f.Full)
 		wall := ""
 		if f.Wall > 0 && f.Practical < f.Wall {
 			wall = fmt.Sprintf(", below %d, where a hard limit refused a client", f.Wall)
@@ -173,7 +177,7 @@ func (f *Findings) recommend(simulated bool) {
 				wall = fmt.Sprintf(", below %d, where %s refused a client", f.Wall, f.WallLimit)
 			}
 		}
-		add("Practical: MAX_CLIENTS = %d (the highest count such that it and every smaller tested count reached ≥95%%%s).", max(f.Full, f.Practical), wall)
+		add("Practical: MAX_CLIENTS = %d (the highest count such that it and every smaller tested count reached ≥95%%%s).", f.Advised, wall)
 	} else {
 		add("No count reached 100%%: test smaller counts before choosing MAX_CLIENTS.")
 	}

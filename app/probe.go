@@ -152,6 +152,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) (e
 			lv.events.RunEnds(nil, "", err)
 		} else {
 			lv.events.RunEnds(ss.Run, ss.Path, err)
+			lv.metrics.RunEnds(ss.Run.Verdict)
 		}
 		// A signal ends the linger at once, as it would the run.
 		lctx, lstop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
@@ -164,6 +165,9 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) (e
 	pr := &probeRun{c: c, out: s.Out, mode: mode, strat: strat, be: be, spec: spec, prog: prog, lv: lv}
 	o := pr.options()
 	o.SLOs, o.Criterion = slos, criterion
+	if req != nil {
+		o.Require = fmt.Sprintf("%d:%s", req.n, req.criterion)
+	}
 	if err := o.Check(); err != nil {
 		return fail(ExitUsage, "%v", err)
 	}

@@ -405,6 +405,9 @@ func TestInterruptInTrafficCountsNowhere(t *testing.T) {
 	if s := r.Search; s == nil || s.Capacity != 100 || s.FirstFail != 0 || len(s.Steps) != 1 {
 		t.Errorf("search %+v: want capacity 100 from one step", s)
 	}
+	if v := r.Verdict; v == nil || v.Interrupted != 300 || v.Designs[0].Capacity != 100 || v.Designs[0].MaxConnected != 100 || v.Designs[0].Highest != 100 {
+		t.Errorf("saved verdict %+v: want capacity and max connected 100, 300 interrupted", v)
+	}
 	term := out.String()
 	for _, bad := range []*regexp.Regexp{
 		regexp.MustCompile(`│\s*300\s*│[^\n]*✅`),
@@ -456,6 +459,9 @@ func TestAdviceStopsAtTheWall(t *testing.T) {
 	r := loadOnlyRun(t, root)
 	if s := r.Search; s == nil || s.Capacity != 200 || s.FirstFail != 201 {
 		t.Fatalf("search %+v, want capacity 200, first failure 201", r.Search)
+	}
+	if v := r.Verdict; v == nil || v.Designs[0].Wall != 201 || v.Designs[0].Practical != 200 || v.Designs[0].FirstFail != 201 {
+		t.Errorf("saved verdict %+v: want the wall at 201, practical 200", v)
 	}
 	md, err := os.ReadFile(filepath.Join(filepath.Dir(runFile(t, root)), "report.md"))
 	if err != nil {

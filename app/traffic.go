@@ -108,30 +108,25 @@ func parseRequire(s, criterion string) (requirement, error) {
 }
 
 // check is nil when the run met the requirement, otherwise the error that
-// makes the command exit with ExitRequirement.
+// says by how much: the run's verdict (analysis.Conclude) decides.
 func (r *requirement) check(run *result.Run) error {
 	what := "max connected"
 	if r.criterion == result.CriterionTraffic {
 		what = "max sustainable (--slo " + run.Config.SLO + ")"
 	}
-	designs := run.DesignModes()
-	if designs == nil {
-		got := analysis.Capacity(run.Points, run.Config.Threshold, r.criterion)
-		if got >= r.n {
-			return nil
-		}
-		return fail(ExitRequirement, "requirement not met: %d clients by %s; %s among the counts tested: %d", r.n, r.criterion, what, got)
+	v := analysis.Conclude(run)
+	if analysis.Require(v, r.n, r.criterion).Met {
+		return nil
+	}
+	if run.DesignModes() == nil {
+		return fail(ExitRequirement, "requirement not met: %d clients by %s; %s among the counts tested: %d", r.n, r.criterion, what, v.Designs[0].HeldBy(r.criterion))
 	}
 	// Each design is required to hold N on its own.
 	var short []string
-	for _, d := range designs {
-		got := analysis.Capacity(run.ForDesign(d).Points, run.Config.Threshold, r.criterion)
-		if got < r.n {
-			short = append(short, fmt.Sprintf("%s %d", d, got))
+	for _, d := range v.Designs {
+		if got := d.HeldBy(r.criterion); got < r.n {
+			short = append(short, fmt.Sprintf("%s %d", d.Design, got))
 		}
-	}
-	if len(short) == 0 {
-		return nil
 	}
 	return fail(ExitRequirement, "requirement not met: %d clients by %s in every design; %s among the counts tested: %s", r.n, r.criterion, what, strings.Join(short, ", "))
 }

@@ -50,9 +50,11 @@ type Event struct {
 	// is, and why the run stopped early.
 	Search      *result.Search `json:"search,omitempty"`
 	Interrupted *result.Point  `json:"interrupted,omitempty"`
-	Path        string         `json:"path,omitempty"`
-	Complete    bool           `json:"complete,omitempty"`
-	Error       string         `json:"error,omitempty"`
+	// run_end: the run's verdict as run.json saves it.
+	Verdict  *result.Verdict `json:"verdict,omitempty"`
+	Path     string          `json:"path,omitempty"`
+	Complete bool            `json:"complete,omitempty"`
+	Error    string          `json:"error,omitempty"`
 }
 
 // ProgressEvery is how often a point's progress is written.
@@ -166,7 +168,7 @@ func (e *Events) RunEnds(run *result.Run, path string, err error) {
 	}
 	ev := Event{Type: EventRunEnd, Path: path}
 	if run != nil {
-		ev.Search, ev.Complete, ev.Error = run.Search, run.Complete, run.Error
+		ev.Search, ev.Verdict, ev.Complete, ev.Error = run.Search, run.Verdict, run.Complete, run.Error
 		if run.Interrupted != nil {
 			p := *run.Interrupted
 			p.Records, p.Samples = nil, nil

@@ -54,6 +54,7 @@ type Metrics struct {
 	messages, bytes, msgRate            *prometheus.GaugeVec
 	phases, latency                     *prometheus.HistogramVec
 	points                              *prometheus.CounterVec
+	capacity                            *prometheus.GaugeVec
 }
 
 // MetricNames are the names a run's registry exposes (histograms by
@@ -64,7 +65,7 @@ var MetricNames = []string{
 	"rdmaprobe_connect_phase_seconds", "rdmaprobe_server_objects",
 	"rdmaprobe_process_cpu_percent", "rdmaprobe_process_rss_bytes",
 	"rdmaprobe_traffic_messages", "rdmaprobe_traffic_bytes", "rdmaprobe_traffic_messages_per_second",
-	"rdmaprobe_traffic_latency_seconds", "rdmaprobe_points_total",
+	"rdmaprobe_traffic_latency_seconds", "rdmaprobe_points_total", "rdmaprobe_capacity_clients",
 }
 
 // NewRegistry returns a run's metrics without serving them.
@@ -106,6 +107,10 @@ func (m *Metrics) start(l Labels) {
 	m.latency = hist("rdmaprobe_traffic_latency_seconds", "Round-trip time of the traffic phase's messages.", latencyBuckets)
 	m.points = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rdmaprobe_points_total", Help: "Points finished, by whether they passed.", ConstLabels: cl}, []string{"passed"})
 	reg.MustRegister(m.points)
+	m.capacity = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "rdmaprobe_capacity_clients",
+		Help: "The run's verdict at its end, per design: capacity (by the run's criterion), max_connected, max_sustainable (with a traffic phase), first_failure (0: none).", ConstLabels: cl},
+		[]string{"design", "figure"})
+	reg.MustRegister(m.capacity)
 	m.reg = reg
 }
 
@@ -354,6 +359,30 @@ func (m *Metrics) PointEnds(pt result.Point) {
 		}
 	}
 	m.points.WithLabelValues(strconv.FormatBool(pt.Passed)).Inc()
+}
+
+// RunEnds sets the run's verdict (result.Run.Verdict, analysis.Conclude)
+// as rdmaprobe_capacity_clients, once the run is saved for the last time.
+func (m *Metrics) RunEnds(v *result.Verdict) {
+	if m == nil || v == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.reg == nil {
+		return
+	}
+	for _, d := range v.Designs {
+		set := func(figure string, n int) {
+			m.capacity.WithLabelValues(d.Design, figure).Set(float64(n))
+		}
+		set("capacity", d.Capacity)
+		set("max_connected", d.MaxConnected)
+		set("first_failure", d.FirstFail)
+		if d.MaxSustainable >= 0 {
+			set("max_sustainable", d.MaxSustainable)
+		}
+	}
 }
 
 // pointLabels are a point's labels: its count, trial and design, so that

@@ -56,17 +56,18 @@ func (r DesignRow) Cells() []string {
 // one design.
 func DesignRows(run *result.Run) []DesignRow {
 	var rows []DesignRow
-	for _, mode := range run.DesignModes() {
+	v := analysis.Conclude(run)
+	for i, mode := range run.DesignModes() {
 		sub := run.ForDesign(mode)
-		d := designResult(run, mode)
+		d := v.Designs[i]
 		f := analysis.Analyse(sub)
-		r := DesignRow{Design: mode, MaxConnected: atLeast(d.MaxConnected, f), MaxSustainable: "–", Limit: "nothing, within the counts tested",
+		r := DesignRow{Design: mode, MaxConnected: atLeast(d.MaxConnected, d.Highest), MaxSustainable: "–", Limit: "nothing, within the counts tested",
 			Objects: "–", RSS: "–", Rate: "–"}
-		if run.Config.Traffic != nil {
-			r.MaxSustainable = atLeast(d.MaxSustainable, f)
+		if d.MaxSustainable >= 0 {
+			r.MaxSustainable = atLeast(d.MaxSustainable, d.Highest)
 		}
-		if d.Diagnosis != nil {
-			r.Limit = d.Diagnosis.Limit
+		if d.Limit != "" {
+			r.Limit = d.Limit
 			if d.LimitAt > 0 {
 				r.Limit += fmt.Sprintf(" at %d", d.LimitAt)
 			}
@@ -127,30 +128,13 @@ func deviceWideCost(run *result.Run, n int) bool {
 	return false
 }
 
-// designResult is mode's summary as saved, or made from its points when
-// the run was saved before it finished.
-func designResult(run *result.Run, mode string) result.Design {
-	for _, d := range run.Designs {
-		if d.Mode == mode {
-			return d
-		}
-	}
-	sub := run.ForDesign(mode)
-	d := result.Design{Mode: mode, MaxConnected: analysis.Capacity(sub.Points, run.Config.Threshold, result.CriterionConnect)}
-	if run.Config.Traffic != nil {
-		d.MaxSustainable = analysis.Capacity(sub.Points, run.Config.Threshold, result.CriterionTraffic)
-	}
-	d.Diagnosis, d.LimitAt = analysis.Limit(sub)
-	return d
-}
-
 // atLeast prints a capacity, "≥ n" when it is the largest count tested
 // (nothing above it failed), "none" when the smallest failed.
-func atLeast(n int, f analysis.Findings) string {
+func atLeast(n, highest int) string {
 	if n == 0 {
 		return "none"
 	}
-	if len(f.Counts) > 0 && f.Counts[len(f.Counts)-1].Clients == n {
+	if highest == n {
 		return fmt.Sprintf("≥ %d", n)
 	}
 	return fmt.Sprint(n)
@@ -175,7 +159,7 @@ func designCost(f analysis.Findings) (analysis.ClientCost, bool) {
 func designTerminal(w io.Writer, run *result.Run) error {
 	for _, d := range run.DesignModes() {
 		fmt.Fprintf(w, "Design %s:\n", d)
-		if err := terminal(w, run.ForDesign(d)); err != nil {
+		if err := terminal(w, run.ForDesign(d), false); err != nil {
 			return err
 		}
 		fmt.Fprintln(w)
@@ -190,12 +174,21 @@ func designTerminal(w io.Writer, run *result.Run) error {
 	for _, r := range DesignRows(run) {
 		t.Append(r.Cells())
 	}
-	return t.Render()
+	if err := t.Render(); err != nil {
+		return err
+	}
+	sim := ""
+	if run.Backend.Simulated {
+		sim = "(simulated) "
+	}
+	for _, l := range VerdictLines(analysis.Conclude(run)) {
+		fmt.Fprintln(w, sim+l)
+	}
+	return nil
 }
 
 // designSections are the reports of each design of run, as if each had
-// run alone, their plots named after the design so that they sit beside
-// each other and the overview's.
+// run alone, without their plots (sectionPlots).
 func designSections(run *result.Run) []*Model {
 	var out []*Model
 	for _, d := range run.DesignModes() {
@@ -203,17 +196,24 @@ func designSections(run *result.Run) []*Model {
 		m := NewModel(sub)
 		m.Title += ", design " + d
 		m.Design, m.Stem, m.PlotPrefix = d, "report-"+d, d+"-"
-		m.Plots = Figures(sub, m)
-		for i := range m.Plots {
-			m.Plots[i].Name = m.PlotPrefix + m.Plots[i].Name
-		}
 		out = append(out, m)
 	}
 	return out
 }
 
+// sectionPlots draws each design's plots, named after the design so
+// that they sit beside each other and the overview's.
+func (m *Model) sectionPlots(run *result.Run) {
+	for _, s := range m.Sections {
+		s.Plots = Figures(run.ForDesign(s.Design), s)
+		for i := range s.Plots {
+			s.Plots[i].Name = s.PlotPrefix + s.Plots[i].Name
+		}
+	}
+}
+
 // designAnswer is the overview's answer: a sentence per design.
-func (m *Model) designAnswer() {
+func (m *Model) designAnswer(run *result.Run) {
 	for _, s := range m.Sections {
 		first := "no completed point"
 		if len(s.Answer.Sentences) > 0 {
@@ -222,6 +222,13 @@ func (m *Model) designAnswer() {
 		m.Answer.Sentences = append(m.Answer.Sentences, fmt.Sprintf("**%s**: %s.", s.Design, first))
 	}
 	m.Answer.Sentences = append(m.Answer.Sentences, fmt.Sprintf("The %d designs were measured in the same run, in turns, so that a host whose speed drifts touches each alike.", len(m.Sections)))
+	sim := ""
+	if m.Simulated {
+		sim = "(simulated) "
+	}
+	for _, l := range VerdictLines(analysis.Conclude(run)) {
+		m.Answer.Sentences = append(m.Answer.Sentences, sim+l)
+	}
 }
 
 // designFigures are the overview's plots, one line per design: success

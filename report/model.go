@@ -176,7 +176,7 @@ func NewModel(run *result.Run) *Model {
 			m.Title += " (simulated)"
 		}
 		m.Sections, m.Designs = designSections(run), DesignRows(run)
-		m.designAnswer()
+		m.designAnswer(run)
 		m.env(run)
 		m.method(run)
 		m.target(run)
@@ -234,12 +234,13 @@ func (m *Model) answer(run *result.Run, f analysis.Findings) {
 	}
 	// The run's threshold decides, as it did in the search and the table.
 	thr := Pct(f.Threshold)
+	v := analysis.Conclude(run).Designs[0]
 	var capRow, failRow *Row
 	for i := range m.Rows {
 		switch r := &m.Rows[i]; r.Clients {
-		case f.Capacity:
+		case v.Capacity:
 			capRow = r
-		case f.FirstFail:
+		case v.FirstFail:
 			failRow = r
 		}
 	}
@@ -284,6 +285,9 @@ func (m *Model) answer(run *result.Run, f analysis.Findings) {
 		a.Sentences = append(a.Sentences, "⏸ "+analysis.CutShort(*p))
 	}
 	a.Sentences = append(a.Sentences, trafficSentences(run, sim)...)
+	for _, l := range VerdictLines(analysis.Conclude(run)) {
+		a.Sentences = append(a.Sentences, sim+l)
+	}
 	if len(a.NonMonotonic) > 0 {
 		a.Sentences = append(a.Sentences, fmt.Sprintf("⚠️ Non-monotonic: success at %s clients is lower than at a larger count. Success should not rise with load; these points were disturbed by something other than capacity (timeouts, noise) and deserve re-testing.",
 			joinInts(a.NonMonotonic)))

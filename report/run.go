@@ -15,14 +15,8 @@ import (
 // report.html with the capacity-by-design table, and each design's own
 // report beside it (report-<design>.md, .html).
 func WriteAll(run *result.Run, dir string, formats []string) ([]string, error) {
-	m := NewModel(run)
-	if len(m.Sections) == 0 {
-		m.Plots = Figures(run, m)
-		return Write(dir, formats, m.Document())
-	}
-	m.Plots = designFigures(run, m)
 	var files []string
-	for _, doc := range m.designDocuments() {
+	for _, doc := range Documents(run, true) {
 		fs, err := Write(dir, formats, doc)
 		files = append(files, fs...)
 		if err != nil {
@@ -30,6 +24,24 @@ func WriteAll(run *result.Run, dir string, formats []string) ([]string, error) {
 		}
 	}
 	return files, nil
+}
+
+// Documents are run's reports, the overview last in a run of several
+// designs; plots draws their figures (without: none, for a test of
+// their text).
+func Documents(run *result.Run, plots bool) []Document {
+	m := NewModel(run)
+	if len(m.Sections) == 0 {
+		if plots {
+			m.Plots = Figures(run, m)
+		}
+		return []Document{m.Document()}
+	}
+	if plots {
+		m.sectionPlots(run)
+		m.Plots = designFigures(run, m)
+	}
+	return m.designDocuments()
 }
 
 // Document is the run's report as report.md and report.html (a

@@ -75,10 +75,12 @@ func Terminal(w io.Writer, run *result.Run) error {
 	if run.DesignModes() != nil {
 		return designTerminal(w, run)
 	}
-	return terminal(w, run)
+	return terminal(w, run, true)
 }
 
-func terminal(w io.Writer, run *result.Run) error {
+// terminal writes one design's table and sentences; verdict also its
+// verdict lines, which a run of several designs writes after them all.
+func terminal(w io.Writer, run *result.Run, verdict bool) error {
 	rows := analysis.Pool(run.Points, run.Config.Threshold)
 	t := tablewriter.NewTable(w,
 		tablewriter.WithRenderer(renderer.NewBlueprint()),
@@ -121,6 +123,11 @@ func terminal(w io.Writer, run *result.Run) error {
 	}
 	for _, s := range trafficSentences(run, sim) {
 		fmt.Fprintln(w, strings.ReplaceAll(s, "**", ""))
+	}
+	if verdict {
+		for _, l := range VerdictLines(analysis.Conclude(run)) {
+			fmt.Fprintln(w, sim+l)
+		}
 	}
 	// How the search got there, when the run recorded why (runs before
 	// reasons were recorded have only the notes, which the table says).

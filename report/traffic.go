@@ -176,8 +176,8 @@ func trafficSentences(run *result.Run, sim string) []string {
 		return nil
 	}
 	var out []string
-	conn := analysis.Capacity(run.Points, run.Config.Threshold, result.CriterionConnect)
-	sus := analysis.Capacity(run.Points, run.Config.Threshold, result.CriterionTraffic)
+	v := analysis.Conclude(run).Designs[0]
+	conn, sus := v.MaxConnected, max(v.MaxSustainable, 0)
 	slos := run.Config.SLO
 	if slos == "" {
 		slos = "no objectives"

@@ -166,6 +166,9 @@ type Run struct {
 	// a list); Search and Diagnosis above are then absent, since each
 	// design has its own.
 	Designs []Design `json:"designs,omitempty"`
+	// Verdict is the run's answer, derived from its points by
+	// analysis.Conclude, the one function every view states.
+	Verdict *Verdict `json:"verdict,omitempty"`
 }
 
 // Design is what one server design (resource mode) of a run that
@@ -320,6 +323,9 @@ type Config struct {
 	Traffic   *TrafficSetup `json:"traffic,omitempty"`
 	SLO       string        `json:"slo,omitempty"`
 	Criterion string        `json:"criterion,omitempty"`
+	// Require is --require as given ("300", "300:traffic"; absent
+	// without one): the run's verdict says whether it was met.
+	Require string `json:"require,omitempty"`
 }
 
 // Calibration is how fast the machine ran around a point: serial mutual

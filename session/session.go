@@ -75,6 +75,9 @@ type Options struct {
 	SLOs      []slo.SLO
 	SLOText   string
 	Criterion string
+	// Require is --require as "N:criterion" ("" without one): the
+	// run's verdict says whether it was met.
+	Require string
 
 	// Progress, PointStarts, Point and Note, if set, are told what
 	// happens: live counts, the start and the outcome of each point,
@@ -233,6 +236,8 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 		}
 		analysis.Summarise(run)
 	}
+	v := analysis.Conclude(run)
+	run.Verdict = &v
 	run.PSN = result.CheckPSNs(run.Points)
 	if run.Interrupted != nil {
 		// Its clients connected too: their PSNs count.
@@ -307,6 +312,7 @@ func newRun(o Options) *result.Run {
 	if o.Criterion != "" && o.Criterion != result.CriterionConnect {
 		run.Config.Criterion = o.Criterion
 	}
+	run.Config.Require = o.Require
 	if o.Mode == "search" {
 		run.Config.Lo, run.Config.Hi = o.Lo, o.Hi
 	} else {

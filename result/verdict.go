@@ -1,0 +1,66 @@
+package result
+
+// Verdict is what a run concluded, per server design, as figures: the
+// numbers every view of the run states (the terminal, report.md and
+// report.html, the run_end event, the capacity metric, the --require
+// gate). analysis.Conclude derives it from the saved points alone.
+type Verdict struct {
+	// Threshold is the success rate that decided pass and fail.
+	Threshold float64 `json:"threshold"`
+	// Designs has one entry per server design, in turn order (one,
+	// with no design named, for a run of one).
+	Designs []DesignVerdict `json:"designs"`
+	// Interrupted is the client count of the point cut short, counted
+	// nowhere (0: none), and InterruptedDesign its design.
+	Interrupted       int    `json:"interrupted_clients,omitempty"`
+	InterruptedDesign string `json:"interrupted_design,omitempty"`
+	// Require is the --require outcome (absent without one).
+	Require *RequireOutcome `json:"require,omitempty"`
+}
+
+// DesignVerdict is one design's answer among the counts tested.
+type DesignVerdict struct {
+	Design string `json:"design,omitempty"`
+	// MaxConnected is the largest count that connected at the threshold
+	// with every smaller count tested; MaxSustainable the largest whose
+	// traffic phase also met the SLOs, -1 when no traffic phase ran.
+	MaxConnected   int `json:"max_connected"`
+	MaxSustainable int `json:"max_sustainable"`
+	// Capacity is the largest count that passed by the run's criterion
+	// with every smaller one (the search's capacity, or breaking point);
+	// FirstFail the smallest count that failed (0: none); Highest the
+	// largest count tested.
+	Capacity  int `json:"capacity"`
+	FirstFail int `json:"first_fail"`
+	Highest   int `json:"highest_tested"`
+	// NonMonotonic are the counts whose rate is below a larger count's.
+	NonMonotonic []int `json:"non_monotonic,omitempty"`
+	// Limit is the limiting factor's name at LimitAt clients ("" when
+	// nothing failed).
+	Limit   string `json:"limit,omitempty"`
+	LimitAt int    `json:"limit_at,omitempty"`
+	// Wall is the smallest count at which a hard limit refused a client
+	// (0: none); no recommendation reaches it unless it passed.
+	Wall int `json:"wall,omitempty"`
+	// Conservative and Practical are the recommended MAX_CLIENTS (0:
+	// none, no count held every client).
+	Conservative int `json:"conservative"`
+	Practical    int `json:"practical"`
+}
+
+// RequireOutcome is whether --require was met: Clients by Criterion in
+// every design.
+type RequireOutcome struct {
+	Clients   int    `json:"clients"`
+	Criterion string `json:"criterion"`
+	Met       bool   `json:"met"`
+}
+
+// HeldBy is the design's capacity by criterion: MaxSustainable by
+// CriterionTraffic (0 without a traffic phase), else MaxConnected.
+func (d DesignVerdict) HeldBy(criterion string) int {
+	if criterion == CriterionTraffic {
+		return max(d.MaxSustainable, 0)
+	}
+	return d.MaxConnected
+}
