@@ -291,7 +291,7 @@ func TestFaultInterruptedPointIsKept(t *testing.T) {
 	dir := filepath.Dir(runs[0])
 	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
 	html, _ := os.ReadFile(filepath.Join(dir, "report.html"))
-	if !strings.Contains(string(md), " of 3000 |") || !strings.Contains(string(md), "⏸ interrupted") || strings.Contains(string(md), "❌ fail") {
+	if !strings.Contains(string(md), " of 3000 |") || !strings.Contains(string(md), "⏸ interrupted") || strings.Contains(string(md), "| ❌ fail") {
 		t.Errorf("report.md does not show the point as interrupted:\n%s", md)
 	}
 	if !strings.Contains(string(html), `data-mark="interrupted"`) || strings.Contains(string(html), "⏸") {
