@@ -20,6 +20,7 @@ func fabricFlags() []cli.Flag {
 		&cli.IntFlag{Name: "sim-max-pd", Usage: "sim: the server device's max_pd"},
 		&cli.DurationFlag{Name: "sim-service-delay", Usage: "sim: the server device transmits one frame per this delay (a server slow on purpose, to plant where latency crosses an SLO)"},
 		&cli.IntFlag{Name: "sim-service-delay-from", Usage: "sim: apply --sim-service-delay only once the server device has this many QPs (0 = always)"},
+		&cli.IntFlag{Name: "sim-qp-cache", Usage: "sim: the server device keeps this many QP contexts in an LRU cache (0 = no cache); a message on a QP outside it waits a simulated miss, so the rate falls past this many clients (a NIC's bend, planted)"},
 		&cli.IntFlag{Name: "sim-ud-loss", Usage: "sim: the server device drops every Nth datagram it receives (--mode ud; 0 = none): loss on purpose, counted as lost"},
 	}
 }
@@ -31,5 +32,5 @@ func fabricSpec(c *cli.Context, backend string) protocol.Fabric {
 		GIDIndex: c.Int("gid-index"), SimMaxQP: c.Int("sim-max-qp"), SimMaxCQ: c.Int("sim-max-cq"),
 		SimMaxMR: c.Int("sim-max-mr"), SimMaxPD: c.Int("sim-max-pd"),
 		SimServiceDelay: c.Duration("sim-service-delay"), SimServiceDelayFrom: c.Int("sim-service-delay-from"),
-		SimUDLoss: c.Int("sim-ud-loss")}
+		SimUDLoss: c.Int("sim-ud-loss"), SimQPCache: c.Int("sim-qp-cache")}
 }

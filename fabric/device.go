@@ -132,3 +132,11 @@ type Device interface {
 	// destroyed first, as with verbs.
 	Close() error
 }
+
+// CounterReader is a device that counts events as a NIC's port
+// counters do, under the names a driver would give them (the sim's
+// simulated send_rnr_err, rcvd_rnr_err, qp_cache_miss); a real device's
+// are read from sysfs instead (collectors.PortCounters).
+type CounterReader interface {
+	Counters() map[string]uint64
+}

@@ -15,6 +15,7 @@ import (
 func counterLines(run *result.Run) (lines []string, note string) {
 	var shared, sim bool
 	var device string
+	designs := run.DesignModes() != nil
 	for _, p := range run.Points {
 		dc := p.DeviceCounters
 		if dc == nil {
@@ -48,7 +49,7 @@ func counterLines(run *result.Run) (lines []string, note string) {
 		if len(parts) > 0 {
 			what = strings.Join(parts, ", ")
 		}
-		lines = append(lines, fmt.Sprintf("%s clients, trial %d: %s", pointName(p), p.Trial, what))
+		lines = append(lines, fmt.Sprintf("%s clients, trial %d: %s", pointName(p, designs), p.Trial, what))
 	}
 	if lines == nil {
 		return nil, ""
@@ -63,8 +64,8 @@ func counterLines(run *result.Run) (lines []string, note string) {
 	return lines, note
 }
 
-func pointName(p result.Point) string {
-	if p.Design != "" {
+func pointName(p result.Point, designs bool) string {
+	if designs && p.Design != "" {
 		return fmt.Sprintf("%d (%s)", p.Clients, p.Design)
 	}
 	return fmt.Sprint(p.Clients)

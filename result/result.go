@@ -514,6 +514,10 @@ type ServerStats struct {
 	// 1, it had issued all 2^24 PSNs of an epoch and drew a new key.
 	PSNEpochs int    `json:"psn_epochs,omitempty"`
 	ExitError string `json:"exit_error,omitempty"`
+	// DeviceCounters are the counts of a device that keeps its own
+	// (fabric.CounterReader: the sim's simulated one) since the server
+	// opened it; the runner moves them to Point.DeviceCounters.
+	DeviceCounters map[string]uint64 `json:"device_counters,omitempty"`
 }
 
 // ClientRecord is one client attempt.

@@ -111,6 +111,16 @@ func (s *sampler) finish(pt *result.Point, maxClients int) {
 		}
 		pt.SamplerErrors = append(pt.SamplerErrors, errs...)
 	}
+	if c := pt.Server.DeviceCounters; c != nil && pt.DeviceCounters == nil {
+		// A simulated device, opened by the server for this point: it
+		// counted from zero.
+		before := make(map[string]uint64, len(c))
+		for k := range c {
+			before[k] = 0
+		}
+		pt.DeviceCounters = &result.DeviceCounters{Device: "sim", Source: "sim", Before: before, After: c}
+		pt.Server.DeviceCounters = nil
+	}
 	if s.server == 0 && !s.elsewhere {
 		return
 	}

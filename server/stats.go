@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 
+	"github.com/rdmaprobe/rdmaprobe/fabric"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -17,6 +18,9 @@ func (s *Server) Stats() result.ServerStats {
 	_, st.PSNEpochs = s.psns.stats()
 	if s.stats.Resources != nil {
 		st.Resources = copyMap(s.stats.Resources)
+	}
+	if c, ok := s.dev.(fabric.CounterReader); ok {
+		st.DeviceCounters = c.Counters()
 	}
 	return st
 }

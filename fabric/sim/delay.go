@@ -39,8 +39,9 @@ type delayLine struct {
 const delayQueue = 1 << 16
 
 // send transmits a frame on l: at once, or through the delay line while
-// the service delay applies (or frames queued before are still waiting,
-// which must leave first).
+// the service delay applies, the frame's QP missed the QP context cache
+// (Options.QPCache), or frames queued before are still waiting, which
+// must leave first.
 func (d *device) send(l *link, h header, ext, payload []byte) {
 	dl := d.delay
 	if dl == nil {
@@ -48,8 +49,9 @@ func (d *device) send(l *link, h header, ext, payload []byte) {
 		return
 	}
 	d.delayMu.Lock()
-	active := int(d.prov.qpCount.Load()) >= dl.from
-	if !active && dl.queued == 0 {
+	active := dl.every > 0 && int(d.prov.qpCount.Load()) >= dl.from
+	miss := d.cache != nil && h.srcQPN != 0 && d.cache.touch(h.srcQPN)
+	if !active && !miss && dl.queued == 0 {
 		l.send(h, ext, payload) // under delayMu: nothing queued can overtake it
 		d.delayMu.Unlock()
 		return
@@ -60,6 +62,10 @@ func (d *device) send(l *link, h header, ext, payload []byte) {
 	}
 	if active {
 		due = due.Add(dl.every)
+	}
+	if miss {
+		d.counts.cacheMiss.Add(1)
+		due = due.Add(QPCacheMiss)
 	}
 	dl.last = due
 	dl.queued++

@@ -33,6 +33,10 @@ type device struct {
 	// delay is the transmit queue of Options.ServiceDelay, nil without.
 	delay   *delayLine
 	delayMu sync.Mutex
+	// cache is the QP context cache of Options.QPCache (nil without);
+	// its misses wait in the delay line.
+	cache  *qpCache
+	counts counters
 }
 
 var _ fabric.Device = (*device)(nil)

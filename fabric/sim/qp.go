@@ -670,6 +670,7 @@ func (q *qp) onRequest(from *link, h header, payload []byte) {
 		// requester (RNR NAK) so it waits instead of counting transport
 		// retries. An SRQ wakes the QP when a receive is posted there.
 		q.held.push(heldMsg{op: opSend, psn: h.psn, data: bytes.Clone(payload), from: from})
+		q.dev.counts.sendRNR.Add(1)
 		q.replyLocked(from, opRNR, h.psn)
 	case d >= psnHalf:
 		// Duplicate (a retransmission of something accepted): answer
@@ -677,6 +678,7 @@ func (q *qp) onRequest(from *link, h header, payload []byte) {
 		for i := 0; i < q.held.n; i++ {
 			if q.held.at(i).psn == h.psn {
 				if h.op == opSend {
+					q.dev.counts.sendRNR.Add(1)
 					q.replyLocked(from, opRNR, h.psn)
 				}
 				return
@@ -742,6 +744,7 @@ func (q *qp) onResponse(from *link, h header, payload []byte) {
 		}
 		// rnr_retry is treated as 7 (infinite): the responder holds the
 		// message; keep the timer only to notice a peer that vanishes.
+		q.dev.counts.rcvdRNR.Add(1)
 		q.heard = time.Now()
 		q.retries = 0
 		q.armTimerLocked()

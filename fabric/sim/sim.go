@@ -74,6 +74,11 @@ type Options struct {
 	// UDDropEvery-th datagram its UD QPs receive: loss on purpose, so a
 	// test can see it detected and counted.
 	UDDropEvery int
+	// QPCache, when positive, gives the device an LRU cache of that many
+	// QP contexts, as a NIC holds on chip: a frame sent from a QP outside
+	// it waits QPCacheMiss in the transmit queue (counters.go), so a
+	// test can plant the client count past which the rate falls.
+	QPCache int
 }
 
 // DefaultCaps returns the attributes ibv_query_device reports for rxe on
@@ -228,8 +233,11 @@ func (p *Provider) Open(ctx context.Context, cfg fabric.DeviceConfig) (fabric.De
 		return nil, fmt.Errorf("sim: start wire on %s: %w", addr, err)
 	}
 	d := newDevice(p, ln, gidx, addr)
-	if p.opts.ServiceDelay > 0 {
+	if p.opts.ServiceDelay > 0 || p.opts.QPCache > 0 {
 		d.delay = &delayLine{every: p.opts.ServiceDelay, from: p.opts.ServiceDelayFrom, q: make(chan delayed, delayQueue)}
+	}
+	if p.opts.QPCache > 0 {
+		d.cache = newQPCache(p.opts.QPCache)
 	}
 	d.start()
 	return d, nil

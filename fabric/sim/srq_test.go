@@ -96,6 +96,14 @@ func TestSRQHoldUntilPosted(t *testing.T) {
 	eventually.True(t, guard, "both messages are held", func() bool { return heldCount(qb) == 2 })
 	wantEmpty(t, acq)
 	wantEmpty(t, bcq)
+	// Each side counts the RNR NAKs under rxe's names: b sent them, a
+	// received them.
+	eventually.True(t, guard, "RNR NAKs counted", func() bool {
+		return b.dev.(fabric.CounterReader).Counters()["send_rnr_err"] >= 2 && a.dev.(fabric.CounterReader).Counters()["rcvd_rnr_err"] >= 2
+	})
+	if n := a.dev.(fabric.CounterReader).Counters()["send_rnr_err"]; n != 0 {
+		t.Errorf("the requester counted %d RNR NAKs sent", n)
+	}
 	for i, want := range []string{"first", "second"} {
 		if err := srq.PostRecv(uint64(10+i), r, 32*i, 32); err != nil {
 			t.Fatal(err)

@@ -43,6 +43,10 @@ type Fabric struct {
 	// SimUDLoss-th datagram it receives (sim.Options.UDDropEvery): loss
 	// on purpose, for ud mode. Server only.
 	SimUDLoss int `json:"sim_ud_loss,omitempty"`
+	// SimQPCache gives the simulated server device an LRU cache of that
+	// many QP contexts (sim.Options.QPCache): past it the device's rate
+	// falls, a NIC's bend planted on purpose. Server only.
+	SimQPCache int `json:"sim_qp_cache,omitempty"`
 }
 
 // DeviceConfig is the device to open.
@@ -87,14 +91,14 @@ func (f Fabric) SimCaps() fabric.Caps {
 // simulated caps and delay.
 func (f Fabric) Generators() Fabric {
 	f.SimMaxQP, f.SimMaxCQ, f.SimMaxMR, f.SimMaxPD = 0, 0, 0, 0
-	f.SimServiceDelay, f.SimServiceDelayFrom, f.SimUDLoss = 0, 0, 0
+	f.SimServiceDelay, f.SimServiceDelayFrom, f.SimUDLoss, f.SimQPCache = 0, 0, 0, 0
 	return f
 }
 
 // simOptions are the simulated device's options.
 func (f Fabric) simOptions() sim.Options {
 	return sim.Options{Caps: f.SimCaps(), ServiceDelay: f.SimServiceDelay, ServiceDelayFrom: f.SimServiceDelayFrom,
-		UDDropEvery: f.SimUDLoss}
+		UDDropEvery: f.SimUDLoss, QPCache: f.SimQPCache}
 }
 
 // Provider opens the fabric: sim, or libibverbs when this binary has it
