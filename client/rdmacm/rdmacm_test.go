@@ -392,15 +392,16 @@ func TestEventClasses(t *testing.T) {
 
 // The held connections are clients of the shared engine: its traffic
 // phase runs over them under the same flags as over built-in clients,
-// open loop included.
+// open loop included. The window stays open until every client is
+// measured (MaxDuration), so a slow machine measures them all too.
 func TestTrafficThroughEngine(t *testing.T) {
 	const size = 128
 	for _, tc := range []struct {
 		name string
 		cfg  client.TrafficConfig
 	}{
-		{"closed", client.TrafficConfig{Duration: 200 * time.Millisecond, Depth: 2, Timeout: 5 * time.Second}},
-		{"open", client.TrafficConfig{Duration: 300 * time.Millisecond, Depth: 2, Rate: 50, Timeout: 5 * time.Second}},
+		{"closed", client.TrafficConfig{Duration: 200 * time.Millisecond, MaxDuration: time.Minute, Depth: 2, Timeout: 5 * time.Second}},
+		{"open", client.TrafficConfig{Duration: 300 * time.Millisecond, MaxDuration: time.Minute, Depth: 2, Rate: 50, Timeout: 5 * time.Second}},
 	} {
 		f := newFakeCM(t, 3, size, 2)
 		recs, conns, err := Run(context.Background(), f, Config{Addr: addr, N: 3, Timeout: 5 * time.Second,
