@@ -18,17 +18,19 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/softroce"
 )
 
-// The verbs fabric's tests and the server's hostile-peer and replay tests
-// need a device, which this host lacks: build them with the verbs tag and
-// run them inside the Soft-RoCE guest, so CI exercises real libibverbs on
+// The verbs fabric's tests, the server's hostile-peer and replay tests
+// and the rdma_cm clients' tests need a device, which this host lacks:
+// build them with the verbs tag and run them inside the Soft-RoCE guest, so CI exercises real libibverbs on
 // rxe0 and proves, by the kernel's own resource count, that hostile and
 // unauthenticated peers get no QP there either.
 func TestGuestSuites(t *testing.T) {
 	if ok, why := softroce.Available(); !ok {
 		parts.Missing(t, "no Soft-RoCE guest: %s", why)
 	}
-	if _, err := os.Stat("/usr/include/infiniband/verbs.h"); err != nil {
-		parts.Missing(t, "libibverbs-dev missing (make setup installs it)")
+	for _, h := range []string{"/usr/include/infiniband/verbs.h", "/usr/include/rdma/rdma_cma.h"} {
+		if _, err := os.Stat(h); err != nil {
+			parts.Missing(t, "%s missing: libibverbs-dev and librdmacm-dev (make setup installs them)", h)
+		}
 	}
 	ctx := context.Background()
 	// Not under /tmp (the guest mounts a fresh tmpfs there, and a CI
@@ -38,6 +40,13 @@ func TestGuestSuites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The suites' C fixture, built here and shipped in as the test
+	// binaries are.
+	capDir := filepath.Join(cache, "rdmaprobe", "guest-tests", "cmcapserver")
+	if b, err := exec.Command("make", "-s", "-C", filepath.Join(mod, "testdata", "cmcapserver"), "OUT="+mkdir(t, capDir)).CombinedOutput(); err != nil {
+		t.Fatalf("build testdata/cmcapserver: %v\n%s", err, b)
+	}
+	capServer := filepath.Join(capDir, "cmcapserver")
 	suites := []struct {
 		pkg, bin string
 		args     []string
@@ -49,6 +58,10 @@ func TestGuestSuites(t *testing.T) {
 		{"./fabric/verbs", "verbs", nil, "", 5, []string{"TestConformance", "TestConformance/UDDatagrams"}},
 		// -test.short skips the soak, which runs on the host.
 		{"./server", "server", []string{"-test.short"}, "fabric: verbs on rxe0", 3, nil},
+		// rdma_cm clients against the cmcapserver fixture on the netdev
+		// device (rdma_cm resolves no route on lo).
+		{"./client/rdmacm", "rdmacm", []string{"-cmcapserver", capServer, "-cm-addr", softroce.NetdevAddr}, "", 4,
+			[]string{"TestRxeConnectReject", "TestRxeAddrError", "TestRxeDisconnected", "TestRxeTraffic"}},
 	}
 	var bins []string
 	for i, s := range suites {
@@ -63,11 +76,11 @@ func TestGuestSuites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img, err := softroce.BuildImage(ctx, softroce.ImageConfig{Binary: exe, ExtraBinaries: append(bins, softroce.DefaultExtraBinaries...)})
+	img, err := softroce.BuildImage(ctx, softroce.ImageConfig{Binary: exe, ExtraBinaries: append(append(bins, capServer), softroce.DefaultExtraBinaries...)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := softroce.Boot(ctx, softroce.BootConfig{Image: img, MemMiB: 2048})
+	g, err := softroce.Boot(ctx, softroce.BootConfig{Image: img, MemMiB: 2048, Netdev: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +119,13 @@ func TestGuestSuites(t *testing.T) {
 		}
 		t.Logf("%s: %d tests passed on rxe0 in %.1f s", s.pkg, passed, res.DurationMS/1000)
 	}
+}
+
+func mkdir(t *testing.T, dir string) string {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // guestTestBinary builds pkg's tests with the verbs tag and returns their
