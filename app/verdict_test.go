@@ -104,6 +104,28 @@ func TestViewsStateOneVerdict(t *testing.T) {
 			}
 		}
 
+		// The findings line names each design's limiting factor where
+		// the verdict does, and no other.
+		var found bytes.Buffer
+		report.PrintFindings(&found, run)
+		nfound := strings.Count(found.String(), "limiting factor")
+		for _, d := range want.Designs {
+			if d.Limit == "" {
+				continue
+			}
+			nfound--
+			of := ""
+			if d.Design != "" {
+				of = " of " + d.Design
+			}
+			if !regexp.MustCompile(`(?m)^limiting factor` + regexp.QuoteMeta(of) + `: .*\(` + regexp.QuoteMeta(d.Limit) + ` at ` + strconv.Itoa(d.LimitAt) + ` clients\)`).MatchString(found.String()) {
+				fail("the findings lack design %q's %s at %d:\n%s", d.Design, d.Limit, d.LimitAt, found.String())
+			}
+		}
+		if nfound != 0 {
+			fail("the findings name %d limiting factors the verdict does not:\n%s", nfound, found.String())
+		}
+
 		// run.json: encoded as saved, read back and derived again, the
 		// same figures.
 		b, err := json.Marshal(run)

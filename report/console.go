@@ -10,6 +10,7 @@ import (
 	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
+	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/bench"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
@@ -190,23 +191,12 @@ func joinRatios(xs []float64) string {
 }
 
 // PrintFindings prints what a run found beyond its table: the limiting
-// factor and the PSN check.
+// factor of each design, named and placed as the run's verdict
+// (analysis.Conclude) names it, with its diagnosis's evidence, and the
+// PSN check.
 func PrintFindings(w io.Writer, run *result.Run) {
-	if d := run.Diagnosis; d != nil {
-		fmt.Fprintf(w, "limiting factor: %s", d.Summary)
-		if d.Suggestion != "" {
-			fmt.Fprintf(w, " → %s", d.Suggestion)
-		}
-		fmt.Fprintln(w)
-	}
-	for _, ds := range run.Designs {
-		if d := ds.Diagnosis; d != nil {
-			fmt.Fprintf(w, "limiting factor of %s at %d clients: %s", ds.Mode, ds.LimitAt, d.Summary)
-			if d.Suggestion != "" {
-				fmt.Fprintf(w, " → %s", d.Suggestion)
-			}
-			fmt.Fprintln(w)
-		}
+	for _, l := range FindingsLines(run) {
+		fmt.Fprintln(w, l)
 	}
 	if t := run.Target; t != nil && len(t.Client) > 0 {
 		fmt.Fprintln(w, "PSNs: not seen (client commands exchange their own)")
@@ -217,6 +207,32 @@ func PrintFindings(w io.Writer, run *result.Run) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// FindingsLines are the limiting-factor lines PrintFindings prints, one
+// per design the verdict names a limit of: "limiting factor[ of
+// DESIGN]: SUMMARY (LIMIT at N clients) → SUGGESTION".
+func FindingsLines(run *result.Run) []string {
+	var out []string
+	for _, d := range analysis.Conclude(run).Designs {
+		if d.Limit == "" {
+			continue
+		}
+		sub, of := run, ""
+		if d.Design != "" {
+			sub, of = run.ForDesign(d.Design), " of "+d.Design
+		}
+		summary, suggestion := "", ""
+		if diag, at := analysis.Limit(sub); diag != nil && diag.Limit == d.Limit && at == d.LimitAt {
+			summary, suggestion = diag.Summary+" ", diag.Suggestion
+		}
+		l := fmt.Sprintf("limiting factor%s: %s(%s at %d clients)", of, summary, d.Limit, d.LimitAt)
+		if suggestion != "" {
+			l += " → " + suggestion
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // PointLine is the line a probe prints when a point ends.
