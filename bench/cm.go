@@ -184,9 +184,9 @@ type CMMeasurement struct {
 	Sec    float64 `json:"sec"`
 	PerSec float64 `json:"per_sec"`
 	// StepsMS: cmtime's step totals (its table), or rdmaprobe's p50 of
-	// each step per connection (result.Phase* names): two meanings, kept
-	// for the reports of files saved before PerConnMS; CMStepTimes sets
-	// like beside like.
+	// each step per connection (result.Phase* names): two meanings, so
+	// no view shows it; it stays in the file as measured, and views show
+	// CMStepTimes, like beside like.
 	StepsMS map[string]float64 `json:"steps_ms,omitempty"`
 	// CMTimeSteps is cmtime's table as printed.
 	CMTimeSteps []CMTimeStep `json:"cmtime_steps,omitempty"`

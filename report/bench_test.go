@@ -248,9 +248,12 @@ func TestWriteBenchRDMACM(t *testing.T) {
 	for p, rates := range [][2]float64{{100, 150}, {200, 240}} {
 		cm.Measurements = append(cm.Measurements,
 			bench.CMMeasurement{Pass: p + 1, Client: bench.CMTimeClient, Attempted: 1000, Connected: 1000, PerSec: rates[0], Sec: 1000 / rates[0],
-				StepsMS: map[string]float64{"resolve addr": 40, "resolve route": 90, "create qp": 700, "connect": 3000}},
+				StepsMS: map[string]float64{"resolve addr": 40, "resolve route": 90, "create qp": 700, "connect": 3000},
+				CMTimeSteps: []bench.CMTimeStep{{Name: "resolve addr", TotalMS: 40, MaxMS: 30, MinUS: 20}, {Name: "resolve route", TotalMS: 90, MaxMS: 80, MinUS: 30},
+					{Name: "create qp", TotalMS: 700, MaxMS: 1.5, MinUS: 250}, {Name: "connect", TotalMS: 3000, MaxMS: 900, MinUS: 2500}}},
 			bench.CMMeasurement{Pass: p + 1, Client: bench.RDMAProbeClient, Mode: bench.CMLockstep, Attempted: 1000, Connected: 1000,
-				PerSec: rates[1], Sec: 1000 / rates[1], StepsMS: map[string]float64{result.PhaseResolveRoute: 12.5, result.PhaseEstablish: 800}})
+				PerSec: rates[1], Sec: 1000 / rates[1], StepsMS: map[string]float64{result.PhaseResolveRoute: 12.5, result.PhaseEstablish: 800},
+				PerConnMS: map[string]bench.CMSpread{result.PhaseResolveRoute: {Min: 0.04, P50: 12.5, Max: 85}, result.PhaseEstablish: {Min: 3, P50: 800, Max: 880}}})
 	}
 	run := &bench.Run{SchemaVersion: bench.SchemaVersion, Tool: bench.Tool, Kind: bench.Kind, ToolVersion: "test",
 		Command: []string{"rdmaprobe", "bench", "rdmacm"}, StartedAt: benchStart, FinishedAt: benchStart.Add(time.Minute),
@@ -267,7 +270,11 @@ func TestWriteBenchRDMACM(t *testing.T) {
 		"makes **1.35 ×** cmtime's connects/s at 1000 connections, median of 2 passes in turns — target ≥ 1.0: **met**",
 		"What limits both: two emulated CPUs.",
 		"| 1    | rdmaprobe (lockstep) | 1000/1000 | 6.67  | 150.0      | 1.50     |",
-		"| 2    | cmtime               | 1000/1000 | 5.00  | 200.0      |          | 40.0            | 90.0             | 700.0        | 3000.0     |",
+		// Each step's figures are one connection's shortest and longest,
+		// which both clients measure: not cmtime's totals over all N
+		// beside rdmaprobe's median per connection (steps_ms).
+		"| 2    | cmtime               | 1000/1000 | 5.00  | 200.0      |          | 0.02–30.00                   | 0.03–80.00                    | 0.25–1.50                 | 2.50–900.00             |",
+		"| 2    | rdmaprobe (lockstep) | 1000/1000 | 4.17  | 240.0      | 1.20     |                              | 0.04–85.00                    |                           | 3.00–880.00             |",
 		"| lockstep | 1.50, 1.20       | 1.35   | met   |",
 		"![rdma_cm connects/s at 1000 connections, by pass](bench-rdmacm.png)",
 	} {
@@ -277,5 +284,10 @@ func TestWriteBenchRDMACM(t *testing.T) {
 	}
 	if strings.Contains(md, "bare TLS") || strings.Contains(html, "bare TLS") || !strings.Contains(html, `data-plot="bench-rdmacm"`) {
 		t.Errorf("the comparison's report shows the suite's text or lacks its plot:\n%s", md)
+	}
+	for _, old := range []string{"3000.0", "800.0", "12.5"} {
+		if strings.Contains(md, old) {
+			t.Errorf("report.md shows steps_ms's %s, a total beside a median:\n%s", old, md)
+		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/rdmaprobe/rdmaprobe/bench"
-	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
 // cmModel is the report of the rdma_cm comparison (bench rdmacm).
@@ -46,7 +45,7 @@ func (m *BenchModel) cmModel(run *bench.Run) {
 	}
 
 	m.Measurements = Table{ID: "measurements", Header: []string{"Pass", "Client", "Connected", "s", "connects/s", "× cmtime",
-		"resolve addr ms", "resolve route ms", "create qp ms", "connect ms", "settle s"}}
+		"resolve addr ms/conn min–max", "resolve route ms/conn min–max", "create qp ms/conn min–max", "connect ms/conn min–max", "settle s"}}
 	var base float64
 	for _, x := range cm.Measurements {
 		ratio := ""
@@ -79,21 +78,19 @@ func (m *BenchModel) cmModel(run *bench.Run) {
 }
 
 // CMSteps are a measurement's resolve addr, resolve route, create qp
-// and connect figures: cmtime's step totals (first call to last
-// completion, all N), or rdmaprobe's p50 per connection.
+// and connect figures, like beside like (bench.CMStepTimes): one
+// connection's shortest and longest step, which both clients measure,
+// from its call to its completion. Empty where the client measured none
+// (an rdmaprobe measurement saved before per_conn_ms, whose steps_ms
+// held a median per connection beside cmtime's totals over all N).
 func CMSteps(x bench.CMMeasurement) []string {
-	names := []string{"resolve addr", "resolve route", "create qp", "connect"}
-	if x.Client == bench.RDMAProbeClient {
-		names = []string{result.PhaseResolveAddr, result.PhaseResolveRoute, result.PhaseQPCreate, result.PhaseEstablish}
-	}
-	var out []string
-	for _, n := range names {
-		v, ok := x.StepsMS[n]
-		if !ok {
-			out = append(out, "")
-			continue
+	out := make([]string, len(bench.CMStepNames))
+	for _, st := range bench.CMStepTimes(x) {
+		for i, n := range bench.CMStepNames {
+			if st.Step == n[0] {
+				out[i] = msCell(st.MinMS) + "–" + msCell(st.MaxMS)
+			}
 		}
-		out = append(out, fmt.Sprintf("%.1f", v))
 	}
 	return out
 }
