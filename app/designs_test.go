@@ -1,7 +1,6 @@
 package app
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,23 +76,6 @@ func TestSearchOverTwoDesigns(t *testing.T) {
 	}
 	if !strings.Contains(string(c), "sim (simulated) per-client") || !strings.Contains(string(c), "sim (simulated) srq") {
 		t.Errorf("compare.md does not set the designs side by side:\n%s", c)
-	}
-}
-
-// --require with several designs holds each to it.
-func TestRequireEveryDesign(t *testing.T) {
-	pt := func(design string, n, connected int) result.Point {
-		return result.Point{Design: design, Clients: n, Trial: 1, Attempted: n, Connected: connected}
-	}
-	r := &result.Run{Config: result.Config{Threshold: 1, ResourceMode: "per-client,srq", Designs: []string{"per-client", "srq"}},
-		Points: []result.Point{pt("per-client", 5, 5), pt("srq", 5, 5), pt("per-client", 10, 8), pt("srq", 10, 10)}}
-	if err := (&requirement{n: 5, criterion: result.CriterionConnect}).check(r); err != nil {
-		t.Errorf("5 clients, held by both: %v", err)
-	}
-	err := (&requirement{n: 10, criterion: result.CriterionConnect}).check(r)
-	var e *exitError
-	if !errors.As(err, &e) || e.code != ExitRequirement || !strings.Contains(err.Error(), "per-client 5") || strings.Contains(err.Error(), "srq") {
-		t.Errorf("10 clients, held by srq alone: %v", err)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 	"github.com/rdmaprobe/rdmaprobe/runner/vm"
 	"github.com/rdmaprobe/rdmaprobe/session"
+	"github.com/rdmaprobe/rdmaprobe/slo"
 )
 
 // probeFlags are shared by search and ramp.
@@ -137,9 +138,9 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) (e
 	if err != nil {
 		return err
 	}
-	slos, criterion, req, err := trafficOptions(c)
+	slos, err := slo.Parse(c.String("slo"))
 	if err != nil {
-		return err
+		return fail(ExitUsage, "--slo: %v", err)
 	}
 	lv, err := openLive(c, &s)
 	if err != nil {
@@ -164,10 +165,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) (e
 	prog := newProgress(s.Err)
 	pr := &probeRun{c: c, out: s.Out, mode: mode, strat: strat, be: be, spec: spec, prog: prog, lv: lv}
 	o := pr.options()
-	o.SLOs, o.Criterion = slos, criterion
-	if req != nil {
-		o.Require = fmt.Sprintf("%d:%s", req.n, req.criterion)
-	}
+	o.SLOs, o.Criterion, o.Require = slos, c.String("criterion"), c.String("require")
 	if err := o.Check(); err != nil {
 		return fail(ExitUsage, "%v", err)
 	}
@@ -205,15 +203,12 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) (e
 	if perr := ss.Err; perr != nil {
 		return pointError(perr, run, path)
 	}
-	if req != nil {
-		if err := req.check(run); err != nil {
-			return err
-		}
-		if run.DesignModes() != nil {
-			fmt.Fprintf(s.Out, "requirement met: %d clients by %s in every design\n", req.n, req.criterion)
-		} else {
-			fmt.Fprintf(s.Out, "requirement met: %d clients by %s\n", req.n, req.criterion)
-		}
+	line, met := report.RequireLine(run)
+	if !met {
+		return fail(ExitRequirement, "%s", line)
+	}
+	if line != "" {
+		fmt.Fprintln(s.Out, line)
 	}
 	return nil
 }

@@ -140,7 +140,6 @@ func clientKind(c *cli.Context, spec *runner.Spec) error {
 		// RNR-NAKed, so rdma_cm clients run no traffic phase unless
 		// the operator says the server echoes.
 		spec.Traffic = client.TrafficConfig{}
-		return nil
 	}
 	return nil
 }

@@ -4,13 +4,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/payload"
 	"github.com/rdmaprobe/rdmaprobe/report"
@@ -47,88 +45,6 @@ func trafficFlags() []cli.Flag {
 func trafficConfig(c *cli.Context) client.TrafficConfig {
 	return client.TrafficConfig{Duration: c.Duration("traffic"), MaxDuration: c.Duration("traffic-max"), Op: c.String("op"), Depth: c.Int("depth"),
 		Rate: c.Float64("msg-rate"), Timeout: c.Duration("msg-timeout"), BusyPoll: c.Duration("busy-poll")}
-}
-
-// requirement is --require.
-type requirement struct {
-	n         int
-	criterion string
-}
-
-// trafficOptions reads --slo, --criterion and --require, refusing what
-// cannot work with the traffic phase asked for.
-func trafficOptions(c *cli.Context) ([]slo.SLO, string, *requirement, error) {
-	slos, err := slo.Parse(c.String("slo"))
-	if err != nil {
-		return nil, "", nil, fail(2, "--slo: %v", err)
-	}
-	criterion := c.String("criterion")
-	if !slices.Contains(result.Criteria, criterion) {
-		return nil, "", nil, fail(2, "--criterion %q: want connect or traffic", criterion)
-	}
-	// A client command of the operator's has no traffic phase.
-	noTraffic, why := c.Duration("traffic") <= 0, "--traffic is 0"
-	if c.String("client-cmd") != "" {
-		noTraffic, why = true, "the clients are --client-cmd's"
-	}
-	if c.String("client-kind") == result.ClientRDMACM && !c.Bool("cm-server-echoes") {
-		noTraffic, why = true, "rdma_cm clients (--client-kind rdmacm) run no traffic phase unless the server echoes (--cm-server-echoes)"
-	}
-	if criterion == result.CriterionTraffic && noTraffic {
-		return nil, "", nil, fail(2, "--criterion traffic needs a traffic phase: %s", why)
-	}
-	var req *requirement
-	if s := c.String("require"); s != "" {
-		r, err := parseRequire(s, criterion)
-		if err != nil {
-			return nil, "", nil, fail(2, "--require: %v", err)
-		}
-		if r.criterion == result.CriterionTraffic && noTraffic {
-			return nil, "", nil, fail(2, "--require %s needs a traffic phase: %s", s, why)
-		}
-		req = &r
-	}
-	return slos, criterion, req, nil
-}
-
-// parseRequire reads N or N:criterion.
-func parseRequire(s, criterion string) (requirement, error) {
-	num, crit, ok := strings.Cut(strings.TrimSpace(s), ":")
-	if !ok {
-		crit = criterion
-	}
-	n, err := strconv.Atoi(strings.ReplaceAll(num, "_", ""))
-	if err != nil || n < 1 {
-		return requirement{}, fmt.Errorf("%q: want a client count of at least 1, optionally :connect or :traffic", s)
-	}
-	if !slices.Contains(result.Criteria, crit) {
-		return requirement{}, fmt.Errorf("%q: criterion %q, want connect or traffic", s, crit)
-	}
-	return requirement{n: n, criterion: crit}, nil
-}
-
-// check is nil when the run met the requirement, otherwise the error that
-// says by how much: the run's verdict (analysis.Conclude) decides.
-func (r *requirement) check(run *result.Run) error {
-	what := "max connected"
-	if r.criterion == result.CriterionTraffic {
-		what = "max sustainable (--slo " + run.Config.SLO + ")"
-	}
-	v := analysis.Conclude(run)
-	if analysis.Require(v, r.n, r.criterion).Met {
-		return nil
-	}
-	if run.DesignModes() == nil {
-		return fail(ExitRequirement, "requirement not met: %d clients by %s; %s among the counts tested: %d", r.n, r.criterion, what, v.Designs[0].HeldBy(r.criterion))
-	}
-	// Each design is required to hold N on its own.
-	var short []string
-	for _, d := range v.Designs {
-		if got := d.HeldBy(r.criterion); got < r.n {
-			short = append(short, fmt.Sprintf("%s %d", d.Design, got))
-		}
-	}
-	return fail(ExitRequirement, "requirement not met: %d clients by %s in every design; %s among the counts tested: %s", r.n, r.criterion, what, strings.Join(short, ", "))
 }
 
 // trafficLine is a point's traffic phase in one line, "" without one.

@@ -186,8 +186,7 @@ func TestViewsStateOneVerdict(t *testing.T) {
 
 		// The --require gate.
 		if r := want.Require; r != nil {
-			req := requirement{n: r.Clients, criterion: r.Criterion}
-			if met := req.check(run) == nil; met != r.Met {
+			if _, met := report.RequireLine(run); met != r.Met {
 				fail("--require %d:%s: the gate says met=%v, the verdict %v", r.Clients, r.Criterion, met, r.Met)
 			}
 		}

@@ -193,9 +193,7 @@ func (s Spec) Check() error {
 		return fmt.Errorf("--mode: %w", err)
 	}
 	if s.CM != nil {
-		if err := rdmacm.Refuse(rdmacm.Use{ServerCmd: s.Server != nil, ClientCmd: s.Client != nil, Mode: s.Mode,
-			Lockstep: s.CM.Steps == protocol.CMStepsLockstep, Rate: s.Rate, PrivateData: s.CM.PrivateData,
-			ServerEchoes: s.CM.ServerEchoes, Traffic: s.Traffic}); err != nil {
+		if err := rdmacm.Refuse(s.cmUse("")); err != nil {
 			return err
 		}
 	}
@@ -229,6 +227,31 @@ func (s Spec) Check() error {
 		}
 	}
 	return s.checkTraffic()
+}
+
+// NeedTraffic refuses flag (--criterion traffic, --require N:traffic),
+// which judges the points' traffic phase, when they run none.
+func (s Spec) NeedTraffic(flag string) error {
+	if s.CM != nil {
+		if err := rdmacm.Refuse(s.cmUse(flag)); err != nil {
+			return err
+		}
+	}
+	switch {
+	case s.Client != nil:
+		return fmt.Errorf("%s needs a traffic phase: the clients are --client-cmd's", flag)
+	case s.Traffic.Duration <= 0:
+		return fmt.Errorf("%s needs a traffic phase: --traffic is 0", flag)
+	}
+	return nil
+}
+
+// cmUse is what s asks of its rdma_cm clients; judged is the flag that
+// judges their traffic phase ("" for none).
+func (s Spec) cmUse(judged string) rdmacm.Use {
+	return rdmacm.Use{ServerCmd: s.Server != nil, ClientCmd: s.Client != nil, Mode: s.Mode,
+		Lockstep: s.CM.Steps == protocol.CMStepsLockstep, Rate: s.Rate, PrivateData: s.CM.PrivateData,
+		ServerEchoes: s.CM.ServerEchoes, Traffic: s.Traffic, Judged: judged}
 }
 
 // checkMux refuses --mux without mux mode, and what mux mode's logical

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -75,8 +76,9 @@ type Options struct {
 	SLOs      []slo.SLO
 	SLOText   string
 	Criterion string
-	// Require is --require as "N:criterion" ("" without one): the
-	// run's verdict says whether it was met.
+	// Require is --require as given, "N" (by Criterion) or
+	// "N:criterion" ("" without one); the run records it as
+	// "N:criterion" and its verdict says whether it was met.
 	Require string
 
 	// Progress, PointStarts, Point and Note, if set, are told what
@@ -312,7 +314,7 @@ func newRun(o Options) *result.Run {
 	if o.Criterion != "" && o.Criterion != result.CriterionConnect {
 		run.Config.Criterion = o.Criterion
 	}
-	run.Config.Require = o.Require
+	run.Config.Require, _ = o.require()
 	if o.Mode == "search" {
 		run.Config.Lo, run.Config.Hi = o.Lo, o.Hi
 	} else {
@@ -345,6 +347,9 @@ func (o Options) Check() error {
 	if o.Trials < 1 {
 		return fmt.Errorf("--trials must be at least 1")
 	}
+	if err := o.checkCriterion(); err != nil {
+		return err
+	}
 	if len(o.Designs) > 1 && o.Spec.Server != nil {
 		return fmt.Errorf("--mode with several designs needs rdmaprobe's own server: a --server-cmd has its own design")
 	}
@@ -363,6 +368,45 @@ func (o Options) Check() error {
 		return nil
 	}
 	return o.Spec.Check()
+}
+
+// checkCriterion refuses a criterion or a --require that is not one,
+// and one that judges a traffic phase the points do not run.
+func (o Options) checkCriterion() error {
+	crit := cmp.Or(o.Criterion, result.CriterionConnect)
+	if !slices.Contains(result.Criteria, crit) {
+		return fmt.Errorf("--criterion %q: want connect or traffic", o.Criterion)
+	}
+	if crit == result.CriterionTraffic {
+		if err := o.Spec.NeedTraffic("--criterion traffic"); err != nil {
+			return err
+		}
+	}
+	req, err := o.require()
+	if err != nil || !strings.HasSuffix(req, ":"+result.CriterionTraffic) {
+		return err
+	}
+	return o.Spec.NeedTraffic("--require " + o.Require)
+}
+
+// require is Require as the run records it, "N:criterion" ("" without
+// one).
+func (o Options) require() (string, error) {
+	if o.Require == "" {
+		return "", nil
+	}
+	num, crit, ok := strings.Cut(strings.TrimSpace(o.Require), ":")
+	if !ok {
+		crit = cmp.Or(o.Criterion, result.CriterionConnect)
+	}
+	n, err := strconv.Atoi(strings.ReplaceAll(num, "_", ""))
+	if err != nil || n < 1 {
+		return "", fmt.Errorf("--require: %q: want a client count of at least 1, optionally :connect or :traffic", o.Require)
+	}
+	if !slices.Contains(result.Criteria, crit) {
+		return "", fmt.Errorf("--require: %q: criterion %q, want connect or traffic", o.Require, crit)
+	}
+	return fmt.Sprintf("%d:%s", n, crit), nil
 }
 
 // judgeTraffic checks pt's traffic phase against the run's SLOs. base,

@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/analysis"
+	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/probe"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
@@ -166,6 +168,47 @@ func TestCheck(t *testing.T) {
 		if err := tc.o.Check(); (err != nil) != tc.fail {
 			t.Errorf("Check(%+v) = %v, want failure %v", tc.o, err, tc.fail)
 		}
+	}
+}
+
+// --criterion and --require are checked where the run reads them: a
+// criterion that judges a traffic phase the points do not run is refused
+// with why none runs, and --require N takes --criterion's.
+func TestCheckCriterion(t *testing.T) {
+	traffic := client.TrafficConfig{Duration: time.Second}
+	cm := runner.Spec{Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Server: &runner.ServerCommand{Argv: []string{"cmcapserver"}},
+		CM: &protocol.CMClient{}, Traffic: traffic}
+	for _, tc := range []struct {
+		name, criterion, require string
+		spec                     func(*runner.Spec)
+		want                     string // "" = passes
+	}{
+		{"connect", "", "", nil, ""},
+		{"unknown", "fast", "", nil, `--criterion "fast": want connect or traffic`},
+		{"traffic", result.CriterionTraffic, "", nil, ""},
+		{"no phase", result.CriterionTraffic, "", func(s *runner.Spec) { s.Traffic = client.TrafficConfig{} }, "--criterion traffic needs a traffic phase: --traffic is 0"},
+		{"client command", result.CriterionTraffic, "", func(s *runner.Spec) { s.Client = &protocol.ClientCommand{Argv: []string{"x"}} }, "the clients are --client-cmd's"},
+		{"require's own", "", "10:traffic", func(s *runner.Spec) { s.Traffic = client.TrafficConfig{} }, "--require 10:traffic needs a traffic phase"},
+		{"require takes the criterion", result.CriterionTraffic, "10", func(s *runner.Spec) { s.Traffic = client.TrafficConfig{} }, "needs a traffic phase"},
+		{"require connect", result.CriterionConnect, "1_000", func(s *runner.Spec) { s.Traffic = client.TrafficConfig{} }, ""},
+		{"require count", "", "x", nil, `--require: "x": want a client count`},
+		{"require criterion", "", "10:fast", nil, `criterion "fast"`},
+		{"rdma_cm without echoes", result.CriterionTraffic, "", func(s *runner.Spec) { *s = cm }, "rdma_cm clients (--client-kind rdmacm) run no traffic phase unless the server echoes (--cm-server-echoes)"},
+		{"rdma_cm echoes", result.CriterionTraffic, "", func(s *runner.Spec) { *s = cm; s.CM = &protocol.CMClient{ServerEchoes: true} }, ""},
+	} {
+		o := Options{Spec: runner.Spec{Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Traffic: traffic}, Trials: 1,
+			Criterion: tc.criterion, Require: tc.require}
+		if tc.spec != nil {
+			tc.spec(&o.Spec)
+		}
+		err := o.Check()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	o := Options{Criterion: result.CriterionTraffic, Require: "1_000"}
+	if r, err := o.require(); r != "1000:traffic" || err != nil {
+		t.Errorf("--require 1_000 --criterion traffic is recorded as %q (%v)", r, err)
 	}
 }
 

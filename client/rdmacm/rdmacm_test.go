@@ -442,7 +442,7 @@ func TestRefuse(t *testing.T) {
 		}
 	}
 	for _, u := range []Use{{}, {ServerCmd: true, ClientCmd: true}, {ServerCmd: true, Mode: "ud"}, {ServerCmd: true, Mode: "mux"},
-		{ServerCmd: true, Lockstep: true, Rate: 10}} {
+		{ServerCmd: true, Lockstep: true, Rate: 10}, {ServerCmd: true, Judged: "--criterion traffic"}} {
 		if err := Refuse(u); err == nil {
 			t.Errorf("%+v passed", u)
 		}

@@ -24,6 +24,9 @@ type Use struct {
 	// runs; without it no traffic phase runs at all.
 	ServerEchoes bool
 	Traffic      client.TrafficConfig
+	// Judged is the flag that judges the traffic phase (--criterion
+	// traffic, --require N:traffic), "" for none.
+	Judged string
 }
 
 // Refuse says, in one sentence, what of u rdma_cm clients cannot do, or
@@ -41,6 +44,8 @@ func Refuse(u Use) error {
 		return fmt.Errorf("--cm-steps lockstep starts each batch at once: not with --connect-rate")
 	case len(u.PrivateData) > MaxPrivateData:
 		return fmt.Errorf("--cm-private-data: %d bytes, an RC connect request carries at most %d", len(u.PrivateData), MaxPrivateData)
+	case u.Judged != "" && !u.ServerEchoes:
+		return fmt.Errorf("%s needs a traffic phase: rdma_cm clients (--client-kind rdmacm) run no traffic phase unless the server echoes (--cm-server-echoes)", u.Judged)
 	case u.ServerEchoes && u.Traffic.Duration > 0 && u.Traffic.Op != "" && u.Traffic.Op != result.OpSend:
 		return fmt.Errorf("--op %s: rdma_cm clients send and the server echoes; RDMA WRITE and READ need an address and key the server hands over, which rdma_cm servers do not", u.Traffic.Op)
 	}
