@@ -99,7 +99,7 @@ func TestEventsRebuildTable(t *testing.T) {
 	if !strings.Contains(stderr, table.String()) {
 		t.Errorf("table from the events:\n%s\nnot in the output:\n%s", table.String(), stderr)
 	}
-	if !strings.Contains(table.String(), "Breaking point: 8 clients") {
+	if !strings.Contains(table.String(), "Verdict at the 100% threshold: capacity 8; first failure 9;") {
 		t.Errorf("rebuilt table has no verdict:\n%s", table.String())
 	}
 	end := evs[len(evs)-1]

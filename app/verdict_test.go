@@ -92,6 +92,13 @@ func TestViewsStateOneVerdict(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The probe's own sentence (search.verdict, which old runs
+		// carry) is a second derivation: no view prints it.
+		if s := run.Search; s != nil && s.Verdict != "" {
+			if strings.Contains(term.String(), s.Verdict) || strings.Contains(string(md), s.Verdict) {
+				fail("a view prints search.verdict %q beside the verdict", s.Verdict)
+			}
+		}
 		for _, l := range lines {
 			if !strings.Contains(term.String(), l) {
 				fail("the terminal lacks %q:\n%s", l, term.String())

@@ -147,7 +147,6 @@ type Method struct {
 	Rate     string
 	Resource string
 	Steps    []result.Step
-	Verdict  string
 	Started  string
 	Duration string
 	Complete bool
@@ -482,7 +481,7 @@ func (m *Model) method(run *result.Run) {
 		mt.Rate = "all at once"
 	}
 	if run.Search != nil {
-		mt.Steps, mt.Verdict = run.Search.Steps, run.Search.Verdict
+		mt.Steps = run.Search.Steps
 	}
 	if !run.StartedAt.IsZero() {
 		mt.Started = run.StartedAt.UTC().Format(time.RFC3339)

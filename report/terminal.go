@@ -110,13 +110,6 @@ func terminal(w io.Writer, run *result.Run, verdict bool) error {
 	if p := run.Interrupted; p != nil {
 		fmt.Fprintln(w, analysis.CutShort(*p))
 	}
-	if run.Search != nil && run.Search.Verdict != "" {
-		prefix := ""
-		if run.Backend.Simulated {
-			prefix = "(simulated) "
-		}
-		fmt.Fprintln(w, prefix+run.Search.Verdict)
-	}
 	sim := ""
 	if run.Backend.Simulated {
 		sim = "(simulated) "

@@ -36,28 +36,29 @@ func VerdictLines(v result.Verdict) []string {
 	return out
 }
 
+// verdictFigures are a design's figures, leaving out those it has none
+// of (no failure, no wall, no recommendation…): capacity, highest tested
+// and max connected are always said, as 0 when nothing passed.
 func verdictFigures(d result.DesignVerdict) string {
-	num := func(n int) string {
-		if n == 0 {
-			return "none"
-		}
-		return fmt.Sprint(n)
+	s := []string{"capacity " + fmt.Sprint(d.Capacity)}
+	if d.FirstFail > 0 {
+		s = append(s, "first failure "+fmt.Sprint(d.FirstFail))
 	}
-	s := []string{"capacity " + num(d.Capacity), "first failure " + num(d.FirstFail), "highest tested " + num(d.Highest),
-		"max connected " + num(d.MaxConnected)}
+	s = append(s, "highest tested "+fmt.Sprint(d.Highest), "max connected "+fmt.Sprint(d.MaxConnected))
 	if d.MaxSustainable >= 0 {
-		s = append(s, "max sustainable "+num(d.MaxSustainable))
+		s = append(s, "max sustainable "+fmt.Sprint(d.MaxSustainable))
 	}
-	nm := "none"
 	if len(d.NonMonotonic) > 0 {
-		nm = joinInts(d.NonMonotonic)
+		s = append(s, "non-monotonic "+joinInts(d.NonMonotonic))
 	}
-	s = append(s, "non-monotonic "+nm)
 	if d.Limit != "" {
 		s = append(s, fmt.Sprintf("limiting factor %s at %d", d.Limit, d.LimitAt))
-	} else {
-		s = append(s, "limiting factor none")
 	}
-	s = append(s, "hard limit from "+num(d.Wall), "MAX_CLIENTS conservative "+num(d.Conservative)+", practical "+num(d.Practical))
+	if d.Wall > 0 {
+		s = append(s, "hard limit from "+fmt.Sprint(d.Wall))
+	}
+	if d.Conservative > 0 || d.Practical > 0 {
+		s = append(s, fmt.Sprintf("MAX_CLIENTS conservative %d, practical %d", d.Conservative, d.Practical))
+	}
 	return strings.Join(s, "; ")
 }
