@@ -59,11 +59,8 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 	if err := checkTLSKex(c); err != nil {
 		return fail(ExitUsage, "--tls-kex: %v", err)
 	}
-	if err := checkRanges(c); err != nil {
-		return err
-	}
-	if req.N < 1 || req.Concurrency < 1 || req.Passes < 1 || req.Warmup < 0 {
-		return fail(ExitUsage, "--ops, --concurrency and --passes must be at least 1, --warmup at least 0")
+	if err := req.Check(); err != nil {
+		return fail(ExitUsage, "%v", err)
 	}
 	be, err := chooseBackend(c)
 	if err != nil {

@@ -70,9 +70,6 @@ func generatorSpec(c *cli.Context, in *bufio.Reader) (protocol.GeneratorSpec, bo
 			return spec, false, fail(ExitUsage, "clients: --%s is required (or --spec)", f)
 		}
 	}
-	if err := checkRanges(c); err != nil {
-		return spec, false, err
-	}
 	var err error
 	read := func(flag string) []byte {
 		b, e := os.ReadFile(c.String(flag))
@@ -86,5 +83,8 @@ func generatorSpec(c *cli.Context, in *bufio.Reader) (protocol.GeneratorSpec, bo
 		CA: read("ca"), Cert: read("cert"), Key: read("key"), TLSResume: c.Bool("tls-resume"), TLSKex: c.String("tls-kex"),
 		InFlight: c.Int("inflight"), Timeout: c.Duration("timeout"), Rounds: c.Int("rounds"), MsgSize: c.Int("msg-size"), UD: c.Bool("ud"),
 		Mux: c.Int("mux"), CPUProfile: c.String("cpuprofile"), Hold: c.Duration("hold"), HoldStdin: c.Bool("hold-stdin"), Traffic: trafficConfig(c)}
+	if cerr := spec.Check(); cerr != nil {
+		return spec, false, fail(ExitUsage, "clients: %v", cerr)
+	}
 	return spec, false, err
 }

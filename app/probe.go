@@ -219,7 +219,7 @@ func probeBackend(c *cli.Context, s Streams) (*backend, runner.Spec, error) {
 	if err := checkTLSKex(c); err != nil {
 		return nil, runner.Spec{}, fail(ExitUsage, "--tls-kex: %v", err)
 	}
-	if err := checkRanges(c); err != nil {
+	if err := checkOff(c); err != nil {
 		return nil, runner.Spec{}, err
 	}
 	be, err := chooseBackend(c)
@@ -328,7 +328,7 @@ func (r *probeRun) point(pt result.Point) {
 	for _, l := range report.HostLines(pt) {
 		fmt.Fprintln(r.out, l)
 	}
-	if line := trafficLine(pt); line != "" {
+	if line := report.TrafficLine(pt); line != "" {
 		fmt.Fprintln(r.out, line)
 	}
 }

@@ -83,24 +83,25 @@ func serverSpec(c *cli.Context) (protocol.ServerSpec, error) {
 	if !c.IsSet("max-clients") {
 		return protocol.ServerSpec{}, fail(ExitUsage, "serve: --max-clients is required (rdmaprobe serve --help lists the flags)")
 	}
-	if err := checkRanges(c); err != nil {
-		return protocol.ServerSpec{}, err
-	}
-	pair, err := serverPair(c)
-	if err != nil {
-		return protocol.ServerSpec{}, err
-	}
-	clientCA, err := clientCAs(c)
-	if err != nil {
-		return protocol.ServerSpec{}, err
-	}
-	return protocol.ServerSpec{Listen: c.String("listen"), MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
-		Fabric: fabricSpec(c, c.String("backend")), Cert: pair.CertPEM, Key: pair.KeyPEM, ClientCA: clientCA,
+	spec := protocol.ServerSpec{Listen: c.String("listen"), MaxClients: c.Int("max-clients"), Mode: c.String("mode"),
+		Fabric:  fabricSpec(c, c.String("backend")),
 		MsgSize: c.Int("msg-size"), Backlog: c.Int("backlog"), HandshakeTimeout: c.Duration("handshake-timeout"),
 		ExchangeTimeout: c.Duration("exchange-timeout"), TLSKex: c.String("tls-kex"), Detach: c.Bool("detach"),
 		TLSTickets: c.Bool("tls-tickets"), NoFile: c.Uint64("nofile"), MemLock: c.Uint64("memlock"),
 		CPUProfile: c.String("cpuprofile"), ReadyFile: c.String("ready-file"), DebugAddr: c.String("debug-addr"), MetricsAddr: c.String("metrics-addr"),
-		Depth: c.Int("depth"), Remote: c.Bool("remote"), BusyPoll: c.Duration("busy-poll"), Mux: c.Int("mux")}, nil
+		Depth: c.Int("depth"), Remote: c.Bool("remote"), BusyPoll: c.Duration("busy-poll"), Mux: c.Int("mux")}
+	if err := spec.Check(); err != nil {
+		return spec, fail(ExitUsage, "serve: %v", err)
+	}
+	pair, err := serverPair(c)
+	if err != nil {
+		return spec, err
+	}
+	spec.Cert, spec.Key = pair.CertPEM, pair.KeyPEM
+	if spec.ClientCA, err = clientCAs(c); err != nil {
+		return spec, err
+	}
+	return spec, nil
 }
 
 // readSpec reads --spec: inline JSON, or with "-" the first line of in.

@@ -1,20 +1,12 @@
 package app
 
 import (
-	"fmt"
-	"math"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmaprobe/rdmaprobe/client"
-	"github.com/rdmaprobe/rdmaprobe/payload"
-	"github.com/rdmaprobe/rdmaprobe/report"
 	"github.com/rdmaprobe/rdmaprobe/result"
-	"github.com/rdmaprobe/rdmaprobe/runner"
-	"github.com/rdmaprobe/rdmaprobe/slo"
 )
 
 // DefaultDuration is each point's traffic phase unless --traffic says
@@ -47,108 +39,14 @@ func trafficConfig(c *cli.Context) client.TrafficConfig {
 		Rate: c.Float64("msg-rate"), Timeout: c.Duration("msg-timeout"), BusyPoll: c.Duration("busy-poll")}
 }
 
-// trafficLine is a point's traffic phase in one line, "" without one.
-func trafficLine(pt result.Point) string {
-	t := pt.Traffic
-	if t == nil {
-		return ""
-	}
-	mode := fmt.Sprintf("depth %d", t.Depth)
-	if t.RatePerClient > 0 {
-		mode = fmt.Sprintf("%g msg/s per client", t.RatePerClient)
-	}
-	window := fmt.Sprintf("%.1f s", t.DurationSec)
-	if t.MinDurationSec > 0 && t.DurationSec > t.MinDurationSec+0.05 {
-		window += fmt.Sprintf(" (extended from %g s)", t.MinDurationSec)
-	}
-	window += fmt.Sprintf(", unmeasured %d", t.Unmeasured)
-	if n := t.UnmeasuredNames(); n != "" {
-		window += " (" + n + ")"
-	}
-	s := fmt.Sprintf("        traffic: %s %d B, %s, %s: %.0f msg/s, %.2f MB/s, latency p50 %s p99 %s max %s, per client %s..%s msg/s",
-		t.Op, t.MsgBytes, mode, window, t.MsgRate, t.MBps,
-		usText(t.Latency.P50), usText(t.Latency.P99), usText(t.Latency.Max), report.ClientRate(t.PerClient.Min), report.ClientRate(t.PerClient.Max))
-	if r := pt.LatencyReference; r != nil && r.Error == "" && r.Figures["t_typical"] > 0 && t.Latency.P50 > 0 {
-		s += fmt.Sprintf("; p50 %.2f × %s's t_typical %s, read just before", t.Latency.P50/r.Figures["t_typical"], r.Tool, usText(r.Figures["t_typical"]))
-	}
-	if n := t.ErrorCount(); n > 0 {
-		var parts []string
-		for _, k := range t.ErrorClasses() {
-			parts = append(parts, fmt.Sprintf("%s %d", k, t.Errors[k]))
-		}
-		s += "; errors: " + strings.Join(parts, ", ")
-	}
-	var failed []string
-	for _, v := range t.SLO {
-		if !v.Passed {
-			failed = append(failed, v.Text)
-		}
-	}
-	switch {
-	case len(failed) > 0:
-		s += "; SLO missed: " + strings.Join(failed, ", ")
-	case len(t.SLO) > 0 && t.Error == "":
-		s += "; SLO met"
-	}
-	if t.HarnessLimit != "" {
-		s += "; harness limit: " + t.HarnessLimit
-	}
-	if t.Error != "" {
-		s += "; phase error: " + t.Error
-	}
-	return s
-}
-
-// usText prints microseconds as slo.FormatLatency does.
-func usText(us float64) string { return slo.FormatLatency(time.Duration(us * 1e3)) }
-
-// checkRanges refuses the numeric flags whose values mean nothing: a
-// message size no payload fits (the connect's round trips and the
-// traffic phase send messages of --msg-size), a negative count, rate,
-// interval or queue length, a rate that is not a number, no verified
-// round trip per client, a deadline of 0, a depth or busy-poll out of
-// range.
-// Each applies to the commands that have the flag.
-func checkRanges(c *cli.Context) error {
-	has := func(name string) bool {
-		for _, f := range c.Command.Flags {
-			if slices.Contains(f.Names(), name) {
-				return true
-			}
-		}
-		return false
-	}
-	if has("msg-size") {
-		if err := payload.CheckSize(c.Int("msg-size")); err != nil {
-			return fail(ExitUsage, "--msg-size %v", err)
-		}
-	}
-	for _, f := range []struct {
-		name string
-		min  int
-	}{{"rounds", 1}, {"max-clients", 0}, {"inflight", 0}, {"backlog", 0}, {"wall-stop", 0}} {
-		if has(f.name) && c.Int(f.name) < f.min {
-			return fail(ExitUsage, "--%s %d: want %d or more", f.name, c.Int(f.name), f.min)
-		}
-	}
-	if r := c.Float64("connect-rate"); has("connect-rate") && !(r >= 0 && !math.IsInf(r, 1)) {
-		return fail(ExitUsage, "--connect-rate %g: want 0 (all at once) or more launches per second", r)
-	}
-	for _, name := range []string{"calibrate", "sample-interval", "duration", "max-duration"} {
-		if has(name) && c.Duration(name) < 0 {
+// checkOff refuses a negative duration of the flags that take 0 for
+// off, which their specs read as off too (offIfZero): the rest of the
+// options' rules are their specs' (runner.Spec.Check).
+func checkOff(c *cli.Context) error {
+	for _, name := range []string{"calibrate", "sample-interval"} {
+		if c.Duration(name) < 0 {
 			return fail(ExitUsage, "--%s %v: want 0 (off) or more", name, c.Duration(name))
 		}
-	}
-	for _, name := range []string{"timeout", "handshake-timeout", "exchange-timeout"} {
-		if has(name) && c.Duration(name) <= 0 {
-			return fail(ExitUsage, "--%s %v: want more than 0", name, c.Duration(name))
-		}
-	}
-	if b := c.Duration("busy-poll"); has("busy-poll") && (b < 0 || b > time.Second) {
-		return fail(ExitUsage, "--busy-poll %v: want 0 (off) to 1s", b)
-	}
-	if d := c.Int("depth"); has("depth") && (d < 1 || d > runner.MaxDepth) {
-		return fail(ExitUsage, "--depth %d: want 1 to %d messages outstanding per client", d, runner.MaxDepth)
 	}
 	return nil
 }

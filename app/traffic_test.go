@@ -122,25 +122,6 @@ func loadAverage() float64 {
 	return v
 }
 
-// TestTrafficLineReference: a point with perftest's reading taken just
-// before it says its p50's ratio to it on its traffic line; a failed
-// reading, or none, adds nothing.
-func TestTrafficLineReference(t *testing.T) {
-	pt := result.Point{Clients: 1, Traffic: &result.Traffic{Op: "send", MsgBytes: 4096, Depth: 1, DurationSec: 5,
-		Messages: 100, MsgRate: 16000, Latency: result.LatencyUS{P50: 61.2, P99: 300, Max: 900}}}
-	if got := trafficLine(pt); strings.Contains(got, "read just before") {
-		t.Errorf("no reading: %s", got)
-	}
-	pt.LatencyReference = &result.Reference{Tool: "ib_send_lat", Figures: map[string]float64{"t_typical": 30.6}, When: result.ReferencePoint}
-	if got, want := trafficLine(pt), "latency p50 61.2us p99 300us max 900us, per client 0..0 msg/s; p50 2.00 × ib_send_lat's t_typical 30.6us, read just before"; !strings.Contains(got, want) {
-		t.Errorf("got %s\nwant it to contain %s", got, want)
-	}
-	pt.LatencyReference.Error = "timed out"
-	if got := trafficLine(pt); strings.Contains(got, "read just before") {
-		t.Errorf("failed reading: %s", got)
-	}
-}
-
 // A slow server that leaves most clients without an echo in the
 // phase's minimum window: with the window capped at that minimum the
 // point is not sustainable whatever its other figures, its verdict says

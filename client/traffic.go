@@ -3,7 +3,10 @@ package client
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +80,58 @@ type TrafficConfig struct {
 	// how many messages its clients have completed in it so far (live
 	// metrics); reading the count takes each client's lock once.
 	Progress func(messages int64) `json:"-"`
+}
+
+// MaxDepth bounds Depth (--depth): every client's queues and buffers
+// grow with it, on both sides.
+const MaxDepth = 1024
+
+// Check refuses a phase no client could run, in the words of the flags
+// that set it. It holds every rule of the traffic options, whichever
+// command takes them (runner.Spec.Check for search and ramp, clients by
+// hand). The depth and busy-polling rules hold with no phase too: they
+// size and pace the connect's round trips.
+func (t TrafficConfig) Check() error {
+	if err := CheckBusyPoll(t.BusyPoll); err != nil {
+		return err
+	}
+	switch {
+	case t.Duration < 0:
+		return fmt.Errorf("--traffic %v: want 0 (no traffic phase) or more", t.Duration)
+	case t.MaxDuration < 0:
+		return fmt.Errorf("--traffic-max %v: want 0 (a fixed window) or more", t.MaxDuration)
+	}
+	if t.Duration == 0 && t.Depth == 0 {
+		return nil // no phase, and no depth for the round trips
+	}
+	if err := CheckDepth(t.Depth); err != nil || t.Duration == 0 {
+		return err
+	}
+	switch {
+	case t.Op != "" && !slices.Contains(result.Ops, t.Op):
+		return fmt.Errorf("--op %q: want one of %s", t.Op, strings.Join(result.Ops, ", "))
+	case !(t.Rate >= 0 && !math.IsInf(t.Rate, 1)): // NaN too
+		return fmt.Errorf("--msg-rate %g: want 0 (closed loop) or more messages/s per client", t.Rate)
+	case t.Timeout < 0:
+		return fmt.Errorf("--msg-timeout %v: want more than 0", t.Timeout)
+	}
+	return nil
+}
+
+// CheckBusyPoll refuses a --busy-poll out of 0..1s.
+func CheckBusyPoll(d time.Duration) error {
+	if d < 0 || d > time.Second {
+		return fmt.Errorf("--busy-poll %v: want 0 (off) to 1s", d)
+	}
+	return nil
+}
+
+// CheckDepth refuses a --depth out of 1..MaxDepth.
+func CheckDepth(d int) error {
+	if d < 1 || d > MaxDepth {
+		return fmt.Errorf("--depth %d: want 1 to %d messages outstanding per client", d, MaxDepth)
+	}
+	return nil
 }
 
 // SharedWindow is a window that ends across generators at once.

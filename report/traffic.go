@@ -133,6 +133,59 @@ func cpuParts(sys, spin float64) string {
 	return " (" + strings.Join(parts, ", ") + ")"
 }
 
+// TrafficLine is a point's traffic phase in one line, as a probe prints it under
+// the point's line; "" without one.
+func TrafficLine(pt result.Point) string {
+	t := pt.Traffic
+	if t == nil {
+		return ""
+	}
+	mode := fmt.Sprintf("depth %d", t.Depth)
+	if t.RatePerClient > 0 {
+		mode = fmt.Sprintf("%g msg/s per client", t.RatePerClient)
+	}
+	window := fmt.Sprintf("%.1f s", t.DurationSec)
+	if t.MinDurationSec > 0 && t.DurationSec > t.MinDurationSec+0.05 {
+		window += fmt.Sprintf(" (extended from %g s)", t.MinDurationSec)
+	}
+	window += fmt.Sprintf(", unmeasured %d", t.Unmeasured)
+	if n := t.UnmeasuredNames(); n != "" {
+		window += " (" + n + ")"
+	}
+	s := fmt.Sprintf("        traffic: %s %d B, %s, %s: %.0f msg/s, %.2f MB/s, latency p50 %s p99 %s max %s, per client %s..%s msg/s",
+		t.Op, t.MsgBytes, mode, window, t.MsgRate, t.MBps,
+		latency(t.Latency.P50), latency(t.Latency.P99), latency(t.Latency.Max), ClientRate(t.PerClient.Min), ClientRate(t.PerClient.Max))
+	if r := pt.LatencyReference; r != nil && r.Error == "" && r.Figures["t_typical"] > 0 && t.Latency.P50 > 0 {
+		s += fmt.Sprintf("; p50 %.2f × %s's t_typical %s, read just before", t.Latency.P50/r.Figures["t_typical"], r.Tool, latency(r.Figures["t_typical"]))
+	}
+	if n := t.ErrorCount(); n > 0 {
+		var parts []string
+		for _, k := range t.ErrorClasses() {
+			parts = append(parts, fmt.Sprintf("%s %d", k, t.Errors[k]))
+		}
+		s += "; errors: " + strings.Join(parts, ", ")
+	}
+	var failed []string
+	for _, v := range t.SLO {
+		if !v.Passed {
+			failed = append(failed, v.Text)
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		s += "; SLO missed: " + strings.Join(failed, ", ")
+	case len(t.SLO) > 0 && t.Error == "":
+		s += "; SLO met"
+	}
+	if t.HarnessLimit != "" {
+		s += "; harness limit: " + t.HarnessLimit
+	}
+	if t.Error != "" {
+		s += "; phase error: " + t.Error
+	}
+	return s
+}
+
 // latency formats microseconds with their unit.
 func latency(us float64) string {
 	if us <= 0 {

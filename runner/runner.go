@@ -41,9 +41,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/client"
@@ -187,10 +185,29 @@ type Spec struct {
 // per client, as a server that creates everything per connection has).
 const DefaultMode = server.ModePerClient
 
-// Check refuses a spec no point could run, before anything starts.
+// Check refuses a spec no point could run, before anything starts. It
+// holds the rules of the run's options, in their flags' words; the
+// server's and the generators' own options are checked by their specs
+// (protocol.ServerSpec.Check, protocol.GeneratorSpec.Check), the
+// traffic phase's by client.TrafficConfig.Check, so that serve and
+// clients run by hand meet the same rules. What app still checks is
+// how a flag maps onto these (a duration flag's 0 for off).
 func (s Spec) Check() error {
 	if err := server.ValidMode(s.Mode); err != nil {
 		return fmt.Errorf("--mode: %w", err)
+	}
+	gen := protocol.GeneratorSpec{Rounds: s.Rounds, InFlight: s.InFlight, Timeout: s.Timeout, Rate: s.Rate,
+		MsgSize: s.MsgSize, Traffic: s.Traffic}
+	if err := gen.Check(); err != nil {
+		return err
+	}
+	srv := protocol.ServerSpec{MaxClients: s.MaxClients, Backlog: s.Backlog, MsgSize: s.MsgSize,
+		HandshakeTimeout: s.Timeout, ExchangeTimeout: s.Timeout, Depth: s.traffic().Depth, BusyPoll: s.Traffic.BusyPoll}
+	if err := srv.Check(); err != nil {
+		return err
+	}
+	if s.WallStop < 0 {
+		return fmt.Errorf("--wall-stop %d: want 0 (launch every client) or more", s.WallStop)
 	}
 	if s.CM != nil {
 		if err := rdmacm.Refuse(s.cmUse("")); err != nil {
@@ -226,7 +243,7 @@ func (s Spec) Check() error {
 			return fmt.Errorf("--op %s: UD QPs only send (--mode ud)", s.Traffic.Op)
 		}
 	}
-	return s.checkTraffic()
+	return nil
 }
 
 // NeedTraffic refuses flag (--criterion traffic, --require N:traffic),
@@ -320,30 +337,6 @@ func (s Spec) MuxOrDefault() int {
 	}
 	return s.Mux
 }
-
-// checkTraffic refuses a traffic phase no client could run.
-func (s Spec) checkTraffic() error {
-	t := s.Traffic
-	switch {
-	case t.Duration < 0:
-		return fmt.Errorf("--traffic %v: want 0 (no traffic phase) or more", t.Duration)
-	case t.Duration == 0:
-		return nil
-	case t.Op != "" && !slices.Contains(result.Ops, t.Op):
-		return fmt.Errorf("--op %q: want one of %s", t.Op, strings.Join(result.Ops, ", "))
-	case t.Depth < 0 || t.Depth > MaxDepth:
-		return fmt.Errorf("--depth %d: want 1 to %d messages outstanding per client", t.Depth, MaxDepth)
-	case !(t.Rate >= 0 && !math.IsInf(t.Rate, 1)): // NaN too
-		return fmt.Errorf("--msg-rate %g: want 0 (closed loop) or more messages/s per client", t.Rate)
-	case t.Timeout < 0:
-		return fmt.Errorf("--msg-timeout %v: want more than 0", t.Timeout)
-	}
-	return nil
-}
-
-// MaxDepth bounds --depth: every client's queues and buffers grow with
-// it, on both sides.
-const MaxDepth = 1024
 
 // traffic is the traffic phase with its defaults filled in.
 func (s Spec) traffic() client.TrafficConfig {

@@ -60,7 +60,7 @@ func options(t *testing.T, f *fakeRunner, opened *int) Options {
 	return Options{
 		Mode: "ramp", Clients: []int{5, 10, 20}, ResultsDir: t.TempDir(),
 		Backend: result.Backend{Name: "sim", Simulated: true},
-		Spec:    runner.Spec{Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Fabric: protocol.Fabric{Backend: "sim", SimMaxQP: 10}},
+		Spec:    runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Fabric: protocol.Fabric{Backend: "sim", SimMaxQP: 10}},
 		Trials:  1,
 		Strategy: func(ctx context.Context, designs []string, cfg probe.Config, m probe.DesignMeasure, obs func(probe.Event)) ([]result.Search, []result.Point, error) {
 			return probe.RampDesigns(ctx, designs, []int{5, 10, 20}, cfg, m, obs)
@@ -149,21 +149,21 @@ func TestRunInterrupted(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
-	ok := runner.Spec{Threshold: 1, Procs: 1, Mode: runner.DefaultMode}
+	ok := runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1, Procs: 1, Mode: runner.DefaultMode}
 	for _, tc := range []struct {
 		o    Options
 		fail bool
 	}{
 		{Options{Spec: ok, Trials: 1}, false},
 		{Options{Spec: ok, Trials: 0}, true},
-		{Options{Spec: runner.Spec{Threshold: 1.5, Procs: 1, Mode: runner.DefaultMode}, Trials: 1}, true},
-		{Options{Spec: runner.Spec{Threshold: 1, Procs: 1, Mode: "weird"}, Trials: 1}, true},
-		{Options{Spec: runner.Spec{Threshold: 1, Procs: 0, Mode: runner.DefaultMode}, Trials: 1}, true},
+		{Options{Spec: runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1.5, Procs: 1, Mode: runner.DefaultMode}, Trials: 1}, true},
+		{Options{Spec: runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1, Procs: 1, Mode: "weird"}, Trials: 1}, true},
+		{Options{Spec: runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1, Procs: 0, Mode: runner.DefaultMode}, Trials: 1}, true},
 		// --mux holds for the list's mux design and is ignored by the
 		// others; a list without mux refuses it, as one design does.
-		{Options{Spec: runner.Spec{Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Mux: 10}, Designs: []string{runner.DefaultMode, runner.ModeMux}, Trials: 1}, false},
-		{Options{Spec: runner.Spec{Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Mux: 10}, Designs: []string{runner.DefaultMode, "srq"}, Trials: 1}, true},
-		{Options{Spec: runner.Spec{Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Mux: 10}, Trials: 1}, true},
+		{Options{Spec: runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Mux: 10}, Designs: []string{runner.DefaultMode, runner.ModeMux}, Trials: 1}, false},
+		{Options{Spec: runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Mux: 10}, Designs: []string{runner.DefaultMode, "srq"}, Trials: 1}, true},
+		{Options{Spec: runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Mux: 10}, Trials: 1}, true},
 	} {
 		if err := tc.o.Check(); (err != nil) != tc.fail {
 			t.Errorf("Check(%+v) = %v, want failure %v", tc.o, err, tc.fail)
@@ -175,8 +175,8 @@ func TestCheck(t *testing.T) {
 // criterion that judges a traffic phase the points do not run is refused
 // with why none runs, and --require N takes --criterion's.
 func TestCheckCriterion(t *testing.T) {
-	traffic := client.TrafficConfig{Duration: time.Second}
-	cm := runner.Spec{Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Server: &runner.ServerCommand{Argv: []string{"cmcapserver"}},
+	traffic := client.TrafficConfig{Duration: time.Second, Depth: 1}
+	cm := runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Server: &runner.ServerCommand{Argv: []string{"cmcapserver"}},
 		CM: &protocol.CMClient{}, Traffic: traffic}
 	for _, tc := range []struct {
 		name, criterion, require string
@@ -196,7 +196,7 @@ func TestCheckCriterion(t *testing.T) {
 		{"rdma_cm without echoes", result.CriterionTraffic, "", func(s *runner.Spec) { *s = cm }, "rdma_cm clients (--client-kind rdmacm) run no traffic phase unless the server echoes (--cm-server-echoes)"},
 		{"rdma_cm echoes", result.CriterionTraffic, "", func(s *runner.Spec) { *s = cm; s.CM = &protocol.CMClient{ServerEchoes: true} }, ""},
 	} {
-		o := Options{Spec: runner.Spec{Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Traffic: traffic}, Trials: 1,
+		o := Options{Spec: runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Traffic: traffic}, Trials: 1,
 			Criterion: tc.criterion, Require: tc.require}
 		if tc.spec != nil {
 			tc.spec(&o.Spec)

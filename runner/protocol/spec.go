@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/command"
+	"github.com/rdmaprobe/rdmaprobe/payload"
 )
 
 // ServerSpec is the whole configuration of a `serve` process: what the
@@ -62,6 +64,35 @@ type ServerSpec struct {
 	// MetricsAddr, if set, serves the server's admission counters and
 	// the objects it holds at /metrics there (live.ServeServer).
 	MetricsAddr string `json:"metrics_addr,omitempty"`
+}
+
+// Check refuses a server no client could use, in the words of serve's
+// flags: the one place of their rules, which runner.Spec.Check asks for
+// search's and ramp's server too.
+func (s ServerSpec) Check() error {
+	if err := payload.CheckSize(s.MsgSize); err != nil {
+		return fmt.Errorf("--msg-size %v", err)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"max-clients", s.MaxClients}, {"backlog", s.Backlog}} {
+		if f.v < 0 {
+			return fmt.Errorf("--%s %d: want 0 or more", f.name, f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"handshake-timeout", s.HandshakeTimeout}, {"exchange-timeout", s.ExchangeTimeout}} {
+		if f.d <= 0 {
+			return fmt.Errorf("--%s %v: want more than 0", f.name, f.d)
+		}
+	}
+	if err := client.CheckDepth(s.Depth); err != nil {
+		return err
+	}
+	return client.CheckBusyPoll(s.BusyPoll)
 }
 
 // ServerRequestUsage is the line that asks a running `serve` for its CPU
@@ -129,13 +160,32 @@ type GeneratorSpec struct {
 	Traffic client.TrafficConfig `json:"traffic"`
 }
 
+// Check refuses a generator whose clients could not connect, in the
+// words of the flags: the one place of their rules, which
+// runner.Spec.Check asks for search's and ramp's generators too.
+func (g GeneratorSpec) Check() error {
+	switch {
+	case payload.CheckSize(g.MsgSize) != nil:
+		return fmt.Errorf("--msg-size %v", payload.CheckSize(g.MsgSize))
+	case g.Rounds < 1:
+		return fmt.Errorf("--rounds %d: want 1 or more verified round trips per client", g.Rounds)
+	case g.InFlight < 0:
+		return fmt.Errorf("--inflight %d: want 0 or more", g.InFlight)
+	case g.Timeout <= 0:
+		return fmt.Errorf("--timeout %v: want more than 0", g.Timeout)
+	case !(g.Rate >= 0 && !math.IsInf(g.Rate, 1)): // NaN too
+		return fmt.Errorf("--connect-rate %g: want 0 (all at once) or more launches per second", g.Rate)
+	}
+	return g.Traffic.Check()
+}
+
 // CMClient is what rdma_cm clients send (--client-kind rdmacm).
 type CMClient struct {
 	// PrivateData goes with every connect request.
 	PrivateData []byte `json:"private_data,omitempty"`
 	// ServerEchoes says the server posts receives and sends every
 	// message back as it came (--cm-server-echoes): only then do the
-	// clients run the traffic phase (SENDs, closed loop), since a SEND
+	// clients run the traffic phase (SENDs), since a SEND
 	// to a server that posts no receive is RNR-NAKed.
 	ServerEchoes bool `json:"server_echoes,omitempty"`
 	// Steps is how a generator steps its connections (--cm-steps):

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/bench"
 	"github.com/rdmaprobe/rdmaprobe/fabric"
+	"github.com/rdmaprobe/rdmaprobe/payload"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
 )
@@ -140,6 +141,17 @@ type BenchRequest struct {
 	N, Concurrency, Warmup, MsgSize, Passes int
 	Timeout                                 time.Duration
 	Kex                                     string
+}
+
+// Check refuses a request no suite could run, in bench's flags' words.
+func (r BenchRequest) Check() error {
+	if r.N < 1 || r.Concurrency < 1 || r.Passes < 1 || r.Warmup < 0 {
+		return fmt.Errorf("--ops, --concurrency and --passes must be at least 1, --warmup at least 0")
+	}
+	if err := payload.CheckSize(r.MsgSize); err != nil {
+		return fmt.Errorf("--msg-size %v", err)
+	}
+	return nil
 }
 
 // Options are the suite's options on dev.
