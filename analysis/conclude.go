@@ -9,8 +9,8 @@ import (
 
 // Conclude is the run's verdict as figures, derived from its saved
 // points alone: per design max connected and max sustainable, the
-// capacity and first failure by the run's criterion, the non-monotonic
-// counts, the limiting factor, the wall and the recommendations; the
+// capacity and first failure by the run's criterion, the performant
+// count (Bend), the non-monotonic counts, the limiting factor, the wall and the recommendations; the
 // point cut short; the --require outcome. It is the one place these
 // are derived: run.json saves it (result.Run.Verdict), and every view
 // of a run (terminal, reports, run_end, the capacity metric, the
@@ -69,6 +69,9 @@ func concludeDesign(run *result.Run, mode string, threshold float64) result.Desi
 	}
 	if f.Limit != nil {
 		d.Limit, d.LimitAt = f.Limit.Limit, f.LimitAt
+	}
+	if b, ok := Bend(run.Points, epsilon(run)); ok {
+		d.Bend = &b
 	}
 	return d
 }

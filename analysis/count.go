@@ -17,9 +17,11 @@ type Count struct {
 	// load generator that died): the count then fails whatever its
 	// clients did.
 	Errored bool
-	// SLOFailed is set when a trial's traffic phase decided against it
-	// (result.Traffic.Failed: criterion traffic, an SLO missed).
+	// SLOFailed is set when the count's median trial's traffic phase
+	// decided against it (result.Traffic.Failed: criterion traffic, an
+	// SLO missed), SLOMissed of its Trials (MissesSLOs).
 	SLOFailed bool
+	SLOMissed int
 	// Rate is Connected/Attempted (0 with nothing attempted); CILow and
 	// CIHigh are its 95% Wilson interval, on the pooled clients.
 	Rate, CILow, CIHigh float64
@@ -35,6 +37,15 @@ type Count struct {
 	// Success should not rise with load, so such a count was disturbed by
 	// something other than capacity.
 	NonMonotonic bool
+}
+
+// MissesSLOs is whether a count whose traffic phase missed its SLOs in
+// missed of its trials misses them: when its median trial did, the
+// worse of the middle two for an even number (one of one, one of two,
+// two of three). A traffic phase is noisier than a connect, and a count
+// re-tested after one noisy trial must be able to pass.
+func MissesSLOs(missed, trials int) bool {
+	return missed > 0 && missed >= (trials+1)/2
 }
 
 // Pool pools points by client count, in increasing order of clients,
@@ -57,7 +68,7 @@ func Pool(points []result.Point, threshold float64) []Count {
 			c.Errored = true
 		}
 		if p.Traffic.Failed() {
-			c.SLOFailed = true
+			c.SLOMissed++
 		}
 		c.ConnectP50 = max(c.ConnectP50, p.Connect.P50)
 		c.ConnectP99 = max(c.ConnectP99, p.Connect.P99)
@@ -73,6 +84,7 @@ func Pool(points []result.Point, threshold float64) []Count {
 			c.Rate = float64(c.Connected) / float64(c.Attempted)
 		}
 		c.CILow, c.CIHigh = Wilson(c.Connected, c.Attempted, Z95)
+		c.SLOFailed = MissesSLOs(c.SLOMissed, c.Trials)
 		c.Passed = !c.Errored && !c.SLOFailed && Passes(c.Connected, c.Attempted, threshold)
 		out = append(out, *c)
 	}

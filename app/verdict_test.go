@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"html"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,7 +32,7 @@ func TestViewsStateOneVerdict(t *testing.T) {
 	seen := map[string]int{}
 	defer func() {
 		for _, k := range []string{"cut " + rungen.CutConnect, "cut " + rungen.CutTraffic, "cut " + rungen.CutHold,
-			"wall", "designs", "traffic", "slo", "criterion traffic", "require met", "require not met", "non-monotonic", "trials"} {
+			"wall", "designs", "traffic", "slo", "criterion traffic", "require met", "require not met", "non-monotonic", "trials", "performant", "bend", "peak slo"} {
 			if seen[k] < 10 {
 				t.Errorf("%d of %d runs had %s, want at least 10: the generator misses a case", seen[k], runs, k)
 			}
@@ -70,6 +72,18 @@ func TestViewsStateOneVerdict(t *testing.T) {
 		}
 		if run.Config.Trials > 1 {
 			seen["trials"]++
+		}
+		if strings.Contains(run.Config.SLO, "peak") {
+			seen["peak slo"]++
+		}
+		for _, d := range run.Verdict.Designs {
+			if d.Bend != nil {
+				seen["performant"]++
+				if d.Bend.BendAt > 0 {
+					seen["bend"]++
+				}
+				break
+			}
 		}
 		want := analysis.Conclude(run)
 		fail := func(format string, a ...any) {
@@ -189,12 +203,23 @@ func TestViewsStateOneVerdict(t *testing.T) {
 			if v, ok := got[d.Design+"/max_sustainable"]; ok != (d.MaxSustainable >= 0) || ok && v != float64(d.MaxSustainable) {
 				fail("metric max_sustainable of %q: %v (%v), want %d", d.Design, v, ok, d.MaxSustainable)
 			}
+			if v, ok := got[d.Design+"/performant"]; ok != (d.Bend != nil) || ok && v != float64(d.Bend.Performant) {
+				fail("metric performant of %q: %v (%v), want %+v", d.Design, v, ok, d.Bend)
+			}
 		}
 
 		// The --require gate.
 		if r := want.Require; r != nil {
 			if _, met := report.RequireLine(run); met != r.Met {
 				fail("--require %d:%s: the gate says met=%v, the verdict %v", r.Clients, r.Criterion, met, r.Met)
+			}
+		}
+
+		// The design table states each design's performant count.
+		for i, row := range report.DesignRows(run) {
+			b := want.Designs[i].Bend
+			if b == nil && row.Performant != "–" || b != nil && strings.TrimPrefix(row.Performant, "≥ ") != strconv.Itoa(b.Performant) {
+				fail("design %s's table row says performant %q, the verdict %+v", row.Design, row.Performant, b)
 			}
 		}
 
@@ -245,6 +270,7 @@ func checkRules(t *testing.T, seed uint64, g rungen.Gen, v result.Verdict, term,
 				fail("design %q: recommends %d at or past the wall at %d", d.Design, rec, d.Wall)
 			}
 		}
+		checkBend(t, seed, sub, d.Bend)
 		// The headline states the same capacity, first failure and max
 		// connected.
 		if run.DesignModes() == nil {
@@ -279,5 +305,55 @@ func checkRules(t *testing.T, seed uint64, g rungen.Gen, v result.Verdict, term,
 				fail("report.md's row for %d says %v, its step %s", st.Clients, row, word)
 			}
 		}
+	}
+}
+
+// checkBend holds a design's performant count to its definition,
+// worked out here apart from analysis.Bend: stated with three counts of
+// completed traffic or more; every count up to it, each its trials'
+// median (the lower middle), reaches (1−ε) of the best up to it, and
+// the count after it does not.
+func checkBend(t *testing.T, seed uint64, run *result.Run, b *result.Bend) {
+	t.Helper()
+	rates := map[int][]float64{}
+	for _, p := range run.Points {
+		if p.Traffic != nil && p.Traffic.Error == "" {
+			rates[p.Clients] = append(rates[p.Clients], p.Traffic.MsgRate)
+		}
+	}
+	if (len(rates) >= 3) != (b != nil) {
+		t.Errorf("seed %d: %d counts of traffic, performant %+v", seed, len(rates), b)
+		return
+	}
+	if b == nil {
+		return
+	}
+	eps := analysis.DefaultEpsilon
+	if i := strings.Index(run.Config.SLO, "*peak"); i >= 0 {
+		f, _ := strconv.ParseFloat(run.Config.SLO[strings.LastIndex(run.Config.SLO[:i], "=")+1:i], 64)
+		eps = 1 - f
+	}
+	if math.Abs(b.Epsilon-eps) > 1e-9 {
+		t.Errorf("seed %d: ε %v, the SLO %q says %v", seed, b.Epsilon, run.Config.SLO, eps)
+	}
+	var ns []int
+	for n := range rates {
+		ns = append(ns, n)
+	}
+	slices.Sort(ns)
+	peak, want, bendAt := 0.0, 0, 0
+	for _, n := range ns {
+		rs := rates[n]
+		slices.Sort(rs)
+		m := rs[(len(rs)-1)/2]
+		peak = max(peak, m)
+		if m < (1-eps)*peak {
+			bendAt = n
+			break
+		}
+		want = n
+	}
+	if b.Performant != want || b.BendAt != bendAt {
+		t.Errorf("seed %d: performant %d, bend at %d; want %d, %d (rates %v)", seed, b.Performant, b.BendAt, want, bendAt, rates)
 	}
 }

@@ -108,7 +108,7 @@ func (m *Metrics) start(l Labels) {
 	m.points = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "rdmaprobe_points_total", Help: "Points finished, by whether they passed.", ConstLabels: cl}, []string{"passed"})
 	reg.MustRegister(m.points)
 	m.capacity = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "rdmaprobe_capacity_clients",
-		Help: "The run's verdict at its end, per design: capacity (by the run's criterion), max_connected, max_sustainable (with a traffic phase), first_failure (0: none).", ConstLabels: cl},
+		Help: "The run's verdict at its end, per design: capacity (by the run's criterion), max_connected, max_sustainable (with a traffic phase), performant (with traffic at three counts or more), first_failure (0: none).", ConstLabels: cl},
 		[]string{"design", "figure"})
 	reg.MustRegister(m.capacity)
 	m.reg = reg
@@ -381,6 +381,9 @@ func (m *Metrics) RunEnds(v *result.Verdict) {
 		set("first_failure", d.FirstFail)
 		if d.MaxSustainable >= 0 {
 			set("max_sustainable", d.MaxSustainable)
+		}
+		if d.Bend != nil {
+			set("performant", d.Bend.Performant)
 		}
 	}
 }

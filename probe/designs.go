@@ -51,6 +51,11 @@ func RampDesigns(ctx context.Context, designs []string, clients []int, cfg Confi
 			break
 		}
 	}
+	for _, p := range ps {
+		if err == nil {
+			_, err = p.confirmBend()
+		}
+	}
 	out := make([]result.Search, len(ps))
 	for i, p := range ps {
 		out[i] = p.finish(0, 0, err)

@@ -48,6 +48,9 @@ const (
 	// that count already passed.
 	NoteWall      = "wall"
 	NoteWallAbove = "wall: just above"
+	// NoteBend re-tests either side of a first failure its traffic
+	// phase alone decided (confirmBend).
+	NoteBend = "re-test: bend"
 )
 
 // Event kinds passed to the observer.
@@ -232,6 +235,9 @@ func Ramp(ctx context.Context, clients []int, cfg Config, m Measure, observe fun
 			break
 		}
 	}
+	if err == nil {
+		_, err = p.confirmBend()
+	}
 	return p.finish(0, 0, err), p.points, err
 }
 
@@ -239,7 +245,7 @@ func Ramp(ctx context.Context, clients []int, cfg Config, m Measure, observe fun
 type tally struct {
 	trials, attempted, connected int
 	errored                      bool
-	sloFailed                    bool // a trial's traffic phase decided against it
+	sloMissed                    int // trials whose traffic phase decided against them
 	// reconciled is set once the count's re-tests were spent (or skipped),
 	// so that each count is re-tested at most once and the probe ends.
 	reconciled bool
@@ -253,7 +259,7 @@ func (t *tally) add(pt result.Point) {
 		t.errored = true
 	}
 	if pt.Traffic.Failed() {
-		t.sloFailed = true
+		t.sloMissed++
 	}
 }
 
@@ -265,7 +271,7 @@ func (t *tally) rate() float64 {
 }
 
 func (t *tally) passed(threshold float64) bool {
-	return !t.errored && !t.sloFailed && analysis.Passes(t.connected, t.attempted, threshold)
+	return !t.errored && !analysis.MissesSLOs(t.sloMissed, t.trials) && analysis.Passes(t.connected, t.attempted, threshold)
 }
 
 type prober struct {
@@ -285,6 +291,8 @@ type prober struct {
 	// above is how many steps just above the capacity passed in a row;
 	// the next one goes 2^above above it.
 	above int
+	// bendChecked is set once confirmBend re-tested a bend.
+	bendChecked bool
 	// misses counts wall-guided counts that failed anyway; distrust,
 	// once set, says why a wall's evidence is no longer followed.
 	misses   int
@@ -346,7 +354,11 @@ func (p *prober) search() error {
 	for {
 		n, note, why := p.next()
 		if n == 0 {
-			return nil
+			again, err := p.confirmBend()
+			if err != nil || !again {
+				return err
+			}
+			continue
 		}
 		if err := p.step(n, note, why); err != nil {
 			return err
@@ -468,6 +480,49 @@ func (p *prober) run(n int, note, why string) error {
 	p.steps = append(p.steps, s)
 	p.observe(Event{Kind: EventStep, Step: &s})
 	return nil
+}
+
+// confirmBend re-tests the first failure, and the capacity below it,
+// cfg.Retests more rounds each when only the traffic phase failed it
+// (its clients connected at the threshold; the SLOs missed, as
+// rate>=0.9*peak does past a bend): a bend in the message rate is
+// noisier than a refusal, and the count is decided by its median trial
+// (analysis.MissesSLOs). Once per probe; again says it re-tested, so a
+// search narrows the bracket the re-tests left.
+func (p *prober) confirmBend() (again bool, err error) {
+	capacity, first := p.bracket()
+	if p.bendChecked || p.cfg.Retests == 0 || first == 0 {
+		return false, nil
+	}
+	t := p.tallies[first]
+	if t.errored || t.reconciled || !analysis.MissesSLOs(t.sloMissed, t.trials) || !analysis.Passes(t.connected, t.attempted, p.cfg.Threshold) {
+		return false, nil
+	}
+	p.bendChecked = true
+	ns := []int{first}
+	if capacity > 0 {
+		ns = []int{capacity, first}
+	}
+	why := fmt.Sprintf("%s failed by its traffic phase alone: re-test either side of the bend, each count decided by its median trial", analysis.Thousands(first))
+	p.notef("%s; re-testing %s %s.", why, joinInts(ns), times(p.cfg.Retests, len(ns)))
+	for _, n := range ns {
+		for range p.cfg.Retests {
+			if err := p.run(n, NoteBend, why); err != nil {
+				return false, err
+			}
+		}
+	}
+	after := make([]string, len(ns))
+	for i, n := range ns {
+		t := p.tallies[n]
+		verb := "fails"
+		if t.passed(p.cfg.Threshold) {
+			verb = "passes"
+		}
+		after[i] = fmt.Sprintf("%d %s (traffic missed in %d of %d trials)", n, verb, t.sloMissed, t.trials)
+	}
+	p.notef("After re-tests: %s.", joinClauses(after))
+	return true, p.reconcile()
 }
 
 // pointsAt is the trials measured at n.

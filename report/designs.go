@@ -19,7 +19,7 @@ import (
 // overlaid plots, with each design's own report beside it.
 
 // DesignHeader names the columns of the capacity-by-design table.
-var DesignHeader = []string{"Design", "Max connected", "Max sustainable", "Limited by", "Server objects per client", "Server RSS per client", "Message rate"}
+var DesignHeader = []string{"Design", "Max connected", "Max sustainable", "Performant", "Limited by", "Server objects per client", "Server RSS per client", "Message rate"}
 
 // DesignRow is one server design of a run: how many clients it held by
 // each criterion among the counts tested, what stopped it, and what each
@@ -29,7 +29,10 @@ type DesignRow struct {
 	// MaxConnected and MaxSustainable are counts, "≥ N" when no count
 	// tested failed, "–" for sustainable without a traffic phase.
 	MaxConnected, MaxSustainable string
-	Limit                        string
+	// Performant is the performant-client count (result.Bend), "–"
+	// with fewer than three counts of traffic.
+	Performant string
+	Limit      string
 	// Objects are the server's RDMA objects per connected client and
 	// RSS its memory per client, at CostAt clients: the largest count
 	// that held every client, else the largest with a cost.
@@ -49,7 +52,7 @@ func (r DesignRow) Cells() []string {
 		}
 		return fmt.Sprintf("%s (at %d)", s, r.CostAt)
 	}
-	return []string{r.Design, r.MaxConnected, r.MaxSustainable, r.Limit, cost(r.Objects), cost(r.RSS), r.Rate}
+	return []string{r.Design, r.MaxConnected, r.MaxSustainable, r.Performant, r.Limit, cost(r.Objects), cost(r.RSS), r.Rate}
 }
 
 // DesignRows is the capacity-by-design table of run, nil for a run of
@@ -62,7 +65,13 @@ func DesignRows(run *result.Run) []DesignRow {
 		d := v.Designs[i]
 		f := analysis.Analyse(sub)
 		r := DesignRow{Design: mode, MaxConnected: atLeast(d.MaxConnected, d.Highest), MaxSustainable: "–", Limit: "nothing, within the counts tested",
-			Objects: "–", RSS: "–", Rate: "–"}
+			Objects: "–", RSS: "–", Rate: "–", Performant: "–"}
+		if b := d.Bend; b != nil {
+			r.Performant = fmt.Sprint(b.Performant)
+			if b.BendAt == 0 {
+				r.Performant = "≥ " + r.Performant
+			}
+		}
 		if d.MaxSustainable >= 0 {
 			r.MaxSustainable = atLeast(d.MaxSustainable, d.Highest)
 		}
@@ -252,6 +261,13 @@ func designFigures(run *result.Run, m *Model) []Plot {
 			ts.X, ts.Y = d.rate.X, d.rate.Y
 		}
 		succ, rss, rate = append(succ, ss), append(rss, rs), append(rate, ts)
+	}
+	for _, d := range analysis.Conclude(run).Designs {
+		if d.Bend != nil {
+			b := bendMark(*d.Bend)
+			b.Label = d.Design + " " + b.Label
+			rate = append(rate, b)
+		}
 	}
 	plots := []Plot{
 		percentLinePlot("design-success", "Success rate vs clients, by server design", "clients", "success %", succ),

@@ -308,11 +308,22 @@ func trafficFigures(run *result.Run) []Plot {
 	if !ok {
 		return nil
 	}
+	rate := []Series{d.rate, d.mbps}
+	if v := analysis.Conclude(run); len(v.Designs) == 1 && v.Designs[0].Bend != nil {
+		rate = append(rate, bendMark(*v.Designs[0].Bend))
+	}
 	return []Plot{
-		linePlot("throughput", "Message rate vs clients (all clients)", "clients", "per second", []Series{d.rate, d.mbps}),
+		linePlot("throughput", "Message rate vs clients (all clients)", "clients", "per second", rate),
 		logLinePlot("latency", "Message latency percentiles vs clients", "clients", "µs (log)", []Series{d.p50, d.p90, d.p99, d.p999}),
 		linePlot("fairness", "Per-client message rate vs clients", "clients", "msg/s per client", []Series{d.lo, d.med, d.hi}),
 	}
+}
+
+// bendMark marks the performant-client count on a rate plot: a vertical
+// line at it, up to the peak rate.
+func bendMark(b result.Bend) Series {
+	x := float64(b.Performant)
+	return Series{Label: fmt.Sprintf("performant: %d", b.Performant), X: []float64{x, x}, Y: []float64{0, b.Peak}}
 }
 
 // referenceWhere names where a reference ran (Reference.Where). A run

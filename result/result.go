@@ -12,7 +12,7 @@ import (
 )
 
 // SchemaVersion is the version written by this build.
-const SchemaVersion = 10
+const SchemaVersion = 11
 
 // Outcome classes of one client attempt.
 const (

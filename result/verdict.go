@@ -46,6 +46,28 @@ type DesignVerdict struct {
 	// none, no count held every client).
 	Conservative int `json:"conservative"`
 	Practical    int `json:"practical"`
+	// Bend is the performant-client count (analysis.Bend), absent when
+	// fewer than three counts ran a completed traffic phase.
+	Bend *Bend `json:"bend,omitempty"`
+}
+
+// Bend is where adding clients stopped raising what they get together:
+// Performant is the largest tested count such that every tested count up
+// to it reached (1−Epsilon) of the peak message rate up to it, each count
+// its trials' median.
+type Bend struct {
+	Performant int     `json:"performant"`
+	Epsilon    float64 `json:"epsilon"`
+	// Rate is the median message rate at Performant; Peak the best up
+	// to it, at PeakAt clients.
+	Rate   float64 `json:"rate"`
+	Peak   float64 `json:"peak"`
+	PeakAt int     `json:"peak_at"`
+	// BendAt is the first tested count past Performant, which fell below
+	// (1−Epsilon)×Peak, and BendRate its median rate; 0 when every tested
+	// count was performant.
+	BendAt   int     `json:"bend_at,omitempty"`
+	BendRate float64 `json:"bend_rate,omitempty"`
 }
 
 // RequireOutcome is whether --require was met: Clients by Criterion in

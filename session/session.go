@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -409,10 +410,11 @@ func (o Options) require() (string, error) {
 	return fmt.Sprintf("%d:%s", n, crit), nil
 }
 
-// judgeTraffic checks pt's traffic phase against the run's SLOs. base,
-// for objectives written against it, is the traffic phase at the run's
-// smallest client count measured so far (pt's own when it is the
-// smallest; the first trial there). A phase that did not complete, or
+// judgeTraffic checks pt's traffic phase against the run's SLOs. The
+// references objectives are written against come from the completed
+// traffic phases measured so far, pt's own among them, each count taken
+// as its trials' median (slo.Median): base is the smallest count's, peak
+// the best count's among those up to pt's. A phase that did not complete, or
 // left clients unmeasured (result.Traffic.Unmeasured), misses its SLOs:
 // its figures do not describe every client. Under criterion traffic the verdict decides the
 // point (result.Traffic.Judged).
@@ -421,16 +423,28 @@ func judgeTraffic(pt *result.Point, prior []result.Point, slos []slo.SLO, criter
 	if t == nil {
 		return
 	}
-	var base *slo.Figures
-	baseN := 0
+	by := map[int][]slo.Figures{}
 	for _, p := range append(prior, *pt) {
-		if p.Traffic == nil || p.Traffic.Error != "" || (base != nil && p.Clients >= baseN) {
-			continue
+		if p.Traffic != nil && p.Traffic.Error == "" {
+			by[p.Clients] = append(by[p.Clients], p.Traffic.Figures(p.Attempted-p.Connected))
 		}
-		f := p.Traffic.Figures(p.Attempted - p.Connected)
-		base, baseN = &f, p.Clients
 	}
-	t.SLO, t.SLOPassed = slo.CheckAll(slos, t.Figures(pt.Attempted-pt.Connected), base)
+	var refs slo.Refs
+	var upTo []slo.Figures
+	for _, n := range slices.Sorted(maps.Keys(by)) {
+		m := slo.Median(by[n])
+		if refs.Base == nil {
+			refs.Base = &m
+		}
+		if n <= pt.Clients {
+			upTo = append(upTo, m)
+		}
+	}
+	if len(upTo) > 0 {
+		best := slo.Best(upTo)
+		refs.Peak = &best
+	}
+	t.SLO, t.SLOPassed = slo.CheckAll(slos, t.Figures(pt.Attempted-pt.Connected), refs)
 	if u := t.UnmeasuredText(); u != "" {
 		t.SLO = append(t.SLO, slo.Verdict{SLO: "every client measured", Text: u})
 		t.SLOPassed = false

@@ -59,3 +59,37 @@ func TestJudgeTraffic(t *testing.T) {
 		t.Errorf("a client missing from the phase: %+v", short.Traffic.SLO)
 	}
 }
+
+// peak is the best rate at any count up to the point's, each count its
+// trials' median: a noisy trial moves neither.
+func TestJudgeTrafficPeak(t *testing.T) {
+	slos, err := slo.Parse("rate>=0.9*peak")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt := func(n, trial int, rate float64) result.Point {
+		return result.Point{Clients: n, Trial: trial, Attempted: n, Connected: n, Traffic: &result.Traffic{MsgRate: rate}}
+	}
+	var prior []result.Point
+	judge := func(p result.Point) result.Point {
+		judgeTraffic(&p, prior, slos, result.CriterionTraffic)
+		prior = append(prior, p)
+		return p
+	}
+	judge(pt(10, 1, 1000))
+	judge(pt(10, 2, 5000)) // one noisy trial: the median of 10 stays 1000
+	judge(pt(10, 3, 1000))
+	if p := judge(pt(20, 1, 950)); !p.Traffic.SLOPassed {
+		t.Errorf("950 against a peak of 1000 (one trial at 5000): %+v", p.Traffic.SLO)
+	}
+	if p := judge(pt(40, 1, 2000)); !p.Traffic.SLOPassed {
+		t.Errorf("the new peak failed itself: %+v", p.Traffic.SLO)
+	}
+	if p := judge(pt(80, 1, 1700)); p.Traffic.SLOPassed || p.Traffic.SLO[0].Bound != 1800 {
+		t.Errorf("1700 against a peak of 2000: %+v", p.Traffic.SLO)
+	}
+	// A smaller count measured later is judged by the counts up to it.
+	if p := judge(pt(15, 1, 950)); !p.Traffic.SLOPassed || p.Traffic.SLO[0].Bound != 900 {
+		t.Errorf("15 clients judged against a larger count's peak: %+v", p.Traffic.SLO)
+	}
+}

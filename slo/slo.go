@@ -16,19 +16,25 @@
 //	value     := number unit        latency: ns, us (or µs), ms, s
 //	           | number             errors, rate, client-rate, mbps
 //	           | [number "*"] base  the same metric at the run's smallest N
+//	           | [number "*"] peak  its best at any tested N up to this one
 //
 // An objective bounds its metric the way a better server moves it: a
 // latency and errors from above (<=, <; errors also =0), a rate from
 // below (>=, >). One that would pass a worse point and fail a better
 // one, or could never hold, is refused when parsed.
 //
-// Examples: p99<=2ms, errors=0, rate>=0.8*base, client-rate>=100.
+// A reference (base, peak) takes each count's median over its trials,
+// so one noisy trial does not move it.
+//
+// Examples: p99<=2ms, errors=0, rate>=0.8*base, rate>=0.9*peak,
+// client-rate>=100.
 // Spaces are allowed around the parts.
 package slo
 
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -54,19 +60,20 @@ type metric struct {
 	integer bool
 	lower   bool // lower is better: bounded from above
 	get     func(Figures) float64
+	set     func(*Figures, float64)
 }
 
 var metrics = []metric{
-	{name: "p50", latency: true, lower: true, get: func(f Figures) float64 { return float64(f.P50) }},
-	{name: "p90", latency: true, lower: true, get: func(f Figures) float64 { return float64(f.P90) }},
-	{name: "p99", latency: true, lower: true, get: func(f Figures) float64 { return float64(f.P99) }},
-	{name: "p99.9", latency: true, lower: true, get: func(f Figures) float64 { return float64(f.P999) }},
-	{name: "max", latency: true, lower: true, get: func(f Figures) float64 { return float64(f.Max) }},
-	{name: "mean", latency: true, lower: true, get: func(f Figures) float64 { return float64(f.Mean) }},
-	{name: "errors", integer: true, lower: true, get: func(f Figures) float64 { return float64(f.Errors) }},
-	{name: "rate", get: func(f Figures) float64 { return f.Rate }},
-	{name: "client-rate", get: func(f Figures) float64 { return f.ClientRate }},
-	{name: "mbps", get: func(f Figures) float64 { return f.MBps }},
+	{name: "p50", latency: true, lower: true, get: func(f Figures) float64 { return float64(f.P50) }, set: func(f *Figures, v float64) { f.P50 = time.Duration(v) }},
+	{name: "p90", latency: true, lower: true, get: func(f Figures) float64 { return float64(f.P90) }, set: func(f *Figures, v float64) { f.P90 = time.Duration(v) }},
+	{name: "p99", latency: true, lower: true, get: func(f Figures) float64 { return float64(f.P99) }, set: func(f *Figures, v float64) { f.P99 = time.Duration(v) }},
+	{name: "p99.9", latency: true, lower: true, get: func(f Figures) float64 { return float64(f.P999) }, set: func(f *Figures, v float64) { f.P999 = time.Duration(v) }},
+	{name: "max", latency: true, lower: true, get: func(f Figures) float64 { return float64(f.Max) }, set: func(f *Figures, v float64) { f.Max = time.Duration(v) }},
+	{name: "mean", latency: true, lower: true, get: func(f Figures) float64 { return float64(f.Mean) }, set: func(f *Figures, v float64) { f.Mean = time.Duration(v) }},
+	{name: "errors", integer: true, lower: true, get: func(f Figures) float64 { return float64(f.Errors) }, set: func(f *Figures, v float64) { f.Errors = int64(v) }},
+	{name: "rate", get: func(f Figures) float64 { return f.Rate }, set: func(f *Figures, v float64) { f.Rate = v }},
+	{name: "client-rate", get: func(f Figures) float64 { return f.ClientRate }, set: func(f *Figures, v float64) { f.ClientRate = v }},
+	{name: "mbps", get: func(f Figures) float64 { return f.MBps }, set: func(f *Figures, v float64) { f.MBps = v }},
 }
 
 func metricNames() string {
@@ -85,10 +92,27 @@ type SLO struct {
 	Metric string
 	Op     string
 	// Value is the bound: nanoseconds for latencies, the metric's own
-	// unit otherwise; with Base it is the factor of the base figure.
+	// unit otherwise; with a Ref it is the factor of the reference.
 	Value float64
-	Base  bool
-	text  string // as written, spaces removed
+	// Ref is the figure Value multiplies: RefBase, RefPeak, or "" for
+	// a bound of its own.
+	Ref  string
+	text string // as written, spaces removed
+}
+
+// References an objective's bound can be written against.
+const (
+	// RefBase is the same metric at the run's smallest N.
+	RefBase = "base"
+	// RefPeak is the metric's best at any tested N up to the point's
+	// own (its highest rate, its lowest latency).
+	RefPeak = "peak"
+)
+
+// Refs are the figures an objective written against a reference needs;
+// nil where the run has none yet.
+type Refs struct {
+	Base, Peak *Figures
 }
 
 // String is the objective as written (without spaces).
@@ -149,17 +173,19 @@ func parseOne(in string) (SLO, error) {
 	if value == "" {
 		return bad("no value after %q", s.Op)
 	}
-	if strings.HasSuffix(value, "base") {
-		s.Base = true
-		f := strings.TrimSuffix(value, "base")
-		s.Value = 1
+	for _, ref := range []string{RefBase, RefPeak} {
+		f, ok := strings.CutSuffix(value, ref)
+		if !ok {
+			continue
+		}
+		s.Ref, s.Value = ref, 1
 		if f != "" {
 			if !strings.HasSuffix(f, "*") {
-				return bad("%q: a multiple of base is written factor*base, e.g. 0.8*base", value)
+				return bad("%q: a multiple of %s is written factor*%s, e.g. 0.8*%s", value, ref, ref, ref)
 			}
 			v, err := strconv.ParseFloat(strings.TrimSuffix(f, "*"), 64)
 			if err != nil || v < 0 || math.IsInf(v, 0) || math.IsNaN(v) {
-				return bad("%q: the factor of base must be a non-negative number", value)
+				return bad("%q: the factor of %s must be a non-negative number", value, ref)
 			}
 			s.Value = v
 		}
@@ -206,7 +232,7 @@ func (s SLO) wrongWay(m metric, value string) string {
 	}
 	fix := m.name + good + value
 	switch {
-	case s.Op == "=" && m.integer && !s.Base && s.Value == 0:
+	case s.Op == "=" && m.integer && s.Ref == "" && s.Value == 0:
 		return "" // errors=0: the same as errors<=0
 	case s.Op == "=":
 		return fmt.Sprintf("holds only at exactly %s, failing a point that did better; bound %s from %s, e.g. %s", value, m.name, side, fix)
@@ -257,10 +283,10 @@ type Verdict struct {
 	Text string `json:"text"`
 }
 
-// Check evaluates s on f; base is the same run's figures at its smallest
-// N, used by objectives written with base (nil when there is none: such
-// an objective then fails, saying so).
-func (s SLO) Check(f Figures, base *Figures) Verdict {
+// Check evaluates s on f; refs are the figures an objective written
+// against base or peak is bounded by (one that is nil then fails, saying
+// so).
+func (s SLO) Check(f Figures, refs Refs) Verdict {
 	var m metric
 	for _, x := range metrics {
 		if x.name == s.Metric {
@@ -273,12 +299,16 @@ func (s SLO) Check(f Figures, base *Figures) Verdict {
 		return v
 	}
 	v.Got, v.Bound = m.get(f), s.Value
-	if s.Base {
-		if base == nil {
-			v.Text = fmt.Sprintf("%s: no base figure (the run has no smallest N with traffic)", s.text)
-			return v
-		}
-		v.Bound = s.Value * m.get(*base)
+	switch ref := map[string]*Figures{RefBase: refs.Base, RefPeak: refs.Peak}[s.Ref]; {
+	case s.Ref == "":
+	case ref == nil && s.Ref == RefBase:
+		v.Text = fmt.Sprintf("%s: no base figure (the run has no smallest N with traffic)", s.text)
+		return v
+	case ref == nil:
+		v.Text = fmt.Sprintf("%s: no peak figure (no count up to this one has traffic)", s.text)
+		return v
+	default:
+		v.Bound = s.Value * m.get(*ref)
 	}
 	switch s.Op {
 	case "<=":
@@ -297,8 +327,8 @@ func (s SLO) Check(f Figures, base *Figures) Verdict {
 		rel = negate[s.Op]
 	}
 	bound := m.format(v.Bound)
-	if s.Base {
-		bound += fmt.Sprintf(" (%s×base)", strconv.FormatFloat(s.Value, 'g', -1, 64))
+	if s.Ref != "" {
+		bound += fmt.Sprintf(" (%s×%s)", strconv.FormatFloat(s.Value, 'g', -1, 64), s.Ref)
 	}
 	v.Text = fmt.Sprintf("%s %s %s %s", s.Metric, m.format(v.Got), rel, bound)
 	return v
@@ -350,12 +380,48 @@ func trim(f float64) string {
 
 // CheckAll evaluates every objective; passed is true when all hold (and
 // when there are none).
-func CheckAll(slos []SLO, f Figures, base *Figures) (verdicts []Verdict, passed bool) {
+func CheckAll(slos []SLO, f Figures, refs Refs) (verdicts []Verdict, passed bool) {
 	passed = true
 	for _, s := range slos {
-		v := s.Check(f, base)
+		v := s.Check(f, refs)
 		verdicts = append(verdicts, v)
 		passed = passed && v.Passed
 	}
 	return verdicts, passed
+}
+
+// Median is each figure's median over fs (a count's trials): the lower
+// middle of an even number, so that two trials do not invent a figure
+// neither measured. The zero Figures when fs is empty.
+func Median(fs []Figures) Figures {
+	if len(fs) == 0 {
+		return Figures{}
+	}
+	var out Figures
+	for _, m := range metrics {
+		xs := make([]float64, len(fs))
+		for i, f := range fs {
+			xs[i] = m.get(f)
+		}
+		slices.Sort(xs)
+		m.set(&out, xs[(len(xs)-1)/2])
+	}
+	return out
+}
+
+// Best is each figure's best over fs (one a count, Median's): the lowest
+// latency and errors, the highest rate. The zero Figures when fs is empty.
+func Best(fs []Figures) Figures {
+	if len(fs) == 0 {
+		return Figures{}
+	}
+	out := fs[0]
+	for _, f := range fs[1:] {
+		for _, m := range metrics {
+			if a, b := m.get(out), m.get(f); (m.lower && b < a) || (!m.lower && b > a) {
+				m.set(&out, b)
+			}
+		}
+	}
+	return out
 }

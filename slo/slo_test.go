@@ -15,8 +15,10 @@ func TestParse(t *testing.T) {
 		{"p99<=2ms", []SLO{{Metric: "p99", Op: "<=", Value: 2e6}}},
 		{" p99.9 < 500us , errors = 0 ", []SLO{{Metric: "p99.9", Op: "<", Value: 500e3}, {Metric: "errors", Op: "=", Value: 0}}},
 		{"errors==0", []SLO{{Metric: "errors", Op: "=", Value: 0}}},
-		{"rate>=0.8*base", []SLO{{Metric: "rate", Op: ">=", Value: 0.8, Base: true}}},
-		{"p50<=base", []SLO{{Metric: "p50", Op: "<=", Value: 1, Base: true}}},
+		{"rate>=0.8*base", []SLO{{Metric: "rate", Op: ">=", Value: 0.8, Ref: RefBase}}},
+		{"rate>=0.9*peak", []SLO{{Metric: "rate", Op: ">=", Value: 0.9, Ref: RefPeak}}},
+		{"p99<=peak", []SLO{{Metric: "p99", Op: "<=", Value: 1, Ref: RefPeak}}},
+		{"p50<=base", []SLO{{Metric: "p50", Op: "<=", Value: 1, Ref: RefBase}}},
 		{"max<1.5s", []SLO{{Metric: "max", Op: "<", Value: 1.5e9}}},
 		{"mean<=10µs", []SLO{{Metric: "mean", Op: "<=", Value: 10e3}}},
 		{"p90<100ns", []SLO{{Metric: "p90", Op: "<", Value: 100}}},
@@ -37,7 +39,7 @@ func TestParse(t *testing.T) {
 		}
 		for i := range got {
 			g, w := got[i], tc.want[i]
-			if g.Metric != w.Metric || g.Op != w.Op || g.Value != w.Value || g.Base != w.Base {
+			if g.Metric != w.Metric || g.Op != w.Op || g.Value != w.Value || g.Ref != w.Ref {
 				t.Errorf("Parse(%q)[%d] = %+v, want %+v", tc.in, i, g, w)
 			}
 			if strings.ContainsAny(g.String(), " ") || g.String() == "" {
@@ -58,6 +60,8 @@ func TestParseErrors(t *testing.T) {
 		{"p99<=-2ms", `not a non-negative duration`},
 		{"p99<=1e30s", `too long`},
 		{"errors=0.5", `errors is a count: "0.5" is not a whole number`},
+		{"rate>=0.9peak", `a multiple of peak is written factor*peak`},
+		{"rate<=0.9*peak", `bounds rate from the wrong side`},
 		{"errors=-1", `errors cannot be negative`},
 		{"rate>=fast", `"fast" is not a number`},
 		{"rate>=0.8base", `written factor*base`},
@@ -116,6 +120,9 @@ func TestCheck(t *testing.T) {
 		{"rate>=0.6*base", &base, true, "rate 8000 >= 7200 (0.6×base)"},
 		{"rate>=0.6*base", nil, false, "no base figure"},
 		{"p99<=30*base", &base, true, "p99 2.41ms <= 3ms (30×base)"},
+		{"rate>=0.9*peak", &base, false, "rate 8000 < 10800 (0.9×peak)"},
+		{"rate>=0.6*peak", &base, true, "rate 8000 >= 7200 (0.6×peak)"},
+		{"rate>=0.6*peak", nil, false, "no peak figure"},
 		{"client-rate>7", nil, true, "client-rate 7.5 > 7"},
 		{"mbps>=32", nil, true, "mbps 32.768 >= 32"},
 	}
@@ -130,7 +137,11 @@ func TestCheck(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Parse(%q): %v", tc.slo, err)
 		}
-		v := ss[0].Check(f, tc.base)
+		refs := Refs{Base: tc.base}
+		if ss[0].Ref == RefPeak {
+			refs = Refs{Peak: tc.base}
+		}
+		v := ss[0].Check(f, refs)
 		if v.Passed != tc.passed || !strings.Contains(v.Text, tc.text) {
 			t.Errorf("%s: passed %v %q, want %v %q", tc.slo, v.Passed, v.Text, tc.passed, tc.text)
 		}
@@ -142,14 +153,14 @@ func TestCheckAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := CheckAll(ss, Figures{P99: time.Millisecond}, nil); !ok {
+	if _, ok := CheckAll(ss, Figures{P99: time.Millisecond}, Refs{}); !ok {
 		t.Error("a point within both objectives failed")
 	}
-	vs, ok := CheckAll(ss, Figures{P99: time.Millisecond, Errors: 1}, nil)
+	vs, ok := CheckAll(ss, Figures{P99: time.Millisecond, Errors: 1}, Refs{})
 	if ok || len(vs) != 2 || !vs[0].Passed || vs[1].Passed {
 		t.Errorf("one error: ok %v verdicts %+v", ok, vs)
 	}
-	if _, ok := CheckAll(nil, Figures{Errors: 5}, nil); !ok {
+	if _, ok := CheckAll(nil, Figures{Errors: 5}, Refs{}); !ok {
 		t.Error("no objectives must pass")
 	}
 }
@@ -167,5 +178,25 @@ func TestFormatLatency(t *testing.T) {
 		if got := FormatLatency(d); got != want {
 			t.Errorf("FormatLatency(%d) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// A reference takes each count's median over its trials and the best
+// count's: the highest rate, the lowest latency.
+func TestMedianBest(t *testing.T) {
+	a := Figures{Rate: 100, P99: 3 * time.Millisecond}
+	b := Figures{Rate: 300, P99: 1 * time.Millisecond}
+	c := Figures{Rate: 200, P99: 2 * time.Millisecond}
+	if m := Median([]Figures{a, b, c}); m.Rate != 200 || m.P99 != 2*time.Millisecond {
+		t.Errorf("median of three %+v", m)
+	}
+	if m := Median([]Figures{b, a}); m.Rate != 100 || m.P99 != time.Millisecond {
+		t.Errorf("median of two is the lower middle: %+v", m)
+	}
+	if m := Best([]Figures{a, c, b}); m.Rate != 300 || m.P99 != time.Millisecond {
+		t.Errorf("best %+v", m)
+	}
+	if (Best(nil) != Figures{}) || (Median(nil) != Figures{}) {
+		t.Error("no figures must give the zero Figures")
 	}
 }

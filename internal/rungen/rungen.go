@@ -25,7 +25,10 @@ const (
 
 // Gen is one generated run and what it was generated from.
 type Gen struct {
-	Run *result.Run
+	// Knee is the count past which the message rate falls (0: it
+	// never does), as a device cache past its size makes it fall.
+	Knee int
+	Run  *result.Run
 	// Cap is the device cap every design's server was given (0: none):
 	// clients beyond it are refused as rxe refuses a full QP pool.
 	Cap int
@@ -51,7 +54,10 @@ func Run(r *rand.Rand) Gen {
 	if r.IntN(2) == 0 {
 		run.Config.Traffic = &result.TrafficSetup{DurationSec: 1, Op: result.OpSend, Depth: 1}
 		if r.IntN(2) == 0 {
-			run.Config.SLO = "errors=0"
+			run.Config.SLO = []string{"errors=0", "rate>=0.9*peak", "errors=0,rate>=0.7*peak"}[r.IntN(3)]
+		}
+		if r.IntN(2) == 0 {
+			g.Knee = 1 + r.IntN(150)
 		}
 		if r.IntN(3) == 0 {
 			run.Config.Criterion = result.CriterionTraffic
@@ -148,8 +154,15 @@ func (g Gen) point(r *rand.Rand, run *result.Run, d string, n, trial int, flaky 
 		p.Diagnosis = &result.Diagnosis{Limit: "timeout", Summary: "clients hit their deadline"}
 	}
 	if run.Config.Traffic != nil {
-		t := &result.Traffic{Op: result.OpSend, Depth: 1, DurationSec: 1, Clients: p.Connected, Messages: int64(1000 * p.Connected),
-			MsgRate: float64(1000 * p.Connected), SLOPassed: true}
+		// Each client adds 1,000 msg/s up to the knee; past it the rate
+		// falls with the square of the excess; every trial is ±10%.
+		rate := 1000 * float64(p.Connected)
+		if g.Knee > 0 && p.Connected > g.Knee {
+			rate = 1000 * float64(g.Knee) * float64(g.Knee) / float64(p.Connected) * float64(g.Knee) / float64(p.Connected)
+		}
+		rate *= 0.9 + 0.2*r.Float64()
+		t := &result.Traffic{Op: result.OpSend, Depth: 1, DurationSec: 1, Clients: p.Connected, Messages: int64(rate),
+			MsgRate: rate, SLOPassed: true}
 		if run.Config.SLO != "" && r.IntN(4) == 0 {
 			t.SLOPassed = false
 			t.Errors = map[string]int64{result.TrafficTimeout: 1}
