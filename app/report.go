@@ -2,7 +2,6 @@ package app
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -18,21 +17,11 @@ func formatFlag() cli.Flag {
 }
 
 func formats(c *cli.Context) ([]string, error) {
-	var out []string
-	for _, f := range strings.Split(c.String("format"), ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		if f != "md" && f != "html" {
-			return nil, fail(ExitUsage, "--format %q: want md, html or md,html", c.String("format"))
-		}
-		out = append(out, f)
+	fs, err := report.ParseFormats(c.String("format"))
+	if err != nil {
+		return nil, fail(ExitUsage, "%v", err)
 	}
-	if len(out) == 0 {
-		return nil, fail(ExitUsage, "--format is empty: want md, html or md,html")
-	}
-	return out, nil
+	return fs, nil
 }
 
 func reportCommand(s Streams) *cli.Command {
@@ -54,11 +43,11 @@ func reportCommand(s Streams) *cli.Command {
 			if err != nil {
 				return err
 			}
-			path, err := savedPath(c.Args().First())
+			path, err := report.SavedPath(c.Args().First())
 			if err != nil {
 				return fail(ExitRunError, "%v", err)
 			}
-			f, err := loadFile(path)
+			f, err := report.Load(path)
 			if err != nil {
 				return fail(ExitRunError, "%v", err)
 			}
@@ -66,18 +55,18 @@ func reportCommand(s Streams) *cli.Command {
 			if out == "" {
 				out = filepath.Dir(path)
 			}
-			if f.bench != nil {
-				files, err := report.WriteBench(f.bench, out, fs)
+			if f.Bench != nil {
+				files, err := report.WriteBench(f.Bench, out, fs)
 				if err != nil {
 					return fail(ExitRunError, "write report in %s: %v", out, err)
 				}
 				sayReports(s, files, "report.", "report")
 				return nil
 			}
-			if err := measured(path, f.run); err != nil {
-				return err
+			if err := f.Measured(path); err != nil {
+				return fail(ExitRunError, "%v", err)
 			}
-			return writeReport(s, f.run, out, fs)
+			return writeReport(s, f.Run, out, fs)
 		},
 	}
 }
@@ -120,35 +109,35 @@ func compareCommand(s Streams) *cli.Command {
 				return err
 			}
 			paths := c.Args().Slice()
-			loaded := make([]savedFile, len(paths))
+			loaded := make([]report.Saved, len(paths))
 			for i, p := range paths {
-				if loaded[i], err = loadFile(p); err != nil {
+				if loaded[i], err = report.Load(p); err != nil {
 					return fail(ExitRunError, "%v", err)
 				}
 			}
-			for i := range paths {
-				if err := measured(paths[i], loaded[i].run); err != nil {
-					return err
+			for i, f := range loaded {
+				if err := f.Measured(paths[i]); err != nil {
+					return fail(ExitRunError, "%v", err)
 				}
-				if loaded[i].kind != loaded[0].kind {
+				if f.Kind != loaded[0].Kind {
 					return fail(ExitUsage, "compare: %s is %s but %s is %s: compare runs with runs and bench files with bench files",
-						paths[0], kindName(loaded[0].kind), paths[i], kindName(loaded[i].kind))
+						paths[0], report.KindName(loaded[0].Kind), paths[i], report.KindName(f.Kind))
 				}
 			}
 			out := c.String("report-dir")
 			var files []string
-			if loaded[0].bench != nil {
+			if loaded[0].Bench != nil {
 				var runs []*bench.Run
 				for _, f := range loaded {
-					runs = append(runs, f.bench)
+					runs = append(runs, f.Bench)
 				}
 				files, err = report.WriteBenchComparison(runs, out, fs)
 			} else {
 				var runs []*result.Run
 				var names []string
 				for i, f := range loaded {
-					runs = append(runs, f.run)
-					names = append(names, runName(paths[i]))
+					runs = append(runs, f.Run)
+					names = append(names, report.RunName(paths[i]))
 				}
 				files, err = report.WriteComparison(runs, names, out, fs)
 			}
@@ -159,84 +148,4 @@ func compareCommand(s Streams) *cli.Command {
 			return nil
 		},
 	}
-}
-
-// measured refuses, in one line, a run (nil: a bench file) that holds
-// no point to report, not even one cut short: one that never started says why, one that stopped
-// before its first point says what stopped it.
-func measured(path string, run *result.Run) error {
-	if run == nil || len(run.Points) > 0 || run.Interrupted != nil {
-		return nil
-	}
-	switch {
-	case strings.HasPrefix(run.Error, result.NotStarted):
-		return fail(ExitRunError, "%s: the run never started: %s", path, strings.TrimPrefix(run.Error, result.NotStarted))
-	case run.Error != "":
-		return fail(ExitRunError, "%s: no point was measured: the run stopped (%s)", path, run.Error)
-	}
-	return fail(ExitRunError, "%s: no point was measured yet (the run may still be in progress)", path)
-}
-
-// savedFile is a saved run or bench file, read once.
-type savedFile struct {
-	kind  string
-	run   *result.Run
-	bench *bench.Run
-}
-
-// loadFile reads path, decompressed once, and parses it by its kind;
-// every error is one line naming the file.
-func loadFile(path string) (savedFile, error) {
-	path, err := savedPath(path)
-	if err != nil {
-		return savedFile{}, err
-	}
-	kind, b, err := result.ReadKind(path)
-	if err != nil {
-		return savedFile{}, err
-	}
-	f := savedFile{kind: kind}
-	if kind == bench.Kind {
-		f.bench, err = bench.Parse(b)
-	} else {
-		f.run, err = result.Parse(b)
-	}
-	if err != nil {
-		return savedFile{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return f, nil
-}
-
-// savedPath is the saved file of a run's directory (its run.json or
-// bench.json, gzipped or not), or path itself when it is a file.
-func savedPath(path string) (string, error) {
-	if st, err := os.Stat(path); err != nil || !st.IsDir() {
-		return path, nil
-	}
-	for _, name := range []string{result.FileName, result.FileName + ".gz", bench.FileName, bench.FileName + ".gz"} {
-		p := filepath.Join(path, name)
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%s: a directory without %s or %s", path, result.FileName, bench.FileName)
-}
-
-// runName names a run in a comparison by its directory.
-func runName(path string) string {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return filepath.Base(filepath.Clean(path))
-	}
-	return filepath.Base(filepath.Dir(filepath.Clean(path)))
-}
-
-// kindName says what a file of kind k holds, for messages.
-func kindName(k string) string {
-	switch k {
-	case result.KindRun:
-		return "a capacity run"
-	case bench.Kind:
-		return "a bench file"
-	}
-	return fmt.Sprintf("a file of kind %q", k)
 }
