@@ -11,6 +11,7 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/launch"
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 	"github.com/rdmaprobe/rdmaprobe/runner/verbsbin"
 	"github.com/rdmaprobe/rdmaprobe/runner/vm"
@@ -29,7 +30,7 @@ type backend struct {
 	buildCache string
 	// remote, if set, places the load generators on other hosts; out is
 	// told how the hosts were prepared.
-	remote *remote
+	remote *launch.Placement
 	out    io.Writer
 }
 
@@ -80,7 +81,7 @@ func (b *backend) open(ctx context.Context, spec runner.Spec, dir string, local 
 					return nil, err
 				}
 			}
-			l, srv, err := b.remote.open(ctx, &spec, exe, b.out)
+			l, srv, err := b.remote.Open(ctx, &spec, exe, b.out)
 			if err != nil {
 				return nil, err
 			}

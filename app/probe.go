@@ -21,7 +21,6 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/report"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
-	"github.com/rdmaprobe/rdmaprobe/runner/launch"
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 	"github.com/rdmaprobe/rdmaprobe/runner/vm"
 	"github.com/rdmaprobe/rdmaprobe/session"
@@ -234,7 +233,7 @@ func probeBackend(c *cli.Context, s Streams) (*backend, runner.Spec, error) {
 		return nil, spec, fail(ExitUsage, "%v", err)
 	}
 	be.buildCache = c.String("server-build-cache")
-	if be.remote, err = remotePlacement(c); err != nil {
+	if be.remote, err = placement(c, spec); err != nil {
 		return nil, spec, fail(ExitUsage, "%v", err)
 	}
 	be.out = s.Out
@@ -276,9 +275,8 @@ func (r *probeRun) options() session.Options {
 		Progress: r.progress, PointStarts: r.pointStarts, Started: r.started,
 		Point: r.point, Note: r.note, Decision: r.decision,
 	}
-	if be.remote != nil && be.remote.hosts != nil && !c.IsSet("procs") {
-		// One generator per slot, as mpirun starts one rank per slot.
-		o.Spec.Procs = launch.Slots(be.remote.hosts)
+	if be.remote != nil && be.remote.Slots() > 0 && !c.IsSet("procs") {
+		o.Spec.Procs = be.remote.Slots()
 	}
 	if ds := modes(c); len(ds) > 1 {
 		o.Designs, r.designs = ds, ds

@@ -1,9 +1,7 @@
 package app
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"strings"
@@ -26,63 +24,15 @@ func remoteFlags() []cli.Flag {
 	}
 }
 
-// remote is where the flags place the load generators: nil for this
-// host.
-type remote struct {
-	launcher  string
-	hosts     []launch.Host
-	ssh, srun []string
-	// serverHost runs the server over SSH on that host.
-	serverHost string
-}
-
-// remotePlacement reads the placement flags; nil means this host.
-func remotePlacement(c *cli.Context) (*remote, error) {
-	r := &remote{launcher: c.String("launcher"), ssh: strings.Fields(c.String("ssh")), srun: strings.Fields(c.String("srun")),
-		serverHost: c.String("server-host")}
-	if r.serverHost != "" && !c.IsSet("server-addr") {
-		return nil, fmt.Errorf("--server-host needs --server-addr, an address of that host the clients reach")
-	}
-	if r.serverHost != "" && c.IsSet("server-cmd") {
-		return nil, fmt.Errorf("--server-host runs rdmaprobe's own server: not with --server-cmd")
-	}
-	var err error
-	switch {
-	case c.IsSet("hosts") && c.IsSet("hostfile"):
-		return nil, fmt.Errorf("--hosts and --hostfile: give one")
-	case c.IsSet("hosts"):
-		r.hosts, err = launch.ParseHosts(c.String("hosts"))
-	case c.IsSet("hostfile"):
-		r.hosts, err = launch.ReadHostfile(c.String("hostfile"))
-	}
-	if err != nil {
+// placement is where the placement flags put spec's generators (and
+// server); nil means this host.
+func placement(c *cli.Context, spec runner.Spec) (*launch.Placement, error) {
+	p := &launch.Placement{Launcher: c.String("launcher"), Hosts: c.String("hosts"), Hostfile: c.String("hostfile"),
+		SSH: strings.Fields(c.String("ssh")), Srun: strings.Fields(c.String("srun")), ServerHost: c.String("server-host")}
+	if ok, err := p.Resolve(spec); !ok {
 		return nil, err
 	}
-	switch r.launcher {
-	case "":
-		switch {
-		case r.hosts != nil:
-			r.launcher = "ssh"
-		case r.serverHost == "":
-			return nil, nil
-		}
-	case "ssh":
-		if r.hosts == nil {
-			return nil, fmt.Errorf("--launcher ssh needs --hosts or --hostfile")
-		}
-	case "slurm":
-		if r.hosts == nil {
-			if r.hosts, err = launch.AllocationHosts(); err != nil {
-				return nil, fmt.Errorf("--launcher slurm: %w", err)
-			}
-		}
-	default:
-		return nil, fmt.Errorf("--launcher %q: want ssh or slurm", r.launcher)
-	}
-	if len(r.ssh) == 0 || len(r.srun) == 0 {
-		return nil, fmt.Errorf("--ssh and --srun must name a command")
-	}
-	return r, nil
+	return p, nil
 }
 
 // listenSpec sets where rdmaprobe's own server listens from
@@ -118,51 +68,4 @@ func serverAddr(a string) (string, error) {
 		return "", fmt.Errorf("--server-addr %q: the generators need the address they dial, not %s", a, ip)
 	}
 	return net.JoinHostPort(ip.String(), port), nil
-}
-
-// open makes the launchers for a run whose server and generators start
-// from exe: of the generators (nil: this machine), and of the server
-// (nil: this machine).
-func (r *remote) open(ctx context.Context, spec *runner.Spec, exe string, out io.Writer) (runner.Launcher, runner.RemoteLauncher, error) {
-	var server runner.RemoteLauncher
-	if r.serverHost != "" {
-		s, err := launch.NewSSH(ctx, launch.SSHConfig{Hosts: []launch.Host{{Name: r.serverHost, Slots: 1}},
-			Command: r.ssh, Exe: exe, Fabric: spec.Fabric, Procs: 1, Out: out})
-		if err != nil {
-			return nil, nil, fmt.Errorf("--server-host: %w", err)
-		}
-		server = s
-	}
-	l, err := r.generators(ctx, spec, exe, out)
-	return l, server, err
-}
-
-// generators makes the generators' launcher (nil: this machine).
-func (r *remote) generators(ctx context.Context, spec *runner.Spec, exe string, out io.Writer) (runner.Launcher, error) {
-	switch r.launcher {
-	case "":
-		return nil, nil
-	case "slurm":
-		if spec.Listen == "" {
-			return nil, fmt.Errorf("--launcher slurm: give --server-addr, an address of this host the nodes reach")
-		}
-		ip, _, _ := net.SplitHostPort(spec.Listen)
-		l, err := launch.NewSlurm(ctx, launch.SlurmConfig{Hosts: r.hosts, Command: r.srun, Exe: exe,
-			Fabric: spec.Fabric, Procs: spec.Procs, ServerIP: ip, Out: out})
-		if err != nil {
-			return nil, err
-		}
-		return l, nil
-	}
-	l, err := launch.NewSSH(ctx, launch.SSHConfig{Hosts: r.hosts, Command: r.ssh, Exe: exe,
-		Fabric: spec.Fabric, Procs: spec.Procs, Out: out})
-	if err != nil {
-		return nil, err
-	}
-	if spec.Listen == "" && spec.Server == nil {
-		if spec.Listen = l.ServerAddr(); spec.Listen == "" {
-			return nil, fmt.Errorf("the first host did not say which address it sees this host at: give --server-addr")
-		}
-	}
-	return l, nil
 }
