@@ -3,7 +3,6 @@ package app
 import (
 	"bufio"
 	"fmt"
-	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -12,7 +11,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmaprobe/rdmaprobe/certs"
-	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
 	"github.com/rdmaprobe/rdmaprobe/runner/child"
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
@@ -93,12 +91,12 @@ func serverSpec(c *cli.Context) (protocol.ServerSpec, error) {
 	if err := spec.Check(); err != nil {
 		return spec, fail(ExitUsage, "serve: %v", err)
 	}
-	pair, err := serverPair(c)
+	pair, err := certs.ServerPair(c.String("cert"), c.String("key"), c.String("cert-out"))
 	if err != nil {
 		return spec, err
 	}
 	spec.Cert, spec.Key = pair.CertPEM, pair.KeyPEM
-	if spec.ClientCA, err = clientCAs(c); err != nil {
+	if spec.ClientCA, err = certs.ClientCAs(c.String("client-ca"), c.String("client-cert-out"), c.String("client-key-out")); err != nil {
 		return spec, err
 	}
 	return spec, nil
@@ -113,55 +111,6 @@ func readSpec(c *cli.Context, in *bufio.Reader, v any) error {
 		return fmt.Errorf("%s: --spec: %w", c.Command.Name, err)
 	}
 	return nil
-}
-
-func serverPair(c *cli.Context) (certs.Pair, error) {
-	cert, key := c.String("cert"), c.String("key")
-	if (cert == "") != (key == "") {
-		return certs.Pair{}, fmt.Errorf("--cert and --key go together")
-	}
-	if cert != "" {
-		return certs.Load(cert, key)
-	}
-	pair, err := certs.SelfSigned()
-	if err != nil {
-		return pair, err
-	}
-	if out := c.String("cert-out"); out != "" {
-		if err := result.WriteFileAtomic(out, pair.CertPEM, 0o644); err != nil {
-			return pair, err
-		}
-	}
-	return pair, nil
-}
-
-// clientCAs returns the PEM of the client certificates the server
-// authorises: --client-ca, or a client pair generated now and written to
-// --client-cert-out/--client-key-out for the clients to present.
-func clientCAs(c *cli.Context) ([]byte, error) {
-	certOut, keyOut := c.String("client-cert-out"), c.String("client-key-out")
-	if f := c.String("client-ca"); f != "" {
-		if certOut != "" || keyOut != "" {
-			return nil, fmt.Errorf("--client-cert-out/--client-key-out write a generated client pair; with --client-ca none is generated")
-		}
-		return os.ReadFile(f)
-	}
-	if (certOut == "") != (keyOut == "") {
-		return nil, fmt.Errorf("--client-cert-out and --client-key-out go together")
-	}
-	pair, err := certs.SelfSignedClient()
-	if err != nil {
-		return nil, err
-	}
-	if keyOut != "" {
-		if err := result.WriteFileAtomic(keyOut, pair.KeyPEM, 0o600); err != nil {
-			return nil, err
-		}
-		if err := result.WriteFileAtomic(certOut, pair.CertPEM, 0o644); err != nil {
-			return nil, err
-		}
-	}
-	return pair.CertPEM, nil
 }
 
 // muxFlag is --mux, of the server (serve, search, ramp) and of a load
