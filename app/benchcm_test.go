@@ -16,7 +16,7 @@ import (
 // connecting all 50, with cmtime's step table read and rdmaprobe's
 // steps timed; the file, its report and no process are left behind.
 //
-// Guest, own boot: rdma_cm resolves only on rxe on the netdev, and cmtime goes into the image.
+// Guest, own boot: rdma_cm resolves only on rxe on the netdev; the agent runs rdmaprobe's side in-process, and its librdmacm keeps rxe1's context for the agent's life, so a shared guest would not come back clean.
 func TestVMBenchRDMACM(t *testing.T) {
 	needVM(t)
 	needTool(t, "cmtime", "rdmacm-utils")

@@ -56,7 +56,7 @@ func TestClientKindRefusals(t *testing.T) {
 // 12's rping -P accepts a request twice when requests overlap (see
 // TestVMTargetRping). Every step of every connection is timed.
 //
-// Guest, own boot: rdma_cm resolves only on rxe on the netdev; the servers go into the image.
+// Guest, shared netdev: rdma_cm resolves only on rxe on the netdev, and rdma-core's servers run there.
 func TestVMRDMACMServers(t *testing.T) {
 	needVM(t)
 	needTool(t, "cmtime", "rdmacm-utils")
@@ -115,7 +115,7 @@ func TestVMRDMACMServers(t *testing.T) {
 // rejecting above: search with rdma_cm clients finds exactly 5, and the
 // diagnosis names REJECTED, the server's own cap and the reason it gave.
 //
-// Guest, own boot: REJECTED with private data comes from rxe's rdma_cm; the fixture goes into the image.
+// Guest, shared netdev: REJECTED with private data comes from rxe's rdma_cm.
 func TestVMRDMACMCap(t *testing.T) {
 	needVM(t)
 	needTool(t, "gcc", "gcc")
@@ -161,7 +161,7 @@ func TestVMRDMACMCap(t *testing.T) {
 // loop (--msg-rate), every client measured, every echo verified and
 // none failed.
 //
-// Guest, own boot: the echoes cross rdma_cm connections on rxe; the fixture goes into the image.
+// Guest, shared netdev: the echoes cross rdma_cm connections on rxe.
 func TestVMRDMACMEcho(t *testing.T) {
 	needVM(t)
 	needTool(t, "gcc", "gcc")
@@ -203,7 +203,7 @@ func TestVMRDMACMEcho(t *testing.T) {
 // generator reported its clients connected: the point reports each as
 // DISCONNECTED and fails.
 //
-// Guest, own boot: DISCONNECTED is rxe's rdma_cm event; the fixture goes into the image.
+// Guest, shared netdev: DISCONNECTED is rxe's rdma_cm event.
 func TestVMRDMACMDropped(t *testing.T) {
 	needVM(t)
 	needTool(t, "gcc", "gcc")

@@ -26,7 +26,7 @@ func needTool(t *testing.T, tool, pkg string) string {
 // guest with its own client: held clients (each pings until released),
 // the server's QPs counted by the kernel for its process.
 //
-// Guest, own boot: rping needs rdma_cm on rxe, and the kernel counts its QPs; rping goes into the image.
+// Guest, shared netdev: rping needs rdma_cm on rxe, and the kernel counts its QPs.
 func TestVMTargetRping(t *testing.T) {
 	needVM(t)
 	rping := needTool(t, "rping", "rdmacm-utils")
@@ -87,7 +87,7 @@ func TestVMTargetRping(t *testing.T) {
 // rxe0, the first device otherwise, RTR fails at GID 0). The server
 // serves its one client and exits 0: its work, not a death.
 //
-// Guest, own boot: device order and GID 0 exist only on rxe; the netdev device is a boot option.
+// Guest, shared netdev: device order and GID 0 exist only on rxe.
 func TestVMTargetFirstDevice(t *testing.T) {
 	needVM(t)
 	needTool(t, "ibv_rc_pingpong", "ibverbs-utils")
@@ -115,7 +115,7 @@ func TestVMTargetFirstDevice(t *testing.T) {
 // the built-in path at the same counts: the same outcomes (the client
 // over the cap refused) and the same kernel objects for the server.
 //
-// Guest, own boot for the commands: the kernel's object counts for both servers on rxe.
+// Guest, shared (and shared netdev for the commands): the kernel's object counts for both servers on rxe.
 func TestVMTargetServeAgrees(t *testing.T) {
 	needVM(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -160,7 +160,7 @@ func TestVMTargetServeAgrees(t *testing.T) {
 // descriptors): search between 4 and 8 (4, 8, 6, 5) finds exactly 5 and
 // names RLIMIT_NOFILE. The second trial of each N reuses its build.
 //
-// Guest, own boot: the fixture's verbs server on rxe under a planted file limit; its builds go into the guest.
+// Guest, shared netdev: the fixture's verbs server on rxe under a planted file limit; its builds go in per count.
 func TestVMTargetCompiledCap(t *testing.T) {
 	needVM(t)
 	needTool(t, "gcc", "gcc")

@@ -51,7 +51,7 @@ func TestGuestCapserver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.PutFiles(ctx, files); err != nil {
+	if _, err := g.PutFiles(ctx, files); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {

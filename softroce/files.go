@@ -14,7 +14,12 @@ import (
 
 // OpPutFiles writes files into the running guest: what exists only after
 // boot, such as a server binary built on the host for one client count.
+// It answers with the paths it created, for OpRemoveFiles.
 const OpPutFiles = "put-files"
+
+// OpRemoveFiles removes paths from the guest, the last first: what an
+// OpPutFiles created, so a guest that runs share is left as it was.
+const OpRemoveFiles = "remove-files"
 
 // File is one file, directory or symlink to create in the guest, at the
 // same absolute path it has on the host.
@@ -84,30 +89,49 @@ func HostFiles(paths []string) ([]File, error) {
 	return out, nil
 }
 
-// PutFiles writes files into the guest (see OpPutFiles).
-func (g *Guest) PutFiles(ctx context.Context, files []File) error {
-	_, err := g.Call(ctx, OpPutFiles, files, nil)
+// PutFiles writes files into the guest (see OpPutFiles) and returns the
+// paths it created: those that were not there before.
+func (g *Guest) PutFiles(ctx context.Context, files []File) ([]string, error) {
+	raw, err := g.Call(ctx, OpPutFiles, files, nil)
+	if err != nil {
+		return nil, err
+	}
+	var created []string
+	if err := json.Unmarshal(raw, &created); err != nil {
+		return nil, fmt.Errorf("%s: the guest's answer: %w", OpPutFiles, err)
+	}
+	return created, nil
+}
+
+// RemoveFiles removes paths from the guest, the last first (see
+// OpRemoveFiles).
+func (g *Guest) RemoveFiles(ctx context.Context, paths []string) error {
+	_, err := g.Call(ctx, OpRemoveFiles, paths, nil)
 	return err
 }
 
 // applyFiles creates files under root in order (parents come first in
-// HostFiles' sorted list). What already exists as a directory, or as a
-// symlink (the image's /lib → usr/lib), is kept; a regular file is
-// replaced whole through a rename, so a program running from the old one
-// keeps its copy.
-func applyFiles(root string, files []File) error {
+// HostFiles' sorted list) and returns the paths that were not there
+// before. What already exists as a directory, or as a symlink (the
+// image's /lib → usr/lib), is kept; a regular file is replaced whole
+// through a rename, so a program running from the old one keeps its
+// copy.
+func applyFiles(root string, files []File) ([]string, error) {
+	created := []string{}
 	for _, f := range files {
-		if !path.IsAbs(f.Path) || strings.Contains(f.Path, "/../") || strings.HasSuffix(f.Path, "/..") {
-			return fmt.Errorf("put %q: not a clean absolute path", f.Path)
+		if !cleanAbs(f.Path) {
+			return created, fmt.Errorf("put %q: not a clean absolute path", f.Path)
 		}
 		dst := filepath.Join(root, f.Path)
+		_, err := os.Lstat(dst)
+		existed := err == nil
 		switch {
 		case f.Mode.IsDir():
 			if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
 				continue
 			}
 			if err := os.MkdirAll(dst, f.Mode.Perm()); err != nil {
-				return fmt.Errorf("put %s: %w", f.Path, err)
+				return created, fmt.Errorf("put %s: %w", f.Path, err)
 			}
 		case f.Mode&fs.ModeSymlink != 0:
 			if cur, err := os.Readlink(dst); err == nil && cur == string(f.Data) {
@@ -115,25 +139,49 @@ func applyFiles(root string, files []File) error {
 			}
 			os.Remove(dst)
 			if err := os.Symlink(string(f.Data), dst); err != nil {
-				return fmt.Errorf("put %s: %w", f.Path, err)
+				return created, fmt.Errorf("put %s: %w", f.Path, err)
 			}
 		case f.Mode.IsRegular():
 			tmp := dst + ".rdmaprobe-put"
 			if err := os.WriteFile(tmp, f.Data, f.Mode.Perm()); err != nil {
-				return fmt.Errorf("put %s: %w", f.Path, err)
+				return created, fmt.Errorf("put %s: %w", f.Path, err)
 			}
 			// WriteFile's mode is filtered by the umask; the guest must
 			// see the host's bits (an executable stays executable).
 			os.Chmod(tmp, f.Mode.Perm())
 			if err := os.Rename(tmp, dst); err != nil {
 				os.Remove(tmp)
-				return fmt.Errorf("put %s: %w", f.Path, err)
+				return created, fmt.Errorf("put %s: %w", f.Path, err)
 			}
 		default:
-			return fmt.Errorf("put %s: unsupported mode %v", f.Path, f.Mode)
+			return created, fmt.Errorf("put %s: unsupported mode %v", f.Path, f.Mode)
+		}
+		if !existed {
+			created = append(created, f.Path)
 		}
 	}
-	return nil
+	return created, nil
+}
+
+// removeFiles removes paths under root, the last first, so a directory
+// goes after what OpPutFiles created in it; one that holds anything
+// else stays, and says so.
+func removeFiles(root string, paths []string) error {
+	var errs []error
+	for i := len(paths) - 1; i >= 0; i-- {
+		if !cleanAbs(paths[i]) || paths[i] == "/" {
+			errs = append(errs, fmt.Errorf("remove %q: not a clean absolute path", paths[i]))
+			continue
+		}
+		if err := os.Remove(filepath.Join(root, paths[i])); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func cleanAbs(p string) bool {
+	return path.IsAbs(p) && !strings.Contains(p, "/../") && !strings.HasSuffix(p, "/..")
 }
 
 func decodeFiles(payload json.RawMessage) ([]File, error) {

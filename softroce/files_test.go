@@ -58,8 +58,12 @@ func TestHostFilesApply(t *testing.T) {
 	}
 
 	root := t.TempDir()
-	if err := applyFiles(root, files); err != nil {
+	created, err := applyFiles(root, files)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if len(created) != len(files) {
+		t.Errorf("into an empty root: %d paths created of %d", len(created), len(files))
 	}
 	check := func(key string) {
 		t.Helper()
@@ -87,20 +91,41 @@ func TestHostFilesApply(t *testing.T) {
 			files[i].Data = []byte("rotated")
 		}
 	}
-	if err := applyFiles(root, files); err != nil {
+	again, err := applyFiles(root, files)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if len(again) != 0 {
+		t.Errorf("again: created %v, want nothing new", again)
 	}
 	check("rotated")
 	if m, _ := filepath.Glob(filepath.Join(root, dir, "*.rdmaprobe-put")); len(m) > 0 {
 		t.Errorf("temporary files left: %v", m)
 	}
 
+	// What was created goes, the last first; a directory that holds
+	// something else stays and says so.
+	os.WriteFile(filepath.Join(root, dir, "conf", "other"), nil, 0o600)
+	if err := removeFiles(root, created); err == nil {
+		t.Error("a directory holding a file not created: no error")
+	}
+	var left []string
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			left = append(left, p)
+		}
+		return nil
+	})
+	if want := filepath.Join(root, dir, "conf", "other"); len(left) != 1 || left[0] != want {
+		t.Errorf("left after removal %v, want only %s", left, want)
+	}
+
 	for _, bad := range []string{"relative/x", "/a/../../etc/x"} {
-		if err := applyFiles(root, []File{{Path: bad, Mode: 0o644}}); err == nil {
+		if _, err := applyFiles(root, []File{{Path: bad, Mode: 0o644}}); err == nil {
 			t.Errorf("put %q: no error", bad)
 		}
 	}
-	if err := applyFiles(root, []File{{Path: "/dev-node", Mode: fs.ModeDevice}}); err == nil {
+	if _, err := applyFiles(root, []File{{Path: "/dev-node", Mode: fs.ModeDevice}}); err == nil {
 		t.Error("device node: no error")
 	}
 	if _, err := HostFiles([]string{filepath.Join(dir, "missing")}); err == nil {

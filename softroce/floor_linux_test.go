@@ -49,7 +49,7 @@ func BenchmarkEchoFloor(b *testing.B) {
 			files, err = HostFiles([]string{abs})
 		}
 		if err == nil {
-			err = g.PutFiles(ctx, files)
+			_, err = g.PutFiles(ctx, files)
 		}
 		if err != nil {
 			b.Fatalf("RDMAPROBE_BIN into the guest: %v", err)
@@ -128,7 +128,7 @@ func echoFloorGuest(tb testing.TB, ctx context.Context) (*Guest, string) {
 	// After boot: the guest's /tmp is its own tmpfs.
 	files, err := HostFiles([]string{bin})
 	if err == nil {
-		err = g.PutFiles(ctx, files)
+		_, err = g.PutFiles(ctx, files)
 	}
 	if err != nil {
 		g.Close()

@@ -371,7 +371,13 @@ func dispatch(ctx context.Context, req request, h Handler, progress func(any), s
 		if err != nil {
 			return nil, err
 		}
-		return len(files), applyFiles("/", files)
+		return applyFiles("/", files)
+	case OpRemoveFiles:
+		var paths []string
+		if err := json.Unmarshal(req.Payload, &paths); err != nil {
+			return nil, fmt.Errorf("%s: %w", OpRemoveFiles, err)
+		}
+		return nil, removeFiles("/", paths)
 	case OpListening:
 		var port int
 		if err := json.Unmarshal(req.Payload, &port); err != nil {

@@ -318,7 +318,7 @@ func startSSHD(t *testing.T, ctx context.Context, a, b *Guest) {
 	sshdConfig := "ListenAddress " + peer + "\nHostKey /etc/ssh/host\nAuthorizedKeysFile /etc/ssh/authorized_keys\n" +
 		"PermitRootLogin prohibit-password\nPasswordAuthentication no\nUsePAM no\nPrintMotd no\nPrintLastLog no\n" +
 		"MaxStartups 100\nMaxSessions 100\n"
-	err := b.PutFiles(ctx, []File{
+	_, err := b.PutFiles(ctx, []File{
 		{Path: "/run/sshd", Mode: os.ModeDir | 0o755},
 		{Path: "/etc/ssh", Mode: os.ModeDir | 0o755},
 		{Path: "/etc/ssh/host", Mode: 0o600, Data: read("host")},
@@ -331,7 +331,7 @@ func startSSHD(t *testing.T, ctx context.Context, a, b *Guest) {
 	sshConfig := fmt.Sprintf("Host peer\n  HostName %s\n  User root\n  IdentityFile /root/.ssh/id_ed25519\n"+
 		"  UserKnownHostsFile /etc/ssh/known_hosts\n  StrictHostKeyChecking yes\n  BatchMode yes\n  ConnectTimeout 10\n"+
 		"  KexAlgorithms curve25519-sha256\n", peer)
-	err = a.PutFiles(ctx, []File{
+	_, err = a.PutFiles(ctx, []File{
 		{Path: "/root/.ssh", Mode: os.ModeDir | 0o700},
 		{Path: "/root/.ssh/id_ed25519", Mode: 0o600, Data: read("client")},
 		{Path: "/etc/ssh", Mode: os.ModeDir | 0o755},

@@ -103,6 +103,16 @@ func (a *agent) point(ctx context.Context, req vm.GuestPointRequest, progress fu
 		a.certs = &p
 	}
 	opts := runner.LocalOptions{Certs: *a.certs}
+	if req.Spec.Server != nil || req.Spec.Client != nil {
+		// The commands' {dir}: nothing in it goes back to the host, so it
+		// goes with the point, and the guest is left as the point found it.
+		dir, err := os.MkdirTemp("", "rdmaprobe-points-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		opts.WorkDir = dir
+	}
 	if req.Spec.Server != nil && len(req.Spec.Server.Build) > 0 {
 		opts.Build = func(context.Context, int, int) (*result.Build, error) {
 			if req.BuildError != "" {

@@ -23,6 +23,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 	"github.com/rdmaprobe/rdmaprobe/runner/verbsbin"
 	"github.com/rdmaprobe/rdmaprobe/softroce"
 )
@@ -106,6 +107,9 @@ type Guest struct {
 	// already copied into the guest, by key.
 	build  runner.BuildFunc
 	pushed map[string]bool
+	// put are the paths the run created in the guest after its boot, in
+	// order: a guest Shared lent loses them when it comes back.
+	put []string
 	// peer, with GuestOptions.Peer, is the guest the generators run in;
 	// peerHosts how the first guest's launcher described it.
 	peer      *guestPeer
@@ -135,8 +139,8 @@ func NewGuest(ctx context.Context, spec runner.Spec, opts GuestOptions) (*Guest,
 	}
 	var g *Guest
 	var err error
-	if cmds == nil && opts.Shared.fits(opts) {
-		g, err = opts.Shared.lend(ctx, opts, simulated)
+	if opts.Shared.fits(opts) {
+		g, err = opts.Shared.lend(ctx, opts, simulated, cmds)
 	} else {
 		g, err = bootGuestWith(ctx, opts, simulated, cmds)
 	}
@@ -162,7 +166,7 @@ func NewGuest(ctx context.Context, spec runner.Spec, opts GuestOptions) (*Guest,
 	}
 	if !simulated { // a simulated fabric has no RDMA device to check
 		g.ref = g.reference(ctx)
-		if spec.Traffic.Duration > 0 {
+		if protocol.RunsTraffic(spec.Traffic, spec.Client, spec.CM) {
 			g.dataRef = g.dataPathReference(ctx, result.ReferenceBefore)
 		}
 	}
@@ -243,7 +247,7 @@ func referenceOf(r softroce.PerftestResult, when, transport string) result.Refer
 // BootGuest boots the guest for the bench suite.
 func BootGuest(ctx context.Context, opts GuestOptions) (*Guest, error) {
 	if opts.Shared.fits(opts) {
-		return opts.Shared.lend(ctx, opts, false)
+		return opts.Shared.lend(ctx, opts, false, nil)
 	}
 	return bootGuest(ctx, opts, false)
 }
@@ -450,10 +454,7 @@ func (g *Guest) prepareBuild(ctx context.Context, n int, req *GuestPointRequest)
 		return nil
 	}
 	if !g.pushed[b.Key] {
-		files, err := softroce.HostFiles([]string{b.Dir})
-		if err == nil {
-			err = g.g.PutFiles(ctx, files)
-		}
+		err := g.putHostFiles(ctx, []string{b.Dir})
 		if err != nil {
 			return fmt.Errorf("copy the build into the guest: %w", err)
 		}
@@ -461,6 +462,18 @@ func (g *Guest) prepareBuild(ctx context.Context, n int, req *GuestPointRequest)
 	}
 	req.Build = b
 	return nil
+}
+
+// putHostFiles copies host paths into the guest at the same paths
+// (softroce.HostFiles), remembering what it created.
+func (g *Guest) putHostFiles(ctx context.Context, paths []string) error {
+	files, err := softroce.HostFiles(paths)
+	if err != nil {
+		return err
+	}
+	created, err := g.g.PutFiles(ctx, files)
+	g.put = append(g.put, created...)
+	return err
 }
 
 // latencyReference runs perftest's latency tool where the run's clients
@@ -600,7 +613,10 @@ func (g *Guest) fetchProfiles(ctx context.Context) error {
 
 // BootCMGuest boots the guest for the rdma_cm comparison: with the
 // netdev device, where rdma_cm resolves, and the programs named (cmtime)
-// carried into its image at their host paths.
+// carried into its image at their host paths. It boots one of its own
+// even with Shared: rdmaprobe's side of the comparison runs in the
+// guest's agent, whose librdmacm keeps the device's context open for
+// the agent's life, so the guest would not go back as its boot left it.
 func BootCMGuest(ctx context.Context, opts GuestOptions, programs []string) (*Guest, error) {
 	return bootGuestWith(ctx, opts, false, &guestCommands{binaries: programs})
 }

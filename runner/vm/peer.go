@@ -144,7 +144,7 @@ func startPeerSSH(ctx context.Context, a, b *softroce.Guest) (*guestPeer, error)
 		// what it ran; a 6 s bound ended a live session once, when a
 		// traffic phase over the link held the keepalive replies back.
 		"ClientAliveInterval 5", "ClientAliveCountMax 6", ""}, "\n")
-	if err := b.PutFiles(ctx, []softroce.File{
+	if _, err := b.PutFiles(ctx, []softroce.File{
 		{Path: "/run/sshd", Mode: fs.ModeDir | 0o755},
 		{Path: "/etc/ssh", Mode: fs.ModeDir | 0o755},
 		{Path: "/etc/ssh/host", Mode: 0o600, Data: read("host")},
@@ -158,7 +158,7 @@ func startPeerSSH(ctx context.Context, a, b *softroce.Guest) (*guestPeer, error)
 		// The post-quantum exchange costs seconds of emulated CPU per
 		// login; these keys live for one boot.
 		"  KexAlgorithms curve25519-sha256\n", peerHost, addr)
-	if err := a.PutFiles(ctx, []softroce.File{
+	if _, err := a.PutFiles(ctx, []softroce.File{
 		{Path: "/root/.ssh", Mode: fs.ModeDir | 0o700},
 		{Path: "/root/.ssh/id_ed25519", Mode: 0o600, Data: read("client")},
 		{Path: "/etc/ssh", Mode: fs.ModeDir | 0o755},

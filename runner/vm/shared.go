@@ -16,12 +16,16 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/softroce"
 )
 
-// Shared lends one booted guest to runs in turn, so that a test binary
+// Shared lends booted guests to runs in turn, so that a test binary
 // boots once for its many runs instead of once a run. It lends only to a
-// run of its Shape (CPUs, memory, CPU model, kernel arguments) with
-// nothing of its own to carry into the guest (GuestOptions.Peer, server
-// or client commands); any other run boots its own guest. The guest goes
-// back as it came: after each run Shared checks that no process, RDMA
+// run of its Shape (CPUs, memory, CPU model, kernel arguments) without
+// GuestOptions.Peer; any other run boots its own guest. It keeps two
+// guests, each booted when first asked for: one for rdmaprobe's own
+// server and clients, and one with the netdev device for runs of server
+// or client commands, whose programs and
+// --target-dir go in after the boot (OpPutFiles) instead of into the
+// image. A guest goes back as it came: after each run Shared removes the
+// files the run put (OpRemoveFiles), checks that no process, RDMA
 // object, file or sysctl is left of it and has the agent forget it
 // (OpForget); a guest that is not clean is powered off, said by Check,
 // and the next run boots a new one.
@@ -33,16 +37,17 @@ type Shared struct {
 	Dir string
 
 	mu     sync.Mutex
-	idle   *sharedGuest
-	pids   map[int]bool // QEMU of each shared guest alive
+	idle   map[bool]*sharedGuest // by netdev
+	pids   map[int]bool          // QEMU of each shared guest alive
 	boots  int
 	left   []string // what runs left behind, since Check
 	closed bool
 }
 
 type sharedGuest struct {
-	g    *Guest
-	base GuestState
+	g      *Guest
+	base   GuestState
+	netdev bool
 }
 
 // settle bounds the wait, after a run, for its processes to end and its
@@ -54,12 +59,14 @@ func (s *Shared) fits(opts GuestOptions) bool {
 		opts.cpuModel() == s.Shape.cpuModel() && slices.Equal(opts.KernelArgs, s.Shape.KernelArgs)
 }
 
-// lend returns the shared guest for a run with opts, booting it first if
-// none is idle (or the idle one died or is not clean).
-func (s *Shared) lend(ctx context.Context, opts GuestOptions, simulated bool) (*Guest, error) {
+// lend returns the shared guest for a run with opts (the netdev one for
+// cmds, with their programs put in), booting it first if none is idle
+// (or the idle one died or is not clean).
+func (s *Shared) lend(ctx context.Context, opts GuestOptions, simulated bool, cmds *guestCommands) (*Guest, error) {
+	netdev := cmds != nil
 	s.mu.Lock()
-	sg := s.idle
-	s.idle = nil
+	sg := s.idle[netdev]
+	delete(s.idle, netdev)
 	s.mu.Unlock()
 	if sg != nil {
 		if left := s.check(ctx, sg); len(left) > 0 {
@@ -69,7 +76,7 @@ func (s *Shared) lend(ctx context.Context, opts GuestOptions, simulated bool) (*
 	}
 	if sg == nil {
 		var err error
-		if sg, err = s.boot(ctx, opts); err != nil {
+		if sg, err = s.boot(ctx, netdev); err != nil {
 			return nil, err
 		}
 	}
@@ -78,8 +85,9 @@ func (s *Shared) lend(ctx context.Context, opts GuestOptions, simulated bool) (*
 	if g.opts.Out == nil {
 		g.opts.Out = io.Discard
 	}
-	g.desc = describe(opts, g.g.Ready, simulated, false, false)
+	g.desc = describe(opts, g.g.Ready, simulated, netdev, false)
 	g.end = func() {}
+	g.put = nil
 	var restore map[string]string
 	if opts.MaxMapCount > 0 {
 		raw, err := g.g.Call(ctx, softroce.OpSysctl, map[string]string{"vm.max_map_count": strconv.Itoa(opts.MaxMapCount)}, nil)
@@ -87,27 +95,40 @@ func (s *Shared) lend(ctx context.Context, opts GuestOptions, simulated bool) (*
 			err = json.Unmarshal(raw, &restore)
 		}
 		if err != nil {
-			s.give(sg, nil)
+			s.give(sg, nil, nil)
 			return nil, fmt.Errorf("set guest vm.max_map_count: %w", err)
 		}
 	}
-	g.release = func() error { return s.give(sg, restore) }
+	// g.put grows as the run puts builds in (prepareBuild).
+	g.release = func() error { return s.give(sg, restore, g.put) }
+	if netdev {
+		if paths := append(append([]string(nil), cmds.binaries...), opts.TargetDirs...); len(paths) > 0 {
+			if err := g.putHostFiles(ctx, paths); err != nil {
+				g.release()
+				return nil, fmt.Errorf("copy into the guest: %w", err)
+			}
+		}
+	}
 	fmt.Fprintf(g.opts.Out, "guest: %s, ready in %.1f s (shared by runs in turn)\n", g.desc, g.g.BootTime.Seconds())
 	return &g, nil
 }
 
-func (s *Shared) boot(ctx context.Context, opts GuestOptions) (*sharedGuest, error) {
+func (s *Shared) boot(ctx context.Context, netdev bool) (*sharedGuest, error) {
 	s.mu.Lock()
 	s.boots++
 	n := s.boots
 	s.mu.Unlock()
 	shape := s.Shape
 	shape.Out, shape.ConsoleLog = io.Discard, filepath.Join(s.Dir, fmt.Sprintf("shared-guest-%d-console.log", n))
-	g, err := bootGuestWith(ctx, shape, false, nil)
+	var cmds *guestCommands
+	if netdev {
+		cmds = &guestCommands{} // the netdev device; programs come per run
+	}
+	g, err := bootGuestWith(ctx, shape, false, cmds)
 	if err != nil {
 		return nil, err
 	}
-	sg := &sharedGuest{g: g}
+	sg := &sharedGuest{g: g, netdev: netdev}
 	raw, err := g.g.Call(ctx, OpState, nil, nil)
 	if err == nil {
 		err = json.Unmarshal(raw, &sg.base)
@@ -125,10 +146,11 @@ func (s *Shared) boot(ctx context.Context, opts GuestOptions) (*sharedGuest, err
 	return sg, nil
 }
 
-// give takes the guest back after a run: it sets back what the run set
-// (restore), has the agent forget the run, and keeps the guest for the
-// next one if nothing is left of this one.
-func (s *Shared) give(sg *sharedGuest, restore map[string]string) error {
+// give takes the guest back after a run: it removes the files the run
+// put, sets back what the run set (restore), has the agent forget the
+// run, and keeps the guest for the next one if nothing is left of this
+// one.
+func (s *Shared) give(sg *sharedGuest, restore map[string]string, put []string) error {
 	select {
 	case <-sg.g.g.Exited():
 		s.discard(sg, "", nil) // a guest that died is the run's to report
@@ -138,6 +160,9 @@ func (s *Shared) give(sg *sharedGuest, restore map[string]string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*settle)
 	defer cancel()
 	var errs []error
+	if len(put) > 0 {
+		errs = append(errs, sg.g.g.RemoveFiles(ctx, put))
+	}
 	if len(restore) > 0 {
 		_, err := sg.g.g.Call(ctx, softroce.OpSysctl, restore, nil)
 		errs = append(errs, err)
@@ -160,12 +185,15 @@ func (s *Shared) give(sg *sharedGuest, restore map[string]string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.idle != nil {
+	if s.closed || s.idle[sg.netdev] != nil {
 		go sg.g.Close()
 		delete(s.pids, sg.g.g.PID)
 		return nil
 	}
-	s.idle = sg
+	if s.idle == nil {
+		s.idle = map[bool]*sharedGuest{}
+	}
+	s.idle[sg.netdev] = sg
 	return nil
 }
 
@@ -224,19 +252,19 @@ func (s *Shared) PIDs() map[int]bool {
 	return pids
 }
 
-// Close powers off the idle guest; a guest lent meanwhile is powered off
-// when it comes back.
+// Close powers off the idle guests; a guest lent meanwhile is powered
+// off when it comes back.
 func (s *Shared) Close() error {
 	s.mu.Lock()
-	sg := s.idle
+	idle := s.idle
 	s.idle, s.closed = nil, true
 	s.mu.Unlock()
-	if sg == nil {
-		return nil
+	var errs []error
+	for _, sg := range idle {
+		errs = append(errs, sg.g.Close())
+		s.mu.Lock()
+		delete(s.pids, sg.g.g.PID)
+		s.mu.Unlock()
 	}
-	err := sg.g.Close()
-	s.mu.Lock()
-	delete(s.pids, sg.g.g.PID)
-	s.mu.Unlock()
-	return err
+	return errors.Join(errs...)
 }

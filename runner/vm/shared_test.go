@@ -37,8 +37,8 @@ func TestGuestStateLeft(t *testing.T) {
 	}
 }
 
-// Only a run of the shared guest's shape, with nothing of its own to
-// carry in, gets it.
+// Only a run of the shared guest's shape, and not one with a peer guest,
+// gets it.
 func TestSharedFits(t *testing.T) {
 	s := &Shared{Shape: GuestOptions{CPUs: 2, MemMiB: 2048}}
 	for _, tc := range []struct {
