@@ -175,6 +175,11 @@ func shrink(s string) string {
 	return strings.Join(out, ",")
 }
 
+// trafficCap bounds an example's traffic phase: its window still
+// stretches until every client has completed a message (--traffic-max),
+// so each client is measured, in a quarter of the default phase.
+const trafficCap = 500 * time.Millisecond
+
 // needsMore are the flags of examples that need more than this host's
 // sim backend: the Soft-RoCE guest with the commands they name
 // (target_vm_test.go runs them) or other hosts (runner's launcher
@@ -189,7 +194,7 @@ var needsMore = []string{"server-cmd", "server-build", "client-cmd", "hosts", "h
 //     backend), with every client count divided by 10 (--lo, --hi,
 //     --max-n, --clients, --max-clients, --sim-max-qp, and the count of
 //     --require), 1 round trip of 64 bytes, a traffic phase of at most
-//     1 s, no calibration or sampling, and --results in a temporary
+//     trafficCap, no calibration or sampling, and --results in a temporary
 //     directory. An unbounded search (no --hi) gets a simulated max_qp of
 //     3 x --lo so that its doubling meets a wall, as the README says it
 //     does; a documented --sim-max-qp inside [--lo, --hi] must come out
@@ -251,9 +256,9 @@ func TestDocExamples(t *testing.T) {
 					}
 					e.set("require", shrink(n)+criterion)
 				}
-				if v, ok := e.get("duration"); !ok || v != "0" {
-					if d, err := time.ParseDuration(v); !ok || err != nil || d > time.Second {
-						e.set("duration", "1s")
+				if v, ok := e.get("traffic"); !ok || v != "0" {
+					if d, err := time.ParseDuration(v); !ok || err != nil || d > trafficCap {
+						e.set("traffic", trafficCap.String())
 					}
 				}
 				lo, _ := e.get("lo")
