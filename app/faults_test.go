@@ -279,7 +279,7 @@ func TestFaultInterruptedPointIsKept(t *testing.T) {
 	if run.Search == nil || run.Search.Capacity != 10 || run.Search.FirstFail != 0 || run.Diagnosis != nil || run.Error != "interrupted" {
 		t.Errorf("search %+v, diagnosis %+v, error %q: the point cut short must not count as a failure", run.Search, run.Diagnosis, run.Error)
 	}
-	for _, want := range []string{"3000 clients: cut short (interrupted)", "⏸ interrupted", "of 3000 │", "The point at 3,000 clients was cut short"} {
+	for _, want := range []string{"3000 clients: cut short (interrupted)", "⏸ interrupted", "of 3000 ", "The point at 3,000 clients was cut short"} {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.out)
 		}

@@ -93,7 +93,7 @@ func TestEventsRebuildTable(t *testing.T) {
 		t.Errorf("%d point starts, %d ends", seen[live.EventPointStart], seen[live.EventPointEnd])
 	}
 	var table bytes.Buffer
-	if err := report.Terminal(&table, rebuild(t, evs)); err != nil {
+	if err := report.Terminal(&table, rebuild(t, evs), 0); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(stderr, table.String()) {

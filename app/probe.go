@@ -16,6 +16,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 
+	"github.com/rdmaprobe/rdmaprobe/internal/screen"
 	"github.com/rdmaprobe/rdmaprobe/live"
 	"github.com/rdmaprobe/rdmaprobe/probe"
 	"github.com/rdmaprobe/rdmaprobe/report"
@@ -162,13 +163,15 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) (e
 		}
 	}()
 	prog := newProgress(s.Err)
-	pr := &probeRun{c: c, out: s.Out, mode: mode, strat: strat, be: be, spec: spec, prog: prog, lv: lv}
+	// The width of the stream the lines go to (stderr with --events -).
+	width := screen.Width(s.Out)
+	pr := &probeRun{c: c, out: s.Out, width: width, mode: mode, strat: strat, be: be, spec: spec, prog: prog, lv: lv}
 	o := pr.options()
 	o.SLOs, o.Criterion, o.Require = slos, c.String("criterion"), c.String("require")
 	if err := o.Check(); err != nil {
 		return fail(ExitUsage, "%v", err)
 	}
-	fmt.Fprintf(s.Out, "backend: %s (%s)\n", be.Description, be.Reason)
+	screen.Println(s.Out, width, fmt.Sprintf("backend: %s (%s)", be.Description, be.Reason))
 
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -189,11 +192,11 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) (e
 	}
 	run, path := ss.Run, ss.Path
 	fmt.Fprintln(s.Out)
-	if err := report.Terminal(s.Out, run); err != nil {
+	if err := report.Terminal(s.Out, run, width); err != nil {
 		return err
 	}
-	report.PrintFindings(s.Out, run)
-	fmt.Fprintf(s.Out, "saved %s\n", path)
+	report.PrintFindings(s.Out, run, width)
+	screen.Println(s.Out, width, "saved "+path)
 	// The same code as `rdmaprobe report run.json`, so a saved run
 	// renders again to the same bytes.
 	if err := writeReport(s, run, ss.Dir, report.Formats); err != nil {
@@ -252,6 +255,7 @@ func probeBackend(c *cli.Context, s Streams) (*backend, runner.Spec, error) {
 type probeRun struct {
 	c     *cli.Context
 	out   io.Writer
+	width int // out's columns, 0 off a terminal (screen.Width)
 	mode  string
 	strat session.Strategy
 	be    *backend
@@ -318,29 +322,25 @@ func (r *probeRun) point(pt result.Point) {
 	r.lv.metrics.PointEnds(pt)
 	r.lv.events.PointEnds(pt)
 	r.prog.clear()
-	line := report.PointLine(pt, r.be.Backend.Simulated)
+	lines := report.PointLines(pt, r.be.Backend.Simulated)
 	if len(r.designs) > 1 {
-		line = pt.Design + ": " + strings.TrimLeft(line, " ")
+		lines[0] = pt.Design + ": " + strings.TrimLeft(lines[0], " ")
 	}
-	fmt.Fprintln(r.out, line)
-	for _, l := range report.HostLines(pt) {
-		fmt.Fprintln(r.out, l)
-	}
-	if line := report.TrafficLine(pt); line != "" {
-		fmt.Fprintln(r.out, line)
+	for _, l := range lines {
+		screen.Println(r.out, r.width, l)
 	}
 }
 
 func (r *probeRun) note(note string) {
 	r.lv.events.Note(note)
 	r.prog.clear()
-	fmt.Fprintln(r.out, "note: "+note)
+	screen.Println(r.out, r.width, "note: "+note)
 }
 
 func (r *probeRun) decision(n int, why string) {
 	r.lv.events.Decision(n, why)
 	r.prog.clear()
-	fmt.Fprintf(r.out, "next: %d clients (%s)\n", n, why)
+	screen.Println(r.out, r.width, fmt.Sprintf("next: %d clients (%s)", n, why))
 }
 
 // pointError is the error of a run that ended with a failed point,

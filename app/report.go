@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmaprobe/rdmaprobe/bench"
+	"github.com/rdmaprobe/rdmaprobe/internal/screen"
 	"github.com/rdmaprobe/rdmaprobe/report"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
@@ -83,9 +84,10 @@ func writeReport(s Streams, run *result.Run, dir string, fs []string) error {
 
 // sayReports names the documents among files (not their plots).
 func sayReports(s Streams, files []string, prefix, what string) {
+	width := screen.Width(s.Out)
 	for _, f := range files {
 		if strings.HasPrefix(filepath.Base(f), prefix) {
-			fmt.Fprintf(s.Out, "%s: %s\n", what, f)
+			screen.Println(s.Out, width, what+": "+f)
 		}
 	}
 }

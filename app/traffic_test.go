@@ -202,7 +202,7 @@ func TestUnmeasuredClientsAreNotSustainable(t *testing.T) {
 	if !pt.Passed || !tr.SLOPassed || r.Search == nil || r.Search.Capacity != n {
 		t.Errorf("passed %v, SLO %+v, search %+v", pt.Passed, tr.SLO, r.Search)
 	}
-	if !strings.Contains(out, "(extended from 1 s), unmeasured 0: ") || !strings.Contains(out, "; SLO met") {
+	if !strings.Contains(out, "(extended from 1 s), unmeasured 0; ") || !strings.Contains(out, "; SLO met") {
 		t.Errorf("the traffic line does not show the window used:\n%s", out)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/bench"
+	"github.com/rdmaprobe/rdmaprobe/internal/screen"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -193,19 +194,19 @@ func joinRatios(xs []float64) string {
 // PrintFindings prints what a run found beyond its table: the limiting
 // factor of each design, named and placed as the run's verdict
 // (analysis.Conclude) names it, with its diagnosis's evidence, and the
-// PSN check.
-func PrintFindings(w io.Writer, run *result.Run) {
+// PSN check; laid out for width columns (0: off a terminal).
+func PrintFindings(w io.Writer, run *result.Run, width int) {
 	for _, l := range FindingsLines(run) {
-		fmt.Fprintln(w, l)
+		screen.Println(w, width, l)
 	}
 	if t := run.Target; t != nil && len(t.Client) > 0 {
 		fmt.Fprintln(w, "PSNs: not seen (client commands exchange their own)")
 	} else {
-		fmt.Fprintf(w, "PSNs: %d connections, %d distinct (client, server) pairs", run.PSN.Connections, run.PSN.DistinctPairs)
+		l := fmt.Sprintf("PSNs: %d connections, %d distinct (client, server) pairs", run.PSN.Connections, run.PSN.DistinctPairs)
 		if !run.PSN.Unique {
-			fmt.Fprintf(w, ", %d REPEATED", run.PSN.DuplicatePairs)
+			l += fmt.Sprintf(", %d REPEATED", run.PSN.DuplicatePairs)
 		}
-		fmt.Fprintln(w)
+		screen.Println(w, width, l)
 	}
 }
 
@@ -235,32 +236,19 @@ func FindingsLines(run *result.Run) []string {
 	return out
 }
 
-// PointLine is the line a probe prints when a point ends.
-func PointLine(pt result.Point, simulated bool) string {
+// PointLines are the lines a probe prints when a point ends: its
+// clients and outcomes; its connect phase's times and rate; each
+// generator host's share (HostLines); its traffic phase (TrafficLine).
+func PointLines(pt result.Point, simulated bool) []string {
 	tag := ""
 	if simulated {
 		tag = " [simulated]"
 	}
 	if pt.Interrupted {
-		return fmt.Sprintf("%6d clients: cut short (%s): %d connected of the %d that had an outcome, %.1f s%s — not a measurement of %d",
-			pt.Clients, pt.Error, pt.Connected, pt.Attempted, pt.DurationSec, tag, pt.Clients)
+		return []string{fmt.Sprintf("%6d clients: cut short (%s): %d connected of the %d that had an outcome, %.1f s%s; not a measurement of %d",
+			pt.Clients, pt.Error, pt.Connected, pt.Attempted, pt.DurationSec, tag, pt.Clients)}
 	}
-	rate := ""
-	if pt.ConnectSec > 0 {
-		rate = fmt.Sprintf(" (%.0f connects/s over %.1f s", float64(pt.Connected)/pt.ConnectSec, pt.ConnectSec)
-		if hs := pt.Calibration.HS(); hs > 0 {
-			rate += fmt.Sprintf("; host speed %.0f handshakes/s", hs)
-		}
-		rate += ")"
-	}
-	if pt.TLSResumed > 0 {
-		rate += fmt.Sprintf(", %d TLS sessions resumed", pt.TLSResumed)
-	}
-	if pt.QPs > 0 {
-		rate += fmt.Sprintf(", logical clients on %d QPs", pt.QPs)
-	}
-	s := fmt.Sprintf("%6d clients: %d/%d connected (%s) connect p50 %.1f ms p99 %.1f ms, %.1f s%s%s",
-		pt.Clients, pt.Connected, pt.Attempted, Pct(pt.SuccessRate), pt.Connect.P50, pt.Connect.P99, pt.DurationSec, rate, tag)
+	head := fmt.Sprintf("%6d clients: %d/%d connected (%s), %.1f s%s", pt.Clients, pt.Connected, pt.Attempted, Pct(pt.SuccessRate), pt.DurationSec, tag)
 	var fails []string
 	for _, o := range result.Outcomes {
 		if o != result.OutcomeOK && pt.Outcomes[o] > 0 {
@@ -268,12 +256,29 @@ func PointLine(pt result.Point, simulated bool) string {
 		}
 	}
 	if len(fails) > 0 {
-		s += " — " + strings.Join(fails, ", ")
+		head += " — " + strings.Join(fails, ", ")
 	}
 	if pt.Error != "" {
-		s += " — point error: " + pt.Error
+		head += " — point error: " + pt.Error
 	}
-	return s
+	conn := fmt.Sprintf("        connect p50 %.1f ms, p99 %.1f ms", pt.Connect.P50, pt.Connect.P99)
+	if pt.ConnectSec > 0 {
+		conn += fmt.Sprintf("; %.0f connects/s over %.1f s", float64(pt.Connected)/pt.ConnectSec, pt.ConnectSec)
+	}
+	if hs := pt.Calibration.HS(); hs > 0 {
+		conn += fmt.Sprintf("; host speed %.0f handshakes/s", hs)
+	}
+	if pt.TLSResumed > 0 {
+		conn += fmt.Sprintf("; %d TLS sessions resumed", pt.TLSResumed)
+	}
+	if pt.QPs > 0 {
+		conn += fmt.Sprintf("; logical clients on %d QPs", pt.QPs)
+	}
+	out := append([]string{head, conn}, HostLines(pt)...)
+	if l := TrafficLine(pt); l != "" {
+		out = append(out, l)
+	}
+	return out
 }
 
 // HostLines say each generator host's share of a point, when the
@@ -295,3 +300,4 @@ func HostLines(pt result.Point) []string {
 	}
 	return out
 }
+

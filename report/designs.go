@@ -6,11 +6,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/rdmaprobe/rdmaprobe/analysis"
+	"github.com/rdmaprobe/rdmaprobe/internal/screen"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -165,33 +164,34 @@ func designCost(f analysis.Findings) (analysis.ClientCost, bool) {
 
 // designTerminal is Terminal for a run of several designs: each design's
 // table and verdict, then the capacity-by-design table.
-func designTerminal(w io.Writer, run *result.Run) error {
+func designTerminal(w io.Writer, run *result.Run, width int) error {
 	for _, d := range run.DesignModes() {
 		fmt.Fprintf(w, "Design %s:\n", d)
-		if err := terminal(w, run.ForDesign(d), false); err != nil {
+		if err := terminal(w, run.ForDesign(d), width, false); err != nil {
 			return err
 		}
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w, "Capacity by server design:")
-	t := tablewriter.NewTable(w,
-		tablewriter.WithRenderer(renderer.NewBlueprint()),
-		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithRowAlignment(tw.AlignLeft),
-	)
-	t.Header(DesignHeader)
+	t := table{header: DesignHeader, align: tw.AlignLeft}
 	for _, r := range DesignRows(run) {
-		t.Append(r.Cells())
+		t.rows = append(t.rows, r.Cells())
 	}
-	if err := t.Render(); err != nil {
+	// Leave out from the right, past the design and its capacity.
+	for i := len(DesignHeader) - 1; i >= 2; i-- {
+		t.drop = append(t.drop, DesignHeader[i])
+	}
+	left, err := t.render(w, width)
+	if err != nil {
 		return err
 	}
+	leftOut(w, width, left)
 	sim := ""
 	if run.Backend.Simulated {
 		sim = "(simulated) "
 	}
 	for _, l := range VerdictLines(analysis.Conclude(run)) {
-		fmt.Fprintln(w, sim+l)
+		screen.Println(w, width, sim+l)
 	}
 	return nil
 }

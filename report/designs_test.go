@@ -45,14 +45,14 @@ func TestTerminalOneDesignHasNoDesignTable(t *testing.T) {
 	r.Config.Designs = nil
 	r.Points = r.Points[:1]
 	var b bytes.Buffer
-	if err := Terminal(&b, r); err != nil {
+	if err := Terminal(&b, r, 0); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(b.String(), "Capacity by server design") || strings.Contains(b.String(), "Design per-client") {
 		t.Errorf("one design printed as several:\n%s", b.String())
 	}
 	b.Reset()
-	if err := Terminal(&b, designRun("per-client", "srq")); err != nil {
+	if err := Terminal(&b, designRun("per-client", "srq"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if s := b.String(); !strings.Contains(s, "Design per-client:") || !strings.Contains(s, "Design srq:") || !strings.Contains(s, "Capacity by server design:") {

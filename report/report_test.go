@@ -227,7 +227,7 @@ func TestStepReasons(t *testing.T) {
 		t.Fatalf("fixture has %d steps", len(r.Search.Steps))
 	}
 	var old bytes.Buffer
-	if err := Terminal(&old, r); err != nil {
+	if err := Terminal(&old, r, 0); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(old.String(), "Steps:") {
@@ -248,7 +248,7 @@ func TestStepReasons(t *testing.T) {
 		t.Fatal(err)
 	}
 	var term bytes.Buffer
-	if err := Terminal(&term, r); err != nil {
+	if err := Terminal(&term, r, 0); err != nil {
 		t.Fatal(err)
 	}
 	for name, out := range map[string]string{"markdown": string(md), "html": string(html), "terminal": term.String()} {

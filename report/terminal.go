@@ -7,11 +7,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/rdmaprobe/rdmaprobe/analysis"
+	"github.com/rdmaprobe/rdmaprobe/internal/screen"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -71,25 +70,21 @@ func cutFailures(p result.Point) map[string]int {
 
 // Terminal writes the success-rate table and the verdict; for a run of
 // several server designs, each design's and the capacity-by-design table.
-func Terminal(w io.Writer, run *result.Run) error {
+// width is the terminal's columns (screen.Width): 0 off a terminal.
+func Terminal(w io.Writer, run *result.Run, width int) error {
 	if run.DesignModes() != nil {
-		return designTerminal(w, run)
+		return designTerminal(w, run, width)
 	}
-	return terminal(w, run, true)
+	return terminal(w, run, width, true)
 }
 
 // terminal writes one design's table and sentences; verdict also its
 // verdict lines, which a run of several designs writes after them all.
-func terminal(w io.Writer, run *result.Run, verdict bool) error {
-	rows := analysis.Pool(run.Points, run.Config.Threshold)
-	t := tablewriter.NewTable(w,
-		tablewriter.WithRenderer(renderer.NewBlueprint()),
-		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithRowAlignment(tw.AlignRight),
-	)
-	t.Header([]string{"Clients", "Connected", "Success", "95% CI", "Connect p50 ms", "Connect p99 ms", "Failures", "Status"})
-	for _, r := range rows {
-		t.Append([]string{
+func terminal(w io.Writer, run *result.Run, width int, verdict bool) error {
+	t := table{header: []string{"Clients", "Connected", "Success", "95% CI", "Connect p50 ms", "Connect p99 ms", "Failures", "Status"},
+		align: tw.AlignRight, drop: []string{"95% CI", "Connect p99 ms", "Connect p50 ms", "Failures"}}
+	for _, r := range analysis.Pool(run.Points, run.Config.Threshold) {
+		t.rows = append(t.rows, []string{
 			strconv.Itoa(r.Clients),
 			strconv.Itoa(r.Connected) + "/" + strconv.Itoa(r.Attempted),
 			Pct(r.Rate),
@@ -101,25 +96,27 @@ func terminal(w io.Writer, run *result.Run, verdict bool) error {
 		})
 	}
 	if p := run.Interrupted; p != nil {
-		t.Append([]string{strconv.Itoa(p.Clients), CutConnected(*p), "–", "–",
+		t.rows = append(t.rows, []string{strconv.Itoa(p.Clients), CutConnected(*p), "–", "–",
 			fmt.Sprintf("%.1f", p.Connect.P50), fmt.Sprintf("%.1f", p.Connect.P99), failures(cutFailures(*p)), StatusInterrupted})
 	}
-	if err := t.Render(); err != nil {
+	left, err := t.render(w, width)
+	if err != nil {
 		return err
 	}
+	leftOut(w, width, left)
 	if p := run.Interrupted; p != nil {
-		fmt.Fprintln(w, analysis.CutShort(*p))
+		screen.Println(w, width, analysis.CutShort(*p))
 	}
 	sim := ""
 	if run.Backend.Simulated {
 		sim = "(simulated) "
 	}
 	for _, s := range trafficSentences(run, sim) {
-		fmt.Fprintln(w, strings.ReplaceAll(s, "**", ""))
+		screen.Println(w, width, strings.ReplaceAll(s, "**", ""))
 	}
 	if verdict {
 		for _, l := range VerdictLines(analysis.Conclude(run)) {
-			fmt.Fprintln(w, sim+l)
+			screen.Println(w, width, sim+l)
 		}
 	}
 	// How the search got there, when the run recorded why (runs before
@@ -131,7 +128,15 @@ func terminal(w io.Writer, run *result.Run, verdict bool) error {
 			if s.Passed {
 				verdict = "pass"
 			}
-			fmt.Fprintf(w, "%3d. %7d %s  %s\n", i+1, s.Clients, verdict, StepNote(s))
+			head := fmt.Sprintf("%3d. %7d %s  ", i+1, s.Clients, verdict)
+			if width <= 0 {
+				fmt.Fprintln(w, head+StepNote(s))
+				continue
+			}
+			// The note's further lines sit under its first.
+			for _, l := range screen.Wrap(StepNote(s), width, head, strings.Repeat(" ", len(head))) {
+				fmt.Fprintln(w, l)
+			}
 		}
 	}
 	return nil

@@ -152,7 +152,7 @@ func TrafficLine(pt result.Point) string {
 	if n := t.UnmeasuredNames(); n != "" {
 		window += " (" + n + ")"
 	}
-	s := fmt.Sprintf("        traffic: %s %d B, %s, %s: %.0f msg/s, %.2f MB/s, latency p50 %s p99 %s max %s, per client %s..%s msg/s",
+	s := fmt.Sprintf("        traffic: %s %d B, %s, %s; %.0f msg/s, %.2f MB/s; latency p50 %s p99 %s max %s; per client %s..%s msg/s",
 		t.Op, t.MsgBytes, mode, window, t.MsgRate, t.MBps,
 		latency(t.Latency.P50), latency(t.Latency.P99), latency(t.Latency.Max), ClientRate(t.PerClient.Min), ClientRate(t.PerClient.Max))
 	if r := pt.LatencyReference; r != nil && r.Error == "" && r.Figures["t_typical"] > 0 && t.Latency.P50 > 0 {

@@ -291,7 +291,7 @@ func TestTrafficLineReference(t *testing.T) {
 		t.Errorf("no reading: %s", got)
 	}
 	pt.LatencyReference = &result.Reference{Tool: "ib_send_lat", Figures: map[string]float64{"t_typical": 30.6}, When: result.ReferencePoint}
-	if got, want := TrafficLine(pt), "latency p50 61.2us p99 300us max 900us, per client 0..0 msg/s; p50 2.00 × ib_send_lat's t_typical 30.6us, read just before"; !strings.Contains(got, want) {
+	if got, want := TrafficLine(pt), "latency p50 61.2us p99 300us max 900us; per client 0..0 msg/s; p50 2.00 × ib_send_lat's t_typical 30.6us, read just before"; !strings.Contains(got, want) {
 		t.Errorf("got %s\nwant it to contain %s", got, want)
 	}
 	pt.LatencyReference.Error = "timed out"

@@ -11,18 +11,19 @@ import (
 // stream that is not a terminal, is laid out for 80 columns.
 const MinWidth = 80
 
-// Wrap breaks text into lines of at most width columns at spaces. The
-// first line starts with first, the others with rest (indents, counted
-// in the width). A word longer than a line is left whole on its own.
+// Wrap breaks text into lines of at most width columns (Cols) at
+// spaces. The first line starts with first, the others with rest
+// (indents, counted in the width). A word longer than a line is left
+// whole on its own.
 func Wrap(text string, width int, first, rest string) []string {
 	var lines []string
-	line, n := first, utf8.RuneCountInString(first)
+	line, n := first, Cols(first)
 	empty := true
 	for _, w := range strings.Fields(text) {
-		wn := utf8.RuneCountInString(w)
+		wn := Cols(w)
 		if !empty && n+1+wn > width {
 			lines = append(lines, line)
-			line, n, empty = rest, utf8.RuneCountInString(rest), true
+			line, n, empty = rest, Cols(rest), true
 		}
 		if !empty {
 			line += " "

@@ -32,3 +32,31 @@ func TestWrapLines(t *testing.T) {
 		t.Errorf("WrapLines:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// Fit breaks after a clause when the next one then fits a line, wraps
+// a clause too long for any line word by word, and counts a wide
+// character as two columns.
+func TestFit(t *testing.T) {
+	for _, c := range []struct {
+		line  string
+		width int
+		want  []string
+	}{
+		{"  aa bb; cc dd", 0, []string{"  aa bb; cc dd"}},
+		{"  aa bb; cc dd", 14, []string{"  aa bb; cc dd"}},
+		{"  aa bb; cc dd", 10, []string{"  aa bb;", "    cc dd"}},
+		{"x aaaa bbbb cccc; dd", 10, []string{"x aaaa", "  bbbb", "  cccc; dd"}},
+		{"ok ✅ pass", 9, []string{"ok ✅", "  pass"}},
+		{"a; averyveryverylongword; b", 8, []string{"a;", "  averyveryverylongword;", "  b"}},
+	} {
+		got := Fit(c.line, c.width)
+		if strings.Join(got, "|") != strings.Join(c.want, "|") {
+			t.Errorf("Fit(%q, %d) = %q, want %q", c.line, c.width, got, c.want)
+		}
+		for _, l := range got {
+			if c.width > 0 && Cols(l) > c.width && !strings.Contains(l, "long") {
+				t.Errorf("Fit(%q, %d): %q is %d columns", c.line, c.width, l, Cols(l))
+			}
+		}
+	}
+}
