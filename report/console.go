@@ -300,4 +300,3 @@ func HostLines(pt result.Point) []string {
 	}
 	return out
 }
-
