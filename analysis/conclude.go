@@ -70,7 +70,7 @@ func concludeDesign(run *result.Run, mode string, threshold float64) result.Desi
 	if f.Limit != nil {
 		d.Limit, d.LimitAt = f.Limit.Limit, f.LimitAt
 	}
-	if b, ok := Bend(run.Points, epsilon(run)); ok {
+	if b, ok := Bend(run.Points, Epsilon(run.Config.SLO)); ok {
 		d.Bend = &b
 	}
 	return d

@@ -95,6 +95,10 @@ type Config struct {
 	// ErrPointFailed; by default such a point counts as failed and the
 	// probe goes on.
 	StopOnPointError bool
+	// Epsilon, when set, has the probe re-test a bend in the traffic
+	// phase's message rate (analysis.Bend with this ε) decided by fewer
+	// than MinBendTrials trials (confirmBend).
+	Epsilon float64
 	// Resolution stops a search once the bracket between the capacity
 	// and the first failure is that narrow; zero means adjacent counts.
 	Resolution Resolution
@@ -291,8 +295,8 @@ type prober struct {
 	// above is how many steps just above the capacity passed in a row;
 	// the next one goes 2^above above it.
 	above int
-	// bendChecked is set once confirmBend re-tested a bend.
-	bendChecked bool
+	// bendChecked are the counts past a bend confirmBend re-tested.
+	bendChecked map[int]bool
 	// misses counts wall-guided counts that failed anyway; distrust,
 	// once set, says why a wall's evidence is no longer followed.
 	misses   int
@@ -303,7 +307,7 @@ func newProber(ctx context.Context, cfg Config, m Measure, observe func(Event)) 
 	if observe == nil {
 		observe = func(Event) {}
 	}
-	return &prober{ctx: ctx, cfg: cfg, measure: m, observe: observe, tallies: map[int]*tally{}}
+	return &prober{ctx: ctx, cfg: cfg, measure: m, observe: observe, tallies: map[int]*tally{}, bendChecked: map[int]bool{}}
 }
 
 func (p *prober) search() error {
@@ -482,28 +486,48 @@ func (p *prober) run(n int, note, why string) error {
 	return nil
 }
 
-// confirmBend re-tests the first failure, and the capacity below it,
-// cfg.Retests more rounds each when only the traffic phase failed it
-// (its clients connected at the threshold; the SLOs missed, as
-// rate>=0.9*peak does past a bend): a bend in the message rate is
-// noisier than a refusal, and the count is decided by its median trial
-// (analysis.MissesSLOs). Once per probe; again says it re-tested, so a
-// search narrows the bracket the re-tests left.
+// MinBendTrials is how many trials a count either side of a bend needs
+// before the bend stands: their median decides it. One trial of the sim
+// on a loaded host fell to a third of the peak with no bend behind it,
+// its medians of three to 65% (results/README.md, "The bend").
+const MinBendTrials = 3
+
+// maxBendChecks bounds the bends re-tested in one probe: a re-test that
+// moves the bend may show the next one.
+const maxBendChecks = 2
+
+// confirmBend re-tests either side of a bend, cfg.Retests more rounds
+// each, so that the median of at least MinBendTrials trials decides both
+// counts: a bend in the message rate is noisier than a refusal. A bend
+// is the first failure when only its traffic phase failed it (its
+// clients connected at the threshold; the SLOs missed, as
+// rate>=0.9*peak does past a bend), or, with cfg.Epsilon, the first
+// count whose median rate fell below (1−ε) of the peak (analysis.Bend).
+// again says it re-tested, so a search narrows the bracket the re-tests
+// left.
 func (p *prober) confirmBend() (again bool, err error) {
+	if p.cfg.Retests == 0 || len(p.bendChecked) >= maxBendChecks {
+		return false, nil
+	}
+	var ns []int
+	why := ""
 	capacity, first := p.bracket()
-	if p.bendChecked || p.cfg.Retests == 0 || first == 0 {
+	if t := p.tallies[first]; first != 0 && !t.errored && !t.reconciled && !p.bendChecked[first] &&
+		analysis.MissesSLOs(t.sloMissed, t.trials) && analysis.Passes(t.connected, t.attempted, p.cfg.Threshold) {
+		ns, why = []int{capacity, first}, fmt.Sprintf("%s failed by its traffic phase alone", analysis.Thousands(first))
+	} else if b, ok := analysis.Bend(p.points, p.cfg.Epsilon); p.cfg.Epsilon > 0 && ok && b.BendAt != 0 && !p.bendChecked[b.BendAt] &&
+		min(p.tallies[b.Performant].trials, p.tallies[b.BendAt].trials) < MinBendTrials {
+		ns, why = []int{b.Performant, b.BendAt}, fmt.Sprintf("the message rate fell from %.0f at %s to %.0f at %s, below %s of the peak",
+			b.Rate, analysis.Thousands(b.Performant), b.BendRate, analysis.Thousands(b.BendAt), pct(1-b.Epsilon))
+	}
+	if why == "" {
 		return false, nil
 	}
-	t := p.tallies[first]
-	if t.errored || t.reconciled || !analysis.MissesSLOs(t.sloMissed, t.trials) || !analysis.Passes(t.connected, t.attempted, p.cfg.Threshold) {
-		return false, nil
+	if ns[0] == 0 {
+		ns = ns[1:]
 	}
-	p.bendChecked = true
-	ns := []int{first}
-	if capacity > 0 {
-		ns = []int{capacity, first}
-	}
-	why := fmt.Sprintf("%s failed by its traffic phase alone: re-test either side of the bend, each count decided by its median trial", analysis.Thousands(first))
+	p.bendChecked[ns[len(ns)-1]] = true
+	why += ": re-test either side of the bend, each count decided by its median trial"
 	p.notef("%s; re-testing %s %s.", why, joinInts(ns), times(p.cfg.Retests, len(ns)))
 	for _, n := range ns {
 		for range p.cfg.Retests {
@@ -519,7 +543,14 @@ func (p *prober) confirmBend() (again bool, err error) {
 		if t.passed(p.cfg.Threshold) {
 			verb = "passes"
 		}
-		after[i] = fmt.Sprintf("%d %s (traffic missed in %d of %d trials)", n, verb, t.sloMissed, t.trials)
+		after[i] = fmt.Sprintf("%d %s over %d trials", n, verb, t.trials)
+	}
+	if b, ok := analysis.Bend(p.points, p.cfg.Epsilon); p.cfg.Epsilon > 0 && ok {
+		at := "no count falls below it"
+		if b.BendAt != 0 {
+			at = fmt.Sprintf("%s falls to %.0f msg/s", analysis.Thousands(b.BendAt), b.BendRate)
+		}
+		after = append(after, fmt.Sprintf("by the median rates %s is performant (peak %.0f msg/s) and %s", analysis.Thousands(b.Performant), b.Peak, at))
 	}
 	p.notef("After re-tests: %s.", joinClauses(after))
 	return true, p.reconcile()

@@ -67,7 +67,7 @@ func verdictFigures(d result.DesignVerdict) string {
 }
 
 // PerformantText is a design's performant-client count (result.Bend)
-// in a few words: "performant 60 (>= 75% of the peak 45600 msg/s at
+// in a few words: "performant 60 (>= 50% of the peak 45600 msg/s at
 // 60; 120 fell to 5100)".
 func PerformantText(b result.Bend) string {
 	fell := "; no count fell below it"

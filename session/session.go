@@ -224,7 +224,7 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 			o.Decision(ev.Step.Clients, of+ev.Note)
 		}
 	}
-	cfg := probe.Config{Threshold: o.Spec.Threshold, Trials: o.Trials, StopOnPointError: o.StopOnError}
+	cfg := probe.Config{Threshold: o.Spec.Threshold, Trials: o.Trials, StopOnPointError: o.StopOnError, Epsilon: analysis.Epsilon(o.SLOText)}
 	srch, _, perr := o.Strategy(ctx, designs, cfg, record, obs)
 	if f, ok := r.(runner.Finisher); ok && ctx.Err() == nil && run.Interrupted == nil {
 		f.Finish(ctx)
