@@ -273,7 +273,7 @@ func (r *probeRun) options() session.Options {
 	o := session.Options{
 		Mode: r.mode, Command: os.Args, ToolVersion: Version, ResultsDir: c.String("results"),
 		Backend: be.Backend, Spec: r.spec, Trials: c.Int("trials"), StopOnError: c.Bool("stop-on-error"),
-		Target:   targetRecord(r.spec, c.StringSlice("target-dir"), be.targetDevice(r.spec), be.targetAddr(r.spec)),
+		Target:   session.TargetRecord(r.spec, c.StringSlice("target-dir"), be.targetDevice(r.spec), be.targetAddr(r.spec)),
 		Strategy: r.strat, Open: be.open, ProfileDir: c.String("profile"),
 		SLOText:  c.String("slo"),
 		Progress: r.progress, PointStarts: r.pointStarts, Started: r.started,

@@ -4,9 +4,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -17,7 +14,6 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
-	"github.com/rdmaprobe/rdmaprobe/runner/vm"
 )
 
 // targetFlags probe a server, or clients, that rdmaprobe did not write.
@@ -46,7 +42,7 @@ func targetFlags() []cli.Flag {
 // targetSpec reads the target flags into spec's Server and Client.
 func targetSpec(c *cli.Context, spec *runner.Spec) error {
 	if s := c.String("server-cmd"); s != "" {
-		argv, err := commandArgv("--server-cmd", s)
+		argv, err := command.SplitProgram("--server-cmd", s)
 		if err != nil {
 			return err
 		}
@@ -66,7 +62,7 @@ func targetSpec(c *cli.Context, spec *runner.Spec) error {
 		}
 	}
 	if s := c.String("client-cmd"); s != "" {
-		argv, err := commandArgv("--client-cmd", s)
+		argv, err := command.SplitProgram("--client-cmd", s)
 		if err != nil {
 			return err
 		}
@@ -160,75 +156,4 @@ func privateData(s string) ([]byte, error) {
 		}
 	}
 	return b, nil
-}
-
-// commandArgv splits a command flag and checks its program before
-// anything starts: a program that is missing or not executable is the
-// operator's mistake, said in one line. A program named through a
-// placeholder ({build}/server) exists only once built.
-func commandArgv(flag, s string) ([]string, error) {
-	argv, err := command.Split(s)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", flag, err)
-	}
-	prog := argv[0]
-	if strings.Contains(prog, "{") {
-		return argv, nil
-	}
-	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
-		// Commands run in each point's own directory: a program named
-		// relative to here must keep meaning this one.
-		if argv[0], err = filepath.Abs(prog); err != nil {
-			return nil, err
-		}
-	}
-	if _, err := exec.LookPath(argv[0]); err != nil {
-		return nil, fmt.Errorf("%s: %s: %v", flag, prog, lookErr(argv[0], err))
-	}
-	return argv, nil
-}
-
-func lookErr(prog string, err error) string {
-	if fi, serr := os.Stat(prog); serr == nil {
-		if fi.IsDir() {
-			return "is a directory"
-		}
-		return "not executable"
-	}
-	if strings.Contains(prog, "/") {
-		return "no such file"
-	}
-	return "not found in $PATH"
-}
-
-// targetRecord is what the run records of its target: the templates,
-// and the SHA-256 of the programs they name as they are now.
-func targetRecord(spec runner.Spec, dirs []string, device, addr string) *result.Target {
-	if spec.Server == nil && spec.Client == nil {
-		return nil
-	}
-	t := &result.Target{Dirs: dirs, Device: device, Addr: addr, Binaries: map[string]string{}}
-	var argvs [][]string
-	if s := spec.Server; s != nil {
-		t.Server, t.BuildCommand, t.Port, t.Ready = s.Argv, s.Build, s.Port, s.Ready
-		argvs = append(argvs, s.Argv)
-		if s.Addr != "" {
-			t.Addr = s.Addr
-		}
-	}
-	if c := spec.Client; c != nil {
-		t.Client, t.ClientStdin, t.ClientOK, t.Counting = c.Argv, c.Stdin, c.OK, c.Counting()
-		argvs = append(argvs, c.Argv)
-	}
-	progs, _ := vm.CommandPrograms(argvs...)
-	for _, p := range progs {
-		if sum, err := runner.FileSHA256(p); err == nil {
-			t.Binaries[p] = sum
-		}
-	}
-	if len(t.Binaries) == 0 {
-		t.Binaries = nil
-	}
-	sort.Strings(t.Dirs)
-	return t
 }

@@ -261,3 +261,34 @@ func Vars(n, max, port int, dir string) map[string]string {
 		"dir":  dir,
 	}
 }
+
+// HashTree returns the SHA-256 of every regular file under dir, by
+// path relative to it (the build's own marker left out).
+func HashTree(dir string) map[string]string {
+	out := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() || strings.HasPrefix(d.Name(), ".rdmaprobe-") {
+			return nil
+		}
+		if sum, err := FileSHA256(p); err == nil {
+			rel, _ := filepath.Rel(dir, p)
+			out[rel] = sum
+		}
+		return nil
+	})
+	return out
+}
+
+// FileSHA256 is the hex SHA-256 of a file's content.
+func FileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

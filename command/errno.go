@@ -2,6 +2,7 @@ package command
 
 import (
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -63,4 +64,28 @@ func Errnos(out string) []string {
 		}
 	}
 	return names
+}
+
+// ErrorLines are the distinct lines of out that name an errno, at most
+// max, and the errno names.
+func ErrorLines(out string, max int) (lines, errnos []string) {
+	seen := map[string]bool{}
+	for _, l := range strings.Split(out, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || seen[l] {
+			continue
+		}
+		if names := Errnos(l); len(names) > 0 {
+			seen[l] = true
+			if len(lines) < max {
+				lines = append(lines, l)
+			}
+			for _, n := range names {
+				if !slices.Contains(errnos, n) {
+					errnos = append(errnos, n)
+				}
+			}
+		}
+	}
+	return lines, errnos
 }

@@ -3,6 +3,9 @@ package command
 import (
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -233,4 +236,82 @@ func Unescape(s string) (string, error) {
 
 func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// SplitProgram splits a command flag's line (Split) and checks its
+// program before anything starts: a program that is missing or not executable is the
+// operator's mistake, said in one line. A program named through a
+// placeholder ({build}/server) exists only once built.
+func SplitProgram(flag, s string) ([]string, error) {
+	argv, err := Split(s)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	prog := argv[0]
+	if strings.Contains(prog, "{") {
+		return argv, nil
+	}
+	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
+		// Commands run in each point's own directory: a program named
+		// relative to here must keep meaning this one.
+		if argv[0], err = filepath.Abs(prog); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return nil, fmt.Errorf("%s: %s: %v", flag, prog, lookErr(argv[0], err))
+	}
+	return argv, nil
+}
+
+func lookErr(prog string, err error) string {
+	if fi, serr := os.Stat(prog); serr == nil {
+		if fi.IsDir() {
+			return "is a directory"
+		}
+		return "not executable"
+	}
+	if strings.Contains(prog, "/") {
+		return "no such file"
+	}
+	return "not found in $PATH"
+}
+
+// Programs lists the host programs command templates name: each
+// argv[0] (looked up in $PATH) and every argument that is an absolute
+// path to an executable file. Arguments with placeholders ({build}/srv)
+// exist only once built and are copied then.
+func Programs(argvs ...[]string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, argv := range argvs {
+		for i, a := range argv {
+			if strings.Contains(a, "{") {
+				continue
+			}
+			var p string
+			switch {
+			case i == 0:
+				lp, err := exec.LookPath(a)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", a, err)
+				}
+				if p, err = filepath.Abs(lp); err != nil {
+					return nil, err
+				}
+			case filepath.IsAbs(a):
+				if fi, err := os.Stat(a); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+					continue
+				}
+				p = a
+			default:
+				continue
+			}
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
 }

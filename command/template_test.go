@@ -1,6 +1,8 @@
 package command
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -77,5 +79,32 @@ func TestErrnos(t *testing.T) {
 		if got := Errnos(in); !reflect.DeepEqual(got, want) {
 			t.Errorf("Errnos(%q) = %v, want %v", in, got, want)
 		}
+	}
+}
+
+// A command flag's program is checked before anything starts: missing,
+// a directory or not executable is said in one line; a relative path is
+// made absolute; a program named through a placeholder passes.
+func TestSplitProgram(t *testing.T) {
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain")
+	if err := os.WriteFile(plain, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ line, want string }{
+		{"nosuchprogram-x -a", "not found in $PATH"},
+		{dir + "/missing", "no such file"},
+		{dir, "is a directory"},
+		{plain, "not executable"},
+	} {
+		if _, err := SplitProgram("--server-cmd", tc.line); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.line, err, tc.want)
+		}
+	}
+	if argv, err := SplitProgram("--server-cmd", "{build}/srv -p {port}"); err != nil || argv[0] != "{build}/srv" {
+		t.Errorf("placeholder: %q, %v", argv, err)
+	}
+	if argv, err := SplitProgram("--client-cmd", "true x"); err != nil || argv[0] != "true" {
+		t.Errorf("true: %q, %v", argv, err)
 	}
 }

@@ -2,17 +2,14 @@ package runner
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -130,7 +127,7 @@ func NewBuilder(argv []string, dir string) BuildFunc {
 		mu.Lock()
 		defer mu.Unlock()
 		if sums[built.Key] == nil {
-			sums[built.Key] = hashTree(built.Dir)
+			sums[built.Key] = command.HashTree(built.Dir)
 		}
 		return &result.Build{Argv: built.Argv, Dir: built.Dir, Key: built.Key, Cached: built.Cached,
 			DurationSec: built.Duration.Seconds(), Outputs: sums[built.Key], Tail: built.Tail}, nil
@@ -251,7 +248,7 @@ func (t *commandTarget) writeCerts(dir string, vars map[string]string) error {
 		{"key", "server.key", t.certs.Server.KeyPEM},
 		{"client_ca", "client-ca.pem", t.certs.Client.CertPEM},
 	} {
-		if !containsString(used, f.name) {
+		if !slices.Contains(used, f.name) {
 			continue
 		}
 		p := filepath.Join(dir, f.file)
@@ -389,7 +386,7 @@ func (s *commandServer) Stop(grace time.Duration) (result.ServerStats, string) {
 	r := s.p.Stop(g)
 	s.stop = &r
 	s.rec.Tail = s.p.Tail()
-	s.rec.Errors, s.rec.Errnos = errorLines(s.rec.Tail, 5)
+	s.rec.Errors, s.rec.Errnos = command.ErrorLines(s.rec.Tail, 5)
 	s.rec.Left = r.Left
 	s.rec.Processes = 1 + r.Others
 	s.rec.Exit = r.Exit.String()
@@ -418,67 +415,3 @@ func (s *commandServer) Kill() { s.p.Stop(0) }
 
 // Record is what the point records of its server command.
 func (s *commandServer) Record() *result.TargetPoint { return s.rec }
-
-// errorLines are the distinct lines of out that name an errno, at most
-// max, and the errno names.
-func errorLines(out string, max int) (lines, errnos []string) {
-	seen := map[string]bool{}
-	for _, l := range strings.Split(out, "\n") {
-		l = strings.TrimSpace(l)
-		if l == "" || seen[l] {
-			continue
-		}
-		if names := command.Errnos(l); len(names) > 0 {
-			seen[l] = true
-			if len(lines) < max {
-				lines = append(lines, l)
-			}
-			for _, n := range names {
-				if !containsString(errnos, n) {
-					errnos = append(errnos, n)
-				}
-			}
-		}
-	}
-	return lines, errnos
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-// hashTree returns the SHA-256 of every regular file under dir, by
-// path relative to it (the build's own marker left out).
-func hashTree(dir string) map[string]string {
-	out := map[string]string{}
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() || strings.HasPrefix(d.Name(), ".rdmaprobe-") {
-			return nil
-		}
-		if sum, err := FileSHA256(p); err == nil {
-			rel, _ := filepath.Rel(dir, p)
-			out[rel] = sum
-		}
-		return nil
-	})
-	return out
-}
-
-// FileSHA256 is the hex SHA-256 of a file's content.
-func FileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}

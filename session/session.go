@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/certs"
 	"github.com/rdmaprobe/rdmaprobe/client"
 	"github.com/rdmaprobe/rdmaprobe/collectors"
+	"github.com/rdmaprobe/rdmaprobe/command"
 	"github.com/rdmaprobe/rdmaprobe/probe"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
@@ -453,4 +455,36 @@ func judgeTraffic(pt *result.Point, prior []result.Point, slos []slo.SLO, criter
 		t.SLOPassed = false
 	}
 	t.Judged = criterion == result.CriterionTraffic
+}
+
+// TargetRecord is what the run records of its target: the templates,
+// and the SHA-256 of the programs they name as they are now.
+func TargetRecord(spec runner.Spec, dirs []string, device, addr string) *result.Target {
+	if spec.Server == nil && spec.Client == nil {
+		return nil
+	}
+	t := &result.Target{Dirs: dirs, Device: device, Addr: addr, Binaries: map[string]string{}}
+	var argvs [][]string
+	if s := spec.Server; s != nil {
+		t.Server, t.BuildCommand, t.Port, t.Ready = s.Argv, s.Build, s.Port, s.Ready
+		argvs = append(argvs, s.Argv)
+		if s.Addr != "" {
+			t.Addr = s.Addr
+		}
+	}
+	if c := spec.Client; c != nil {
+		t.Client, t.ClientStdin, t.ClientOK, t.Counting = c.Argv, c.Stdin, c.OK, c.Counting()
+		argvs = append(argvs, c.Argv)
+	}
+	progs, _ := command.Programs(argvs...)
+	for _, p := range progs {
+		if sum, err := command.FileSHA256(p); err == nil {
+			t.Binaries[p] = sum
+		}
+	}
+	if len(t.Binaries) == 0 {
+		t.Binaries = nil
+	}
+	sort.Strings(t.Dirs)
+	return t
 }

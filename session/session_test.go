@@ -465,3 +465,23 @@ func TestRunRefusesDesignsARunnerCannotSet(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// The run records its target's templates and the SHA-256 of each
+// program they name; a run of rdmaprobe's own server and clients has
+// none.
+func TestTargetRecord(t *testing.T) {
+	if r := TargetRecord(runner.Spec{}, nil, "", ""); r != nil {
+		t.Errorf("no commands: %+v", r)
+	}
+	spec := runner.Spec{Server: &runner.ServerCommand{Argv: []string{"true", "{port}"}, Addr: "192.0.2.9"},
+		Client: &protocol.ClientCommand{Argv: []string{"{build}/client"}}}
+	r := TargetRecord(spec, []string{"/b", "/a"}, "rxe1", "192.0.2.1")
+	if r == nil || r.Addr != "192.0.2.9" || r.Device != "rxe1" || !slices.Equal(r.Dirs, []string{"/a", "/b"}) || len(r.Binaries) != 1 {
+		t.Fatalf("record %+v", r)
+	}
+	for p, sum := range r.Binaries {
+		if filepath.Base(p) != "true" || len(sum) != 64 {
+			t.Errorf("binary %s: %s", p, sum)
+		}
+	}
+}

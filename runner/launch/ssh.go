@@ -170,7 +170,7 @@ func (s *SSH) prepare(ctx context.Context, h *sshHost, cfg SSHConfig) error {
 // the same content is there (which it then touches: used), returns its
 // path there, and prunes the host's other copies (remoteKeep).
 func (s *SSH) copyBinary(ctx context.Context, host, exe string) (string, error) {
-	sum, err := runner.FileSHA256(exe)
+	sum, err := command.FileSHA256(exe)
 	if err != nil {
 		return "", err
 	}

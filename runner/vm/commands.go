@@ -3,10 +3,8 @@ package vm
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 
+	"github.com/rdmaprobe/rdmaprobe/command"
 	"github.com/rdmaprobe/rdmaprobe/runner"
 	"github.com/rdmaprobe/rdmaprobe/softroce"
 )
@@ -53,7 +51,7 @@ func commandsForGuest(spec runner.Spec, opts GuestOptions) (*guestCommands, erro
 	if spec.Client != nil {
 		argvs = append(argvs, spec.Client.Argv)
 	}
-	bins, err := CommandPrograms(argvs...)
+	bins, err := command.Programs(argvs...)
 	if err != nil {
 		return nil, err
 	}
@@ -64,43 +62,4 @@ func commandsForGuest(spec runner.Spec, opts GuestOptions) (*guestCommands, erro
 		}
 	}
 	return gc, nil
-}
-
-// CommandPrograms lists the host programs command templates name: each
-// argv[0] (looked up in $PATH) and every argument that is an absolute
-// path to an executable file. Arguments with placeholders ({build}/srv)
-// exist only once built and are copied then.
-func CommandPrograms(argvs ...[]string) ([]string, error) {
-	var out []string
-	seen := map[string]bool{}
-	for _, argv := range argvs {
-		for i, a := range argv {
-			if strings.Contains(a, "{") {
-				continue
-			}
-			var p string
-			switch {
-			case i == 0:
-				lp, err := exec.LookPath(a)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", a, err)
-				}
-				if p, err = filepath.Abs(lp); err != nil {
-					return nil, err
-				}
-			case filepath.IsAbs(a):
-				if fi, err := os.Stat(a); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
-					continue
-				}
-				p = a
-			default:
-				continue
-			}
-			if !seen[p] {
-				seen[p] = true
-				out = append(out, p)
-			}
-		}
-	}
-	return out, nil
 }
