@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -76,19 +75,13 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 		return err
 	}
 	path := filepath.Join(dir, bench.FileName)
-	run := &bench.Run{SchemaVersion: bench.SchemaVersion, Tool: bench.Tool, Kind: bench.Kind,
-		ToolVersion: Version, Command: os.Args, StartedAt: time.Now().UTC(), Backend: be.Backend,
-		Host: bench.Local(nil),
-		Config: bench.Config{N: req.N, Concurrency: req.Concurrency, Warmup: req.Warmup, Passes: req.Passes,
-			PayloadBytes: req.MsgSize, Rounds: 1, TimeoutSec: req.Timeout.Seconds()}}
-	// Saved after every measurement, so an interrupted run or a dead
-	// guest keeps what it finished.
-	save := func() error { return saveBench(run, path) }
+	run := bench.NewRun(Version, os.Args, be.Backend, bench.Config{N: req.N, Concurrency: req.Concurrency, Warmup: req.Warmup,
+		Passes: req.Passes, PayloadBytes: req.MsgSize, Rounds: 1, TimeoutSec: req.Timeout.Seconds()})
 	progress := func(m bench.Measurement) {
 		run.Measurements = append(run.Measurements, m)
 		fmt.Fprintf(s.Err, "  %-13s %s: %d/%d ok, %.1f conn/s, %.3f ms/conn\n",
 			m.Name, report.InFlight(m.Concurrency), m.OK, m.Attempted, m.PerSec, m.CostMS)
-		save()
+		run.Save(path)
 	}
 
 	var got *bench.Run
@@ -110,31 +103,12 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 	return finishBench(s, run, dir, path, report.PrintBench, err)
 }
 
-// saveBench writes run to path whole, summarised: a bench saves after
-// every measurement, so an interrupted run or a dead guest keeps what it
-// finished.
-func saveBench(run *bench.Run, path string) error {
-	run.Summarise()
-	b, err := json.MarshalIndent(run, "", " ")
-	if err != nil {
-		return err
-	}
-	return result.WriteFileAtomic(path, append(b, '\n'), 0o644)
-}
-
 // finishBench ends a bench run that err ended (nil: it completed): it
 // saves the run, prints it with print and renders its report from the
 // saved contents, as `rdmaprobe report bench.json` would, so the report
 // can be regenerated. It returns err, or the first error of its own.
 func finishBench(s Streams, run *bench.Run, dir, path string, print func(io.Writer, *bench.Run) error, err error) error {
-	run.FinishedAt = time.Now().UTC()
-	run.Complete = err == nil
-	if err != nil {
-		run.Error = err.Error()
-	}
-	if serr := saveBench(run, path); serr != nil && err == nil {
-		err = serr
-	}
+	err = run.Finish(path, err)
 	if perr := print(s.Out, run); perr != nil && err == nil {
 		err = perr
 	}

@@ -80,17 +80,18 @@ func runBenchRDMACM(ctx context.Context, c *cli.Context, s Streams) error {
 	}
 	path := filepath.Join(dir, bench.FileName)
 	opts := guestOptions(c)
-	run := &bench.Run{SchemaVersion: bench.SchemaVersion, Tool: bench.Tool, Kind: bench.Kind,
-		ToolVersion: Version, Command: os.Args, StartedAt: time.Now().UTC(),
-		Backend: result.Backend{Name: "vm"}, Host: bench.Local(nil),
-		Config: bench.Config{N: req.N, Passes: req.Passes, Concurrency: req.N, TimeoutSec: req.Timeout.Seconds()},
-		RDMACM: &bench.CMRun{N: req.N, Passes: req.Passes, Modes: req.Modes, Limits: cmLimits(opts.CPUs)}}
-	save := func() error { return saveBench(run, path) }
+	run := bench.NewRun(Version, os.Args, result.Backend{Name: "vm"},
+		bench.Config{N: req.N, Passes: req.Passes, Concurrency: req.N, TimeoutSec: req.Timeout.Seconds()})
+	run.RDMACM = &bench.CMRun{N: req.N, Passes: req.Passes, Modes: req.Modes, Limits: bench.CMLimits(opts.CPUs)}
 	progress := func(m bench.CMMeasurement) {
 		run.RDMACM.Measurements = append(run.RDMACM.Measurements, m)
-		fmt.Fprintf(s.Err, "  pass %d %-22s %d/%d connected in %.2f s: %.1f connects/s%s\n",
-			m.Pass, report.CMClientName(m), m.Connected, m.Attempted, m.Sec, m.PerSec, errSuffix(m.Error))
-		save()
+		line := fmt.Sprintf("  pass %d %-22s %d/%d connected in %.2f s: %.1f connects/s",
+			m.Pass, report.CMClientName(m), m.Connected, m.Attempted, m.Sec, m.PerSec)
+		if m.Error != "" {
+			line += " (" + m.Error + ")"
+		}
+		fmt.Fprintln(s.Err, line)
+		run.Save(path)
 	}
 
 	opts.ConsoleLog = filepath.Join(dir, "guest-console.log")
@@ -109,18 +110,4 @@ func runBenchRDMACM(ctx context.Context, c *cli.Context, s Streams) error {
 		g.Close()
 	}
 	return finishBench(s, run, dir, path, report.PrintCMBench, err)
-}
-
-// cmLimits says what bounds both clients in the guest.
-func cmLimits(cpus int) string {
-	return fmt.Sprintf("Both clients and cmtime's server share the guest's %d emulated CPUs (QEMU TCG), so each connect "+
-		"costs CPU on both ends at once; and every rdma_cm step of either client (address and route resolution, the "+
-		"CM's REQ, REP and RTU, and the server's accept) goes through the guest kernel's rdma_cm and ib_cm work queues.", cpus)
-}
-
-func errSuffix(e string) string {
-	if e == "" {
-		return ""
-	}
-	return " (" + e + ")"
 }

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,9 +15,6 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/runner/vm"
 	"github.com/rdmaprobe/rdmaprobe/soak"
 )
-
-// soakFileName is the soak's record inside its results directory.
-const soakFileName = "soak.json"
 
 func soakCommand(s Streams) *cli.Command {
 	return &cli.Command{
@@ -40,7 +36,7 @@ func soakCommand(s Streams) *cli.Command {
 			&cli.StringFlag{Name: "mode", Value: runner.DefaultMode, Usage: "the server's --mode"},
 			&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "payload bytes per message"},
 			&cli.IntFlag{Name: "inflight", Value: protocol.DefaultInFlight, Usage: "connection attempts in progress at once"},
-			&cli.StringFlag{Name: "results", Value: "results", Usage: "directory that receives <UTC time>-soak-<backend>/" + soakFileName},
+			&cli.StringFlag{Name: "results", Value: "results", Usage: "directory that receives <UTC time>-soak-<backend>/" + soak.FileName},
 		}, vmFlags()...),
 		Action: interruptible(s, runSoak),
 	}
@@ -66,13 +62,8 @@ func runSoak(ctx context.Context, c *cli.Context, s Streams) error {
 	}
 	fmt.Fprintf(s.Out, "soak: serve --mode %s --max-clients %d on %s, waves of %d clients with %v of traffic, for %v\n",
 		cfg.Mode, cfg.MaxClients, backend, cfg.Wave, cfg.Traffic, cfg.Duration)
-	fmt.Fprintf(s.Out, "%8s %9s %9s %10s %6s %7s %8s %10s %8s\n",
-		"elapsed", "served", "RSS MiB", "heap KiB", "files", "threads", "mappings", "connects/s", "failures")
-	sample := func(x soak.Sample) {
-		fmt.Fprintf(s.Out, "%7.0fs %9d %9.1f %10.0f %6d %7d %8d %10.1f %8d\n",
-			x.ElapsedSec, x.Served, float64(x.RSSBytes)/(1<<20), float64(x.RetainedHeapBytes)/1024,
-			x.OpenFiles, x.Threads, x.Mappings, x.ConnectsPerSec, x.Failures)
-	}
+	soak.PrintHeader(s.Out)
+	sample := func(x soak.Sample) { soak.PrintSample(s.Out, x) }
 	var res *soak.Result
 	if backend == "vm" {
 		opts := guestOptions(c)
@@ -87,21 +78,12 @@ func runSoak(ctx context.Context, c *cli.Context, s Streams) error {
 		res, err = runner.Soak(ctx, protocol.Fabric{Backend: backend, GIDIndex: -1}, cfg, sample)
 	}
 	if res != nil {
-		b, jerr := json.MarshalIndent(struct {
-			Tool    string   `json:"tool"`
-			Kind    string   `json:"kind"`
-			Command []string `json:"command"`
-			Backend string   `json:"backend"`
-			*soak.Result
-		}{"rdmaprobe", "soak", os.Args, backend, res}, "", " ")
-		if jerr == nil {
-			path := filepath.Join(dir, soakFileName)
-			if werr := result.WriteFileAtomic(path, append(b, '\n'), 0o644); werr != nil && err == nil {
-				err = werr
-			}
-			fmt.Fprintf(s.Out, "served %d clients (%d failed); growth per 100,000 clients served: RSS %+.1f KiB, retained heap %+.1f KiB\nsaved %s\n",
-				res.Served, res.Failures, res.RSSPer100k/1024, res.HeapPer100k/1024, path)
+		path, serr := soak.Save(dir, os.Args, backend, res)
+		if serr != nil && err == nil {
+			err = serr
 		}
+		fmt.Fprintf(s.Out, "served %d clients (%d failed); growth per 100,000 clients served: RSS %+.1f KiB, retained heap %+.1f KiB\nsaved %s\n",
+			res.Served, res.Failures, res.RSSPer100k/1024, res.HeapPer100k/1024, path)
 	}
 	return err
 }

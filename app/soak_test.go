@@ -36,7 +36,7 @@ func checkSoak(t *testing.T, backend string, args ...string) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	files, _ := filepath.Glob(filepath.Join(root, "*-soak-"+backend, soakFileName))
+	files, _ := filepath.Glob(filepath.Join(root, "*-soak-"+backend, soak.FileName))
 	if len(files) != 1 {
 		t.Fatalf("soak files %v\n%s", files, out)
 	}
