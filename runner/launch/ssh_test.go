@@ -144,8 +144,11 @@ func TestSSHLauncherFaults(t *testing.T) {
 	rig := newRemoteRig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	// The unreachable host is given up on after 4 s, not the launcher's
+	// 10 (ssh takes an option's first value): the same fault, sooner.
+	command := append(hosts.SSHCommand(), "-o", "ConnectTimeout=4")
 	l, err := NewSSH(ctx, SSHConfig{Hosts: []Host{{Name: "h1", Slots: 1}, {Name: "h2", Slots: 1}},
-		Command: hosts.SSHCommand(), Exe: rig.exe, Fabric: protocol.Fabric{Backend: "sim", GIDIndex: -1}, Procs: 2})
+		Command: command, Exe: rig.exe, Fabric: protocol.Fabric{Backend: "sim", GIDIndex: -1}, Procs: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
