@@ -339,6 +339,7 @@ func (c *collection) release(addr string) {
 		}
 	}
 	c.deadline.Reset(c.launch + c.quiet)
+	c.report() // the connect phase starts with the release
 }
 
 // lost records generator i's clients as timed out with why, and the
@@ -367,7 +368,7 @@ func (c *collection) report() {
 	if c.progress == nil {
 		return
 	}
-	p := Progress{Clients: c.n}
+	p := Progress{Phase: PhaseConnect, Clients: c.n, Hosts: c.hostProgress()}
 	for _, s := range c.st {
 		p.Done += s.progress.Done
 		p.OK += s.progress.OK
@@ -466,10 +467,22 @@ func (f *progressFeed) send(p Progress) {
 	f.mu.Lock()
 	if tp := p.Traffic; tp != nil {
 		p = f.last
-		p.Traffic = tp
+		p.Phase, p.Traffic = PhaseTraffic, tp
 	} else {
 		f.last = p
 	}
+	f.mu.Unlock()
+	f.out(p)
+}
+
+// phase says the point of n clients entered phase, with the last counts.
+func (f *progressFeed) phase(phase string, n int) {
+	if f.out == nil {
+		return
+	}
+	f.mu.Lock()
+	f.last.Phase, f.last.Clients = phase, n
+	p := f.last
 	f.mu.Unlock()
 	f.out(p)
 }

@@ -2,6 +2,29 @@ package runner
 
 import "github.com/rdmaprobe/rdmaprobe/result"
 
+// hostProgress is each generator host's counts so far, nil when the
+// generators run on this machine.
+func (c *collection) hostProgress() []HostProgress {
+	if c.remote == nil {
+		return nil
+	}
+	index := map[string]int{}
+	var out []HostProgress
+	for i := range c.gens {
+		h := c.remote.Host(i)
+		j, ok := index[h]
+		if !ok {
+			j = len(out)
+			index[h] = j
+			out = append(out, HostProgress{Host: h})
+		}
+		out[j].Clients += share(c.n, len(c.gens), i)
+		out[j].Done += c.st[i].progress.Done
+		out[j].OK += c.st[i].progress.OK
+	}
+	return out
+}
+
 // hostPoints groups the point's generators by host (RemoteLauncher.Host)
 // into each host's share: its clients' outcomes, how long its generators
 // took from the release, the device and GID they opened, what they

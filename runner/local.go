@@ -175,12 +175,13 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		l.refTaken = true
 		l.dataRef = l.dataPathReference(ctx)
 	}
-	pt, err := l.beginPoint(ctx, n, trial)
+	feed := &progressFeed{out: l.opts.Progress}
+	pt, err := l.beginPoint(ctx, n, trial, feed)
 	if err != nil {
 		return pt, err
 	}
+	feed.phase(PhaseStart, n)
 	max := spec.MaxClientsAt(n)
-	feed := &progressFeed{out: l.opts.Progress}
 	smp := startSampler(ctx, spec.SampleInterval, l.sampleDevice, feed.sample)
 	started := time.Now()
 	// A server command's build, start or readiness failing is the
@@ -249,6 +250,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		// The clients are connected and idle: the server is not working.
 		// After the full-load sample, whose CPU figures must not include
 		// the calibration's.
+		feed.phase(PhaseCalibration, n)
 		pt.Calibration.AfterHS = l.calib.measure(ctx, pt.Calibration)
 	}
 	if protocol.RunsTraffic(spec.Traffic, spec.Client, spec.CM) && c.pointErr == "" {
@@ -291,9 +293,10 @@ func (s Spec) cmSteps(n int) string {
 
 // beginPoint is a point before its server starts: the calibration
 // before it, and a fresh directory for the commands' files.
-func (l *Local) beginPoint(ctx context.Context, n, trial int) (result.Point, error) {
+func (l *Local) beginPoint(ctx context.Context, n, trial int, feed *progressFeed) (result.Point, error) {
 	pt := result.Point{Clients: n, Trial: trial, StartedAt: time.Now().UTC(), CMSteps: l.spec.cmSteps(n)}
 	if l.calib != nil {
+		feed.phase(PhaseCalibration, n)
 		pt.Calibration = &result.Calibration{WindowSec: l.calib.window.Seconds()}
 		pt.Calibration.BeforeHS = l.calib.measure(ctx, pt.Calibration)
 	}

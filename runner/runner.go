@@ -375,7 +375,13 @@ func (s Spec) MaxClientsAt(n int) int {
 
 // Progress is a live view of a running point.
 type Progress struct {
+	// Phase is what the point is doing (Phase*); the counts beside a
+	// phase other than PhaseConnect are the last ones reported.
+	Phase             string `json:"phase,omitempty"`
 	Clients, Done, OK int
+	// Hosts are the counts per generator host, in the order of the
+	// generators, where the generators run on other hosts.
+	Hosts []HostProgress `json:"hosts,omitempty"`
 	// Failed counts the failed clients so far by outcome class, where
 	// the generators report them (the built-in clients do).
 	Failed map[string]int `json:"failed,omitempty"`
@@ -389,6 +395,24 @@ type Progress struct {
 	// Traffic, when set, is the traffic phase so far: the messages every
 	// generator's clients completed in the window, once a second.
 	Traffic *TrafficProgress `json:"traffic,omitempty"`
+}
+
+// The phases of a point, in the order it runs them (Progress.Phase):
+// the machine's speed measured (before the server starts and again
+// once the clients are connected), the server and load generators
+// starting, the clients connecting from their release, and the
+// connected clients' traffic.
+const (
+	PhaseCalibration = "calibration"
+	PhaseStart       = "start"
+	PhaseConnect     = "connect"
+	PhaseTraffic     = "traffic"
+)
+
+// HostProgress is one generator host's share of a point so far.
+type HostProgress struct {
+	Host              string
+	Clients, Done, OK int
 }
 
 // TrafficProgress is a traffic phase while its window is open.

@@ -61,6 +61,8 @@ func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, sam
 	// no one's window open.
 	settled := make([]bool, len(gens))
 	sofar := make([]int64, len(gens)) // each generator's last traffic-progress
+	// The phase has begun: a view shows it before the first count.
+	c.trafficProgress(sofar, l.spec.MsgSize, 0)
 	unsettled := len(gens)
 	settle := func(i int) {
 		if settled[i] {

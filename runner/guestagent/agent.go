@@ -158,12 +158,14 @@ func (a *agent) point(ctx context.Context, req vm.GuestPointRequest, progress fu
 }
 
 // throttle passes runner progress on across the serial line: counts at
-// most every 250 ms, and the last count always; readings of the
-// collectors and the traffic phase's progress at most once a second each.
+// most every 250 ms, and the last count and a new phase always; readings
+// of the collectors and the traffic phase's progress at most once a
+// second each.
 type throttle struct {
 	send                              func(any)
 	now                               func() time.Time
 	lastSent, lastSample, lastTraffic time.Time
+	phase                             string
 }
 
 func (t *throttle) progress(p runner.Progress) {
@@ -179,7 +181,9 @@ func (t *throttle) progress(p runner.Progress) {
 		}
 		return
 	}
-	if now.Sub(t.lastSent) > 250*time.Millisecond || p.Done == p.Clients {
+	changed := p.Phase != t.phase
+	t.phase = p.Phase
+	if changed || now.Sub(t.lastSent) > 250*time.Millisecond || p.Done == p.Clients {
 		t.lastSent = now
 		t.send(p)
 	}

@@ -16,8 +16,9 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/runner/vm"
 )
 
-// Counts cross the serial line at most every 250 ms but the last always;
-// samples and traffic progress at most once a second each, apart.
+// Counts cross the serial line at most every 250 ms but the last and a
+// new phase's always; samples and traffic progress at most once a second
+// each, apart.
 func TestThrottle(t *testing.T) {
 	var sent []runner.Progress
 	clock := time.Unix(1000, 0)
@@ -28,16 +29,21 @@ func TestThrottle(t *testing.T) {
 	}
 	sample := &result.Sample{}
 	traffic := &runner.TrafficProgress{Messages: 5}
-	at(0, runner.Progress{Clients: 10, Done: 1})   // sent: the first
-	at(100, runner.Progress{Clients: 10, Done: 2}) // held: 100 ms after
-	at(200, runner.Progress{Sample: sample})       // sent: the first sample
-	at(300, runner.Progress{Traffic: traffic})     // sent: traffic has its own second
-	at(400, runner.Progress{Clients: 10, Done: 3}) // sent: 400 ms after the last count
-	at(500, runner.Progress{Clients: 10, Done: 10})
-	at(900, runner.Progress{Sample: sample})    // held: 700 ms after the last sample
-	at(1200, runner.Progress{Sample: sample})   // sent
-	at(1250, runner.Progress{Traffic: traffic}) // held
-	at(1300, runner.Progress{Traffic: traffic}) // sent: a second after
+	connect := func(done int) runner.Progress {
+		return runner.Progress{Phase: runner.PhaseConnect, Clients: 10, Done: done}
+	}
+	at(0, runner.Progress{Phase: runner.PhaseStart, Clients: 10}) // sent: the first
+	at(50, connect(1))                                            // sent: a new phase
+	at(100, connect(2))                                           // held: 50 ms after
+	at(200, runner.Progress{Sample: sample})                      // sent: the first sample
+	at(300, runner.Progress{Traffic: traffic})                    // sent: traffic has its own second
+	at(400, connect(3))                                           // sent: 350 ms after the last count
+	at(500, connect(10))
+	at(550, runner.Progress{Phase: runner.PhaseCalibration, Clients: 10, Done: 10}) // sent: a new phase
+	at(900, runner.Progress{Sample: sample})                                        // held: 700 ms after the last sample
+	at(1200, runner.Progress{Sample: sample})                                       // sent
+	at(1250, runner.Progress{Traffic: traffic})                                     // held
+	at(1300, runner.Progress{Traffic: traffic})                                     // sent: a second after
 	var got []string
 	for _, p := range sent {
 		switch {
@@ -46,10 +52,10 @@ func TestThrottle(t *testing.T) {
 		case p.Traffic != nil:
 			got = append(got, "traffic")
 		default:
-			got = append(got, fmt.Sprintf("done %d", p.Done))
+			got = append(got, fmt.Sprintf("%s %d", p.Phase, p.Done))
 		}
 	}
-	want := []string{"done 1", "sample", "traffic", "done 3", "done 10", "sample", "traffic"}
+	want := []string{"start 0", "connect 1", "sample", "traffic", "connect 3", "connect 10", "calibration 10", "sample", "traffic"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("sent %v, want %v", got, want)
 	}
