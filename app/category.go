@@ -52,7 +52,7 @@ var helpGroups = []struct {
 	{catClients, []string{"procs", "connect-rate", "inflight", "timeout", "rounds", "msg-size", "wall-stop",
 		"tls-kex", "tls-resume", "gomaxprocs", "bench soak/inflight"}},
 	{catTraffic, []string{"traffic", "traffic-max", "op", "depth", "msg-rate", "msg-timeout", "busy-poll"}},
-	{catOutput, []string{"results", "events", "metrics-addr", "metrics-linger", "sample-interval", "calibrate", "profile",
+	{catOutput, []string{"results", "quiet", "events", "metrics-addr", "metrics-linger", "sample-interval", "calibrate", "profile",
 		"serve/ready-file", "serve/debug-addr", "serve/metrics-addr", "serve/profile",
 		"bench/results", "bench soak/results", "bench rdmacm/results"}},
 	{catHosts, []string{"hosts", "hostfile", "launcher", "ssh", "srun", "server-host"}},

@@ -9,16 +9,15 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/mattn/go-isatty"
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmaprobe/rdmaprobe/internal/screen"
 	"github.com/rdmaprobe/rdmaprobe/live"
 	"github.com/rdmaprobe/rdmaprobe/probe"
+	"github.com/rdmaprobe/rdmaprobe/progress"
 	"github.com/rdmaprobe/rdmaprobe/report"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
@@ -48,6 +47,7 @@ func probeFlags() []cli.Flag {
 		&cli.IntFlag{Name: "rounds", Value: 3, Usage: "verified round trips per client"},
 		&cli.IntFlag{Name: "msg-size", Value: 4096, Usage: "payload bytes per message"},
 		&cli.StringFlag{Name: "results", Value: "results", Usage: "directory that receives <UTC time>-<backend>/run.json (run.json.gz above 1 MB)"},
+		&cli.BoolFlag{Name: "quiet", Usage: "print only the verdict, at the end: no progress, point lines, table or file names (errors still go to stderr)"},
 		&cli.IntFlag{Name: "backlog", Usage: "server listen queue length (default: somaxconn)"},
 		&cli.StringFlag{Name: "profile", Usage: "write CPU profiles (pprof) of the server and load generators of every point into `DIR` (every backend; the vm backend copies them out of the guest)"},
 		&cli.BoolFlag{Name: "stop-on-error", Usage: "stop at the first point that itself fails (server died, load generator crashed or hung) instead of counting it as failed and going on"},
@@ -131,6 +131,10 @@ func parseCounts(s string) ([]int, error) {
 	return out, nil
 }
 
+// plainEvery is how often a plain progress line is written off a
+// terminal; a variable so that tests need not wait for it.
+var plainEvery = progress.DefaultEvery
+
 // runProbe is search and ramp: flags to one session.Options, then the
 // session runs and saves the points while this prints them.
 func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) (err error) {
@@ -162,16 +166,22 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) (e
 			err = fail(ExitRunError, "%v", e)
 		}
 	}()
-	prog := newProgress(s.Err)
 	// The width of the stream the lines go to (stderr with --events -).
 	width := screen.Width(s.Out)
-	pr := &probeRun{c: c, out: s.Out, width: width, mode: mode, strat: strat, be: be, spec: spec, prog: prog, lv: lv}
+	// Every line of the run goes through scr, above its bars.
+	scr := progress.New(s.Out, progress.Options{Quiet: c.Bool("quiet"), Every: plainEvery, Traffic: spec.Traffic.Duration})
+	defer scr.Close()
+	be.out = scr
+	if be.guest != nil {
+		be.guest.Out = scr
+	}
+	pr := &probeRun{c: c, out: scr, width: width, mode: mode, strat: strat, be: be, spec: spec, scr: scr, lv: lv}
 	o := pr.options()
 	o.SLOs, o.Criterion, o.Require = slos, c.String("criterion"), c.String("require")
 	if err := o.Check(); err != nil {
 		return fail(ExitUsage, "%v", err)
 	}
-	screen.Println(s.Out, width, fmt.Sprintf("backend: %s (%s)", be.Description, be.Reason))
+	screen.Println(scr, width, fmt.Sprintf("backend: %s (%s)", be.Description, be.Reason))
 
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -180,10 +190,10 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) (e
 	// second Ctrl-C end the process at once.
 	defer context.AfterFunc(ctx, func() {
 		stop()
-		prog.say("interrupted: stopping the point in progress and saving what it measured (Ctrl-C again quits at once)")
+		fmt.Fprintln(scr, "interrupted: stopping the point in progress and saving what it measured (Ctrl-C again quits at once)")
 	})()
 	ss, err = session.Run(ctx, o)
-	prog.clear()
+	scr.Close()
 	if err != nil {
 		if ctx.Err() != nil {
 			return fail(ExitInterrupted, "interrupted: %v", err)
@@ -191,6 +201,14 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) (e
 		return err
 	}
 	run, path := ss.Run, ss.Path
+	if c.Bool("quiet") {
+		if run.Verdict != nil {
+			for _, l := range report.VerdictLines(*run.Verdict) {
+				screen.Println(s.Out, width, l)
+			}
+		}
+		s.Out = io.Discard
+	}
 	fmt.Fprintln(s.Out)
 	if err := report.Terminal(s.Out, run, width); err != nil {
 		return err
@@ -260,7 +278,7 @@ type probeRun struct {
 	strat session.Strategy
 	be    *backend
 	spec  runner.Spec
-	prog  *progress
+	scr   *progress.Screen
 	lv    *liveViews
 	// designs are the server designs measured in turns (more than one).
 	designs []string
@@ -274,7 +292,7 @@ func (r *probeRun) options() session.Options {
 		Mode: r.mode, Command: os.Args, ToolVersion: Version, ResultsDir: c.String("results"),
 		Backend: be.Backend, Spec: r.spec, Trials: c.Int("trials"), StopOnError: c.Bool("stop-on-error"),
 		Target:   session.TargetRecord(r.spec, c.StringSlice("target-dir"), be.targetDevice(r.spec), be.targetAddr(r.spec)),
-		Strategy: r.strat, Open: be.open, ProfileDir: c.String("profile"),
+		Strategy: r.strat, Open: r.open, ProfileDir: c.String("profile"),
 		SLOText:  c.String("slo"),
 		Progress: r.progress, PointStarts: r.pointStarts, Started: r.started,
 		Point: r.point, Note: r.note, Decision: r.decision,
@@ -293,24 +311,38 @@ func (r *probeRun) options() session.Options {
 	return o
 }
 
+// open opens the backend's runner; a guest's boot shows while it runs.
+func (r *probeRun) open(ctx context.Context, spec runner.Spec, dir string, local runner.LocalOptions) (runner.Runner, error) {
+	if r.be.guest != nil {
+		defer r.scr.Boot()()
+	}
+	return r.be.open(ctx, spec, dir, local)
+}
+
 func (r *probeRun) progress(p runner.Progress) {
-	if p.Sample != nil {
+	r.scr.Update(p)
+	switch {
+	case p.Sample != nil:
 		r.lv.metrics.Sample(*p.Sample)
-		return
+	case p.Traffic != nil:
+		r.lv.metrics.Traffic(p.Traffic.Messages, p.Traffic.Bytes, p.Traffic.Sec)
+	case p.Phase == runner.PhaseConnect:
+		r.lv.metrics.Progress(p.Clients, p.Done, p.OK, p.Failed, p.Phases)
+		r.lv.events.Progress(p.Done, p.OK, p.Failed)
 	}
-	if t := p.Traffic; t != nil {
-		r.lv.metrics.Traffic(t.Messages, t.Bytes, t.Sec)
-		return
-	}
-	r.lv.metrics.Progress(p.Clients, p.Done, p.OK, p.Failed, p.Phases)
-	r.lv.events.Progress(p.Done, p.OK, p.Failed)
-	r.prog.update(p)
 }
 
 func (r *probeRun) pointStarts(design string, n, trial int) {
 	r.lv.metrics.PointStarts(design, n, trial)
 	r.lv.events.PointStarts(design, n, trial)
-	r.prog.start(n, trial, r.c.Int("trials"))
+	label := fmt.Sprintf("%d clients", n)
+	if r.c.Int("trials") > 1 || trial > 1 {
+		label += fmt.Sprintf(" (trial %d)", trial)
+	}
+	if len(r.designs) > 1 {
+		label = design + ": " + label
+	}
+	r.scr.PointStarts(label)
 }
 
 func (r *probeRun) started(id string, run *result.Run) {
@@ -321,7 +353,7 @@ func (r *probeRun) started(id string, run *result.Run) {
 func (r *probeRun) point(pt result.Point) {
 	r.lv.metrics.PointEnds(pt)
 	r.lv.events.PointEnds(pt)
-	r.prog.clear()
+	r.scr.PointEnds()
 	lines := report.PointLines(pt, r.be.Backend.Simulated)
 	if len(r.designs) > 1 {
 		lines[0] = pt.Design + ": " + strings.TrimLeft(lines[0], " ")
@@ -333,13 +365,11 @@ func (r *probeRun) point(pt result.Point) {
 
 func (r *probeRun) note(note string) {
 	r.lv.events.Note(note)
-	r.prog.clear()
 	screen.Println(r.out, r.width, "note: "+note)
 }
 
 func (r *probeRun) decision(n int, why string) {
 	r.lv.events.Decision(n, why)
-	r.prog.clear()
 	screen.Println(r.out, r.width, fmt.Sprintf("next: %d clients (%s)", n, why))
 }
 
@@ -386,77 +416,6 @@ func probeSpec(c *cli.Context, be *backend) runner.Spec {
 		Profile: c.String("profile") != "", Traffic: trafficConfig(c),
 	}
 	return sp
-}
-
-// progress draws a live line on a terminal. Otherwise (a log, CI) it
-// writes a plain line every logEvery while a point runs, so that a long
-// point is visibly alive; the per-point lines are the rest of the log.
-type progress struct {
-	w       io.Writer
-	tty     bool
-	mu      sync.Mutex
-	label   string
-	last    time.Time
-	started time.Time
-}
-
-const logEvery = 30 * time.Second
-
-func newProgress(w io.Writer) *progress {
-	p := &progress{w: w}
-	if f, ok := w.(*os.File); ok {
-		p.tty = isatty.IsTerminal(f.Fd())
-	}
-	return p
-}
-
-func (p *progress) start(n, trial, trials int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.label = fmt.Sprintf("%d clients", n)
-	p.started, p.last = time.Now(), time.Now()
-	if trials > 1 || trial > 1 {
-		p.label += fmt.Sprintf(" (trial %d)", trial)
-	}
-	if p.tty {
-		fmt.Fprintf(p.w, "\r\033[K%s: starting server…", p.label)
-	}
-}
-
-func (p *progress) update(pr runner.Progress) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.tty {
-		if time.Since(p.last) >= logEvery && pr.Done < pr.Clients {
-			p.last = time.Now()
-			fmt.Fprintf(p.w, "  %s: %d/%d attempted, %d connected after %s\n", p.label, pr.Done, pr.Clients, pr.OK,
-				time.Since(p.started).Round(time.Second))
-		}
-		return
-	}
-	if time.Since(p.last) < 100*time.Millisecond && pr.Done < pr.Clients {
-		return
-	}
-	p.last = time.Now()
-	fmt.Fprintf(p.w, "\r\033[K%s: %d/%d attempted, %d connected", p.label, pr.Done, pr.Clients, pr.OK)
-}
-
-// say writes line on its own line, clear of the live one.
-func (p *progress) say(line string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.tty {
-		fmt.Fprint(p.w, "\r\033[K")
-	}
-	fmt.Fprintln(p.w, line)
-}
-
-func (p *progress) clear() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.tty {
-		fmt.Fprint(p.w, "\r\033[K")
-	}
 }
 
 // offIfZero maps a duration flag's 0 ("off") to the runner's -1.

@@ -2,32 +2,66 @@ package app
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/report"
 )
 
-// Without a terminal, a long point still says it is alive: one plain line
-// per logEvery, none in between and none once every client is done.
-func TestProgressLogsWithoutTTY(t *testing.T) {
-	var buf bytes.Buffer
-	p := newProgress(&buf)
-	p.start(1000, 1, 1)
-	p.update(runner.Progress{Clients: 1000, Done: 10, OK: 10})
-	if buf.Len() != 0 {
-		t.Fatalf("wrote before logEvery: %q", buf.String())
+// On a terminal of 80 columns, a 400-client ramp launched at 50 a second
+// shows its connect phase as a bar with its counts, rate and ETA while
+// it runs, and its point line once it is done.
+func TestProgressBarOnATerminal(t *testing.T) {
+	out, code := onTerminal(t, 80, "ramp", "--backend", "sim", "--clients", "400", "--connect-rate", "50",
+		"--rounds", "1", "--msg-size", "64", "--traffic", "0", "--results", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
 	}
-	p.last = time.Now().Add(-logEvery)
-	p.update(runner.Progress{Clients: 1000, Done: 400, OK: 398})
-	p.update(runner.Progress{Clients: 1000, Done: 410, OK: 408})
-	if got := buf.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, "1000 clients: 400/1000 attempted, 398 connected after") || strings.Contains(got, "\033") {
-		t.Fatalf("log output %q", got)
+	bar := regexp.MustCompile(`connect +\[=+>?-+\] \d+/400  \d+ ok  \d+\.\d/s  \d+s  ETA \d+s`)
+	if !bar.MatchString(out) {
+		t.Errorf("no connect bar with a rate and an ETA in:\n%q", out)
 	}
-	p.last = time.Now().Add(-logEvery)
-	p.update(runner.Progress{Clients: 1000, Done: 1000, OK: 998})
-	if strings.Count(buf.String(), "\n") != 1 {
-		t.Fatalf("a line for a finished point: %q", buf.String())
+	if !regexp.MustCompile(`(?m)^ *400 clients: 400/400 connected`).MatchString(escape.ReplaceAllString(out, "")) {
+		t.Errorf("no point line in:\n%q", out)
+	}
+}
+
+// Off a terminal (a log, CI), a phase says where it is in a plain line
+// every plainEvery, with the same figures as the bar and no escapes.
+func TestProgressLinesOffATerminal(t *testing.T) {
+	defer func(d time.Duration) { plainEvery = d }(plainEvery)
+	plainEvery = 200 * time.Millisecond
+	var out lockedBuffer
+	code := Main([]string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "60", "--connect-rate", "50",
+		"--rounds", "1", "--msg-size", "64", "--traffic", "1s", "--results", t.TempDir()},
+		Streams{In: bytes.NewReader(nil), Out: &out, Err: &out})
+	got := out.String()
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, got)
+	}
+	connect := regexp.MustCompile(`(?m)^60 clients: connect \d+/60, \d+ ok, \d+\.\d/s, \d+s(, ETA \d+s)?$`)
+	traffic := regexp.MustCompile(`(?m)^60 clients: traffic \d+s of 1s, \d+ msg/s$`)
+	if !connect.MatchString(got) || !traffic.MatchString(got) {
+		t.Errorf("want plain connect and traffic lines:\n%s", got)
+	}
+	if strings.Contains(got, "\x1b") || strings.Contains(got, "\r") {
+		t.Errorf("escapes off a terminal:\n%q", got)
+	}
+}
+
+// --quiet prints the verdict and nothing else.
+func TestQuietPrintsTheVerdict(t *testing.T) {
+	root := t.TempDir()
+	out, errOut, code := run(t, "ramp", "--backend", "sim", "--clients", "5,10", "--sim-max-qp", "8", "--rounds", "1",
+		"--msg-size", "64", "--traffic", "0", "--quiet", "--results", root)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	r := loadOnlyRun(t, root)
+	want := strings.Join(report.VerdictLines(*r.Verdict), "\n") + "\n"
+	if out != want || errOut != "" {
+		t.Errorf("--quiet printed:\n%s\nstderr:\n%s\nwant the verdict alone:\n%s", out, errOut, want)
 	}
 }
