@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmaprobe/rdmaprobe/command"
+	"github.com/rdmaprobe/rdmaprobe/internal/clihelp"
 	"github.com/rdmaprobe/rdmaprobe/runner/guestagent"
 )
 
@@ -63,7 +64,7 @@ func New(s Streams) *cli.App {
 			compareCommand(s),
 		},
 	}
-	categorize(app)
+	clihelp.Categorize(app, categorized, groups())
 	onUsageErrors(app)
 	keepOldNames(app.Commands, "", s)
 	return app

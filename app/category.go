@@ -1,9 +1,6 @@
 package app
 
 import (
-	"slices"
-	"strings"
-
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmaprobe/rdmaprobe/internal/clihelp"
@@ -96,120 +93,24 @@ func valueName(f cli.Flag) string {
 	if v, ok := flagValue[name]; ok {
 		return v
 	}
-	switch f.(type) {
-	case *cli.DurationFlag:
-		return "DURATION"
-	case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag:
-		return "N"
-	case *cli.Float64Flag:
-		return "X"
-	}
-	return ""
+	return clihelp.TypeValue(f)
 }
 
 // categorized are the commands whose --help groups the flags, a
 // subcommand after its command and a space.
 var categorized = []string{"search", "ramp", "serve", "bench", "bench soak", "bench rdmacm", "hostinfo"}
 
-// commandAt finds a command or, for "cmd sub", a subcommand.
-func commandAt(app *cli.App, path string) *cli.Command {
-	name, sub, _ := strings.Cut(path, " ")
-	c := app.Command(name)
-	if c == nil || sub == "" {
-		return c
+// groups are helpGroups as clihelp takes them.
+func groups() []clihelp.Group {
+	out := make([]clihelp.Group, len(helpGroups))
+	for i, g := range helpGroups {
+		out[i] = clihelp.Group{Name: g.name, Flags: g.flags}
 	}
-	return c.Command(sub)
-}
-
-// groupOf is the help group of the flag called name in command path,
-// and its rank in helpGroups (-1 when it has none).
-func groupOf(path, name string) (string, int) {
-	rank := 0
-	for _, g := range helpGroups {
-		for _, n := range g.flags {
-			if n == path+"/"+name {
-				return g.name, rank
-			}
-			rank++
-		}
-	}
-	rank = 0
-	for _, g := range helpGroups {
-		for _, n := range g.flags {
-			if n == name {
-				return g.name, rank
-			}
-			rank++
-		}
-	}
-	return "", -1
-}
-
-// categorize puts the flags of the commands with many into their help
-// groups and orders them as helpGroups does, so that --help and
-// docs/flags.md list them in the order of the task.
-func categorize(app *cli.App) {
-	for _, path := range categorized {
-		c := commandAt(app, path)
-		if c == nil {
-			continue
-		}
-		rank := map[cli.Flag]int{}
-		for _, f := range c.Flags {
-			cat, r := groupOf(path, f.Names()[0])
-			setCategory(f, cat)
-			rank[f] = r
-		}
-		slices.SortStableFunc(c.Flags, func(a, b cli.Flag) int { return rank[a] - rank[b] })
-	}
-}
-
-// setCategory sets a flag's help group; urfave/cli v2 has the field on
-// each flag type but no setter in its Flag interface.
-func setCategory(f cli.Flag, cat string) {
-	switch f := f.(type) {
-	case *cli.StringFlag:
-		f.Category = cat
-	case *cli.IntFlag:
-		f.Category = cat
-	case *cli.Uint64Flag:
-		f.Category = cat
-	case *cli.Float64Flag:
-		f.Category = cat
-	case *cli.BoolFlag:
-		f.Category = cat
-	case *cli.DurationFlag:
-		f.Category = cat
-	case *cli.StringSliceFlag:
-		f.Category = cat
-	}
-}
-
-// defaultText is the flag's default as help shows it, blank for its
-// type's zero value: "(default: 0)" says nothing, and the usage text
-// already says what 0 or off means where it means something.
-func defaultText(f cli.Flag) string {
-	df, ok := f.(cli.DocGenerationFlag)
-	if !ok {
-		return ""
-	}
-	v := df.GetDefaultText()
-	if v == "" {
-		v = df.GetValue()
-	}
-	v = strings.Trim(v, `"`)
-	if v == "0" || v == "0s" || v == "false" || v == "[]" {
-		return ""
-	}
-	return v
+	return out
 }
 
 // helpPrinter prints every command's help; urfave/cli's HelpPrinter is a
 // package variable, so it is set once for the process.
 func init() {
-	var order []string
-	for _, g := range helpGroups {
-		order = append(order, g.name)
-	}
-	cli.HelpPrinter = clihelp.Printer{Width: screen.MinWidth, Groups: order, Value: valueName, Default: defaultText}.Print
+	cli.HelpPrinter = clihelp.Printer{Width: screen.MinWidth, Groups: clihelp.Names(groups()), Value: valueName, Default: clihelp.DefaultText}.Print
 }

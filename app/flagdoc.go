@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/rdmaprobe/rdmaprobe/internal/clihelp"
 )
 
 // FlagTables renders the visible commands' flags as Markdown tables for
@@ -29,7 +31,7 @@ func FlagTables(app *cli.App) string {
 			if !ok || hiddenFlag(f) {
 				continue
 			}
-			r := row{name: f.Names()[0], usage: strings.ReplaceAll(df.GetUsage(), "`", ""), def: defaultText(f), value: valueName(f)}
+			r := row{name: f.Names()[0], usage: strings.ReplaceAll(df.GetUsage(), "`", ""), def: clihelp.DefaultText(f), value: valueName(f)}
 			key := r.name + "\x00" + r.usage + "\x00" + r.def
 			if _, seen := rows[key]; !seen {
 				order = append(order, key)

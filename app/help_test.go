@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmaprobe/rdmaprobe/command"
+	"github.com/rdmaprobe/rdmaprobe/internal/clihelp"
 )
 
 // Every visible flag of the commands with many is in a help group: a
@@ -18,7 +19,7 @@ import (
 func TestFlagCategories(t *testing.T) {
 	app := New(Streams{In: bytes.NewReader(nil), Out: &bytes.Buffer{}, Err: &bytes.Buffer{}})
 	for _, name := range categorized {
-		c := commandAt(app, name)
+		c := clihelp.CommandAt(app, name)
 		if c == nil {
 			t.Errorf("no command %s", name)
 			continue
@@ -177,7 +178,7 @@ func TestOldFlagNames(t *testing.T) {
 			}
 		}
 		for _, path := range paths {
-			c := commandAt(New(Streams{}), path)
+			c := clihelp.CommandAt(New(Streams{}), path)
 			old, new := flagNamed(c.Flags, r.old), flagNamed(c.Flags, r.new)
 			if old == nil || new == nil {
 				t.Errorf("%s: --%s or --%s missing", path, r.old, r.new)
@@ -193,7 +194,7 @@ func TestOldFlagNames(t *testing.T) {
 			var errOut bytes.Buffer
 			a := New(Streams{In: bytes.NewReader(nil), Out: &bytes.Buffer{}, Err: &errOut})
 			var got string
-			sub := commandAt(a, path)
+			sub := clihelp.CommandAt(a, path)
 			sub.Action = func(c *cli.Context) error { got = fmt.Sprint(c.Value(r.new)); return nil }
 			sub.Subcommands = nil
 			args := append([]string{"rdmaprobe"}, strings.Fields(path)...)

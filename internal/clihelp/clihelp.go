@@ -2,7 +2,8 @@
 // groups in the order given (urfave sorts them by name) and flags in
 // the order the command lists them, each with a placeholder that names
 // its value, every line wrapped at word boundaries (urfave never wraps
-// a flag's help).
+// a flag's help). Categorize files each command's flags into those
+// groups.
 package clihelp
 
 import (
