@@ -346,7 +346,7 @@ func (r *probeRun) pointStarts(design string, n, trial int) {
 }
 
 func (r *probeRun) started(id string, run *result.Run) {
-	r.lv.metrics.Start(live.Labels{RunID: id, Backend: run.Backend.Name, Mode: r.mode})
+	r.lv.metrics.Start(live.Labels{RunID: id, Backend: run.Backend.Name, Command: r.mode})
 	r.lv.events.RunStarts(id, run)
 }
 

@@ -185,7 +185,7 @@ func TestViewsStateOneVerdict(t *testing.T) {
 		}
 
 		// The capacity metric.
-		m := live.NewRegistry(live.Labels{RunID: "r", Backend: "sim", Mode: "ramp"})
+		m := live.NewRegistry(live.Labels{RunID: "r", Backend: "sim", Command: "ramp"})
 		m.RunEnds(run.Verdict)
 		got := map[string]float64{}
 		mfs, err := m.Registry().Gather()

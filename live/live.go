@@ -23,7 +23,8 @@ import (
 
 // Labels are the run's constant labels, on every series of a run.
 type Labels struct {
-	RunID, Backend, Mode string
+	// Command is search or ramp; the server design is a point's label.
+	RunID, Backend, Command string
 }
 
 // Classic buckets, which Prometheus 2.42 and histogram_quantile read;
@@ -77,7 +78,7 @@ func NewRegistry(l Labels) *Metrics {
 
 func (m *Metrics) start(l Labels) {
 	reg := prometheus.NewRegistry()
-	cl := prometheus.Labels{"run_id": l.RunID, "backend": l.Backend, "mode": l.Mode}
+	cl := prometheus.Labels{"run_id": l.RunID, "backend": l.Backend, "command": l.Command}
 	pl := []string{"point", "trial", "design"}
 	gauge := func(name, help string, extra ...string) *prometheus.GaugeVec {
 		g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: cl}, append(append([]string{}, pl...), extra...))

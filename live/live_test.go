@@ -29,7 +29,7 @@ func fed(t *testing.T) (*Metrics, *result.Run) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewRegistry(Labels{RunID: "r1", Backend: run.Backend.Name, Mode: run.Mode})
+	m := NewRegistry(Labels{RunID: "r1", Backend: run.Backend.Name, Command: run.Mode})
 	for _, pt := range run.Points {
 		m.PointStarts(pt.Design, pt.Clients, pt.Trial)
 		m.Progress(pt.Clients, pt.Attempted/2, pt.Connected/2, nil, nil)
@@ -110,7 +110,8 @@ func TestDashboardQueriesExist(t *testing.T) {
 	var d struct {
 		Panels []struct {
 			Title, Description string
-			Targets            []struct{ Expr string }
+			FieldConfig        struct{ Defaults struct{ Unit string } }
+			Targets            []struct{ Expr, LegendFormat string }
 		}
 	}
 	if err := json.Unmarshal(b, &d); err != nil {
@@ -120,9 +121,35 @@ func TestDashboardQueriesExist(t *testing.T) {
 	fams := gather(t, m)
 	name := regexp.MustCompile(`rdmaprobe_[a-z_]+`)
 	queried := 0
+	by := regexp.MustCompile(`(?:sum|avg|max|min) by \(([^)]*)\)`)
+	legend := regexp.MustCompile(`\{\{(\w+)\}\}`)
 	for _, p := range d.Panels {
-		if p.Description == "" || len(p.Targets) == 0 {
-			t.Errorf("panel %q: no description or no query", p.Title)
+		if p.Description == "" || len(p.Targets) == 0 || p.FieldConfig.Defaults.Unit == "" {
+			t.Errorf("panel %q: no description, no query or no unit", p.Title)
+		}
+		// One unit a panel: its metrics measure one kind of thing.
+		kinds := map[string]bool{}
+		for _, tg := range p.Targets {
+			for _, n := range name.FindAllString(tg.Expr, -1) {
+				kinds[unitOf(n)] = true
+			}
+			// An aggregation keeps design, and every label the legend
+			// prints.
+			for _, m := range by.FindAllStringSubmatch(tg.Expr, -1) {
+				kept := strings.Split(strings.ReplaceAll(m[1], " ", ""), ",")
+				need := []string{"design"}
+				for _, l := range legend.FindAllStringSubmatch(tg.LegendFormat, -1) {
+					need = append(need, l[1])
+				}
+				for _, l := range need {
+					if !slices.Contains(kept, l) {
+						t.Errorf("panel %q: %q drops %s", p.Title, tg.Expr, l)
+					}
+				}
+			}
+		}
+		if len(kinds) != 1 {
+			t.Errorf("panel %q mixes %v on one axis", p.Title, kinds)
 		}
 		for _, tg := range p.Targets {
 			for _, n := range name.FindAllString(tg.Expr, -1) {
@@ -208,7 +235,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 
 // A remote generator's memory is labelled with its host.
 func TestRemoteGeneratorHost(t *testing.T) {
-	m := NewRegistry(Labels{RunID: "r1", Backend: "sim", Mode: "ramp"})
+	m := NewRegistry(Labels{RunID: "r1", Backend: "sim", Command: "ramp"})
 	m.PointStarts("per-client", 4, 1)
 	m.PointEnds(result.Point{Clients: 4, Trial: 1, Hosts: []result.HostPoint{
 		{Host: "node7", Generators: []int{1}, Usage: []result.GeneratorUsage{{Generator: 1, RSS: 12345}}}}})
@@ -223,7 +250,7 @@ func TestRemoteGeneratorHost(t *testing.T) {
 // Phase counts streamed during a point fill the classic buckets once
 // each, however often the same cumulative counts arrive.
 func TestProgressPhasesStream(t *testing.T) {
-	m := NewRegistry(Labels{RunID: "r1", Backend: "sim", Mode: "ramp"})
+	m := NewRegistry(Labels{RunID: "r1", Backend: "sim", Command: "ramp"})
 	m.PointStarts("per-client", 10, 1)
 	counts := make([]int, len(result.PhaseBounds)+1)
 	counts[5] = 3
@@ -254,7 +281,7 @@ func TestProgressPhasesStream(t *testing.T) {
 // A reading during the point sets its processes' CPU and memory and the
 // device's objects at once; outside a point it is dropped.
 func TestSampleDuringPoint(t *testing.T) {
-	m := NewRegistry(Labels{RunID: "r1", Backend: "vm", Mode: "ramp"})
+	m := NewRegistry(Labels{RunID: "r1", Backend: "vm", Command: "ramp"})
 	reading := result.Sample{RDMA: map[string]int{"qp": 40}, Procs: []result.ProcSample{{Role: "server", CPU: 55, RSS: 7 << 20}}}
 	m.Sample(reading) // no point yet
 	if n := len(gather(t, m)["rdmaprobe_process_rss_bytes"].GetMetric()); n != 0 {
@@ -278,7 +305,7 @@ func TestSampleDuringPoint(t *testing.T) {
 
 // The traffic phase so far sets the point's messages, bytes and rate.
 func TestTrafficDuringPoint(t *testing.T) {
-	m := NewRegistry(Labels{RunID: "r1", Backend: "sim", Mode: "ramp"})
+	m := NewRegistry(Labels{RunID: "r1", Backend: "sim", Command: "ramp"})
 	m.Traffic(10, 640, 1) // no point yet: dropped
 	m.PointStarts("per-client", 8, 1)
 	m.Traffic(3000, 3000*64, 1.5)
@@ -294,7 +321,7 @@ func TestTrafficDuringPoint(t *testing.T) {
 // Two designs measured at one count are two series, not one overwritten,
 // and their events say which design each is.
 func TestDesignsAtOneCountStayApart(t *testing.T) {
-	m := NewRegistry(Labels{RunID: "r2", Backend: "sim", Mode: "srq,ud"})
+	m := NewRegistry(Labels{RunID: "r2", Backend: "sim", Command: "srq,ud"})
 	var buf bytes.Buffer
 	e := NewEvents(&buf)
 	for i, d := range []string{"srq", "ud"} {
@@ -323,4 +350,18 @@ func TestDesignsAtOneCountStayApart(t *testing.T) {
 	if want := "point_start:srq point_end:srq point_start:ud point_end:ud"; strings.Join(designs, " ") != want {
 		t.Errorf("events %q, want %q", strings.Join(designs, " "), want)
 	}
+}
+
+// unitOf is what a metric measures, by its name's suffix: the kinds a
+// dashboard panel must not mix on one axis.
+func unitOf(metric string) string {
+	for _, suf := range []string{"_bucket", "_sum", "_count"} {
+		metric = strings.TrimSuffix(metric, suf)
+	}
+	for _, u := range []string{"_bytes", "_per_second", "_seconds", "_percent"} {
+		if strings.HasSuffix(metric, u) {
+			return u
+		}
+	}
+	return "count"
 }
