@@ -241,7 +241,7 @@ func TestPrometheusScrapesRun(t *testing.T) {
 			"--metrics-addr", metrics, "--metrics-linger", "10m", "--events", "-"},
 			Streams{In: bytes.NewReader(nil), Out: &out, Err: &errb})
 	}()
-	q := fmt.Sprintf(`rdmaprobe_point_connected{point="%d",backend="sim",mode="ramp"}`, last)
+	q := fmt.Sprintf(`rdmaprobe_point_connected{point="%d",backend="sim",command="ramp"}`, last)
 	final := -1.0
 	eventually.True(t, 2*time.Minute, "prometheus has the final point's connected count", func() bool {
 		select {
@@ -249,7 +249,7 @@ func TestPrometheusScrapesRun(t *testing.T) {
 			t.Fatalf("run ended before Prometheus saw its final point (exit %d): %s", code, errb.String())
 		default:
 		}
-		n := promQuery(t, prom, `sum(rdmaprobe_points_total{mode="ramp"})`)
+		n := promQuery(t, prom, `sum(rdmaprobe_points_total{command="ramp"})`)
 		if len(n) == 0 || n[0][0] < 2 {
 			return false
 		}
