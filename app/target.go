@@ -46,7 +46,7 @@ func targetSpec(c *cli.Context, spec *runner.Spec) error {
 		if err != nil {
 			return err
 		}
-		srv := &runner.ServerCommand{Argv: argv, Port: c.Int("server-port"), Ready: c.String("server-ready"),
+		srv := &protocol.ServerCommand{Argv: argv, Port: c.Int("server-port"), Ready: c.String("server-ready"),
 			Addr: c.String("server-addr"), StopGrace: c.Duration("server-stop-grace"), StartTimeout: c.Duration("server-start-timeout")}
 		if b := c.String("server-build"); b != "" {
 			if srv.Build, err = command.Split(b); err != nil {

@@ -162,7 +162,7 @@ type Spec struct {
 	Profile bool `json:"profile,omitempty"`
 	// Server, when set, is the server under test: a command of the
 	// operator's instead of rdmaprobe's serve (target_command.go).
-	Server *ServerCommand `json:"server_cmd,omitempty"`
+	Server *protocol.ServerCommand `json:"server_cmd,omitempty"`
 	// Client, when set, runs a command per client instead of the
 	// built-in client (runner/child).
 	Client *protocol.ClientCommand `json:"client_cmd,omitempty"`

@@ -22,92 +22,6 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
-// ServerCommand is a server under test that rdmaprobe did not write
-// (--server-cmd): an argv template run once per point, optionally built
-// per client count first, observed until ready, stopped with SIGTERM and
-// then SIGKILL.
-//
-// Placeholders: {n} the point's client count, {max} the server's cap
-// (Spec.MaxClients, else {n}), {port} its port, {dir} the point's
-// working directory, {device} the RDMA device the run uses, {addr} the
-// address clients dial, {build} the build's output directory, and
-// {cert}, {key}, {client_ca}: the run's server pair and the client
-// certificate it must accept, for a server that speaks rdmaprobe's own
-// exchange (package exchange) to the built-in clients. Those files are
-// written into the point's directory (mode 0600) only when the template
-// names them: otherwise keys never touch the disk.
-type ServerCommand struct {
-	Argv []string `json:"argv"`
-	// Port is a fixed port (--server-port); 0 picks a free one per
-	// point. A fixed port must be free again before the next point
-	// starts its server.
-	Port int `json:"port,omitempty"`
-	// Ready is a regexp on the server's output lines that says it is
-	// ready (--server-ready); empty means its port listening (TCP, or an
-	// rdma_cm listener on an RDMA device).
-	Ready string `json:"ready,omitempty"`
-	// Build runs once per distinct client count before its first point
-	// (--server-build), with {n}, {max} and {build}.
-	Build []string `json:"build,omitempty"`
-	// Addr is what clients dial ({addr}); default 127.0.0.1, the guest's
-	// netdev address on the vm backend.
-	Addr string `json:"addr,omitempty"`
-	// StopGrace is how long the server has after SIGTERM; default 10 s.
-	StopGrace time.Duration `json:"stop_grace,omitempty"`
-	// StartTimeout bounds the wait for it to be ready; default the
-	// spec's StartTimeout.
-	StartTimeout time.Duration `json:"start_timeout,omitempty"`
-	// OnlyDevice, when set, is the only RDMA device the server sees
-	// (command.Spec.OnlyDevice): the guest's netdev device.
-	OnlyDevice string `json:"only_device,omitempty"`
-}
-
-// ServerPlaceholders and BuildPlaceholders are what the templates may
-// use.
-var (
-	ServerPlaceholders = []string{"n", "max", "port", "dir", "device", "addr", "build", "cert", "key", "client_ca"}
-	BuildPlaceholders  = []string{"n", "max", "build"}
-)
-
-// Check refuses a command that could never run: unknown placeholders, a
-// bad regexp, a server without a port or a ready line to wait for.
-func (c *ServerCommand) Check() error {
-	if len(c.Argv) == 0 {
-		return errors.New("--server-cmd is empty")
-	}
-	known := func(list []string) map[string]string {
-		m := map[string]string{}
-		for _, k := range list {
-			m[k] = "x"
-		}
-		return m
-	}
-	if _, err := command.Expand(c.Argv, known(ServerPlaceholders)); err != nil {
-		return fmt.Errorf("--server-cmd: %w", err)
-	}
-	if len(c.Build) > 0 {
-		if _, err := command.Expand(c.Build, known(BuildPlaceholders)); err != nil {
-			return fmt.Errorf("--server-build: %w", err)
-		}
-	}
-	if c.Ready != "" {
-		if _, err := regexp.Compile(c.Ready); err != nil {
-			return fmt.Errorf("--server-ready: %w", err)
-		}
-	}
-	if c.Port < 0 || c.Port > 65535 {
-		return fmt.Errorf("--server-port %d is not a port", c.Port)
-	}
-	return nil
-}
-
-func (c *ServerCommand) grace() time.Duration {
-	if c.StopGrace > 0 {
-		return c.StopGrace
-	}
-	return 10 * time.Second
-}
-
 // BuildFunc builds the server for a client count and cap: on this host
 // with a command.Builder, or, in a guest, by returning what the host
 // built and sent before the point.
@@ -155,7 +69,7 @@ func (e *PointError) Unwrap() error { return e.Err }
 type commandTarget struct {
 	spec    Spec
 	certs   certs.Pairs
-	cmd     ServerCommand
+	cmd     protocol.ServerCommand
 	build   BuildFunc
 	workDir string
 	ready   *regexp.Regexp
@@ -176,19 +90,11 @@ func newCommandTarget(spec Spec, opts LocalOptions) (*commandTarget, error) {
 	return t, nil
 }
 
-// Addr is what clients dial.
-func (c *ServerCommand) addr() string {
-	if c.Addr != "" {
-		return c.Addr
-	}
-	return "127.0.0.1"
-}
-
 func (t *commandTarget) Start(ctx context.Context, n, trial int) (Server, error) {
 	max := t.spec.MaxClientsAt(n)
 	rec := &result.TargetPoint{}
 	vars := map[string]string{"n": strconv.Itoa(n), "max": strconv.Itoa(max),
-		"device": t.spec.Fabric.Device, "addr": t.cmd.addr()}
+		"device": t.spec.Fabric.Device, "addr": t.cmd.DialAddr()}
 	if t.build != nil {
 		b, err := t.build(ctx, n, max)
 		if err != nil {
@@ -327,7 +233,7 @@ func (s *commandServer) Ready(ctx context.Context, timeout time.Duration) (strin
 		}
 		return "", nil, &PointError{err}
 	}
-	return net.JoinHostPort(s.t.cmd.addr(), strconv.Itoa(s.port)), nil, nil
+	return net.JoinHostPort(s.t.cmd.DialAddr(), strconv.Itoa(s.port)), nil, nil
 }
 
 // listeningTCPOrCM sees a TCP listener, or an rdma_cm one (rping's),
@@ -379,7 +285,7 @@ func (s *commandServer) ExitText() string {
 // or 128+15 as shells do) is clean; having to be killed, or exiting
 // otherwise, is said.
 func (s *commandServer) Stop(grace time.Duration) (result.ServerStats, string) {
-	g := s.t.cmd.grace()
+	g := s.t.cmd.Grace()
 	if grace < g {
 		g = grace
 	}

@@ -4,29 +4,7 @@ import (
 	"net"
 	"strconv"
 	"testing"
-	"time"
 )
-
-func TestServerCommandCheck(t *testing.T) {
-	good := ServerCommand{Argv: []string{"srv", "-p", "{port}", "-n", "{max}", "{build}/x"}, Build: []string{"make", "N={n}", "OUT={build}"}}
-	if err := good.Check(); err != nil {
-		t.Errorf("good command: %v", err)
-	}
-	for _, bad := range []ServerCommand{
-		{},
-		{Argv: []string{"srv", "{i}"}},
-		{Argv: []string{"srv"}, Build: []string{"make", "{port}"}},
-		{Argv: []string{"srv"}, Ready: "("},
-		{Argv: []string{"srv"}, Port: 70000},
-	} {
-		if err := bad.Check(); err == nil {
-			t.Errorf("%+v: no error", bad)
-		}
-	}
-	if g := (&ServerCommand{}).grace(); g != 10*time.Second {
-		t.Errorf("default grace %v", g)
-	}
-}
 
 // The server command's port comes from below the kernel's ephemeral
 // range, where no outgoing connection takes it between the pick and the

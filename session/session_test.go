@@ -176,7 +176,7 @@ func TestCheck(t *testing.T) {
 // with why none runs, and --require N takes --criterion's.
 func TestCheckCriterion(t *testing.T) {
 	traffic := client.TrafficConfig{Duration: time.Second, Depth: 1}
-	cm := runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Server: &runner.ServerCommand{Argv: []string{"cmcapserver"}},
+	cm := runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Server: &protocol.ServerCommand{Argv: []string{"cmcapserver"}},
 		CM: &protocol.CMClient{}, Traffic: traffic}
 	for _, tc := range []struct {
 		name, criterion, require string
@@ -473,7 +473,7 @@ func TestTargetRecord(t *testing.T) {
 	if r := TargetRecord(runner.Spec{}, nil, "", ""); r != nil {
 		t.Errorf("no commands: %+v", r)
 	}
-	spec := runner.Spec{Server: &runner.ServerCommand{Argv: []string{"true", "{port}"}, Addr: "192.0.2.9"},
+	spec := runner.Spec{Server: &protocol.ServerCommand{Argv: []string{"true", "{port}"}, Addr: "192.0.2.9"},
 		Client: &protocol.ClientCommand{Argv: []string{"{build}/client"}}}
 	r := TargetRecord(spec, []string{"/b", "/a"}, "rxe1", "192.0.2.1")
 	if r == nil || r.Addr != "192.0.2.9" || r.Device != "rxe1" || !slices.Equal(r.Dirs, []string{"/a", "/b"}) || len(r.Binaries) != 1 {

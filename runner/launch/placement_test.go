@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/rdmaprobe/rdmaprobe/runner"
+	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
 
 // Resolve reads the hosts, picks the launcher and refuses placements
@@ -24,7 +25,7 @@ func TestPlacementResolve(t *testing.T) {
 		{cmd(Placement{Launcher: "ssh"}), runner.Spec{}, false, "--launcher ssh needs --hosts or --hostfile"},
 		{cmd(Placement{Launcher: "mpi", Hosts: "a"}), runner.Spec{}, false, `--launcher "mpi": want ssh or slurm`},
 		{cmd(Placement{ServerHost: "s"}), runner.Spec{}, false, "--server-host needs --server-addr"},
-		{cmd(Placement{ServerHost: "s"}), runner.Spec{Listen: "x", Server: &runner.ServerCommand{}}, false, "not with --server-cmd"},
+		{cmd(Placement{ServerHost: "s"}), runner.Spec{Listen: "x", Server: &protocol.ServerCommand{}}, false, "not with --server-cmd"},
 		{cmd(Placement{ServerHost: "s"}), withAddr, true, ""},
 		{&Placement{Hosts: "a"}, runner.Spec{}, false, "--ssh and --srun must name a command"},
 	} {

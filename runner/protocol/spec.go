@@ -293,6 +293,101 @@ type ClientCommand struct {
 	OnlyDevice string `json:"only_device,omitempty"`
 }
 
+// ServerCommand is a server under test that rdmaprobe did not write
+// (--server-cmd): an argv template run once per point, optionally built
+// per client count first, observed until ready, stopped with SIGTERM and
+// then SIGKILL.
+//
+// Placeholders: {n} the point's client count, {max} the server's cap
+// (runner.Spec.MaxClients, else {n}), {port} its port, {dir} the point's
+// working directory, {device} the RDMA device the run uses, {addr} the
+// address clients dial, {build} the build's output directory, and
+// {cert}, {key}, {client_ca}: the run's server pair and the client
+// certificate it must accept, for a server that speaks rdmaprobe's own
+// exchange (package exchange) to the built-in clients. Those files are
+// written into the point's directory (mode 0600) only when the template
+// names them: otherwise keys never touch the disk.
+type ServerCommand struct {
+	Argv []string `json:"argv"`
+	// Port is a fixed port (--server-port); 0 picks a free one per
+	// point. A fixed port must be free again before the next point
+	// starts its server.
+	Port int `json:"port,omitempty"`
+	// Ready is a regexp on the server's output lines that says it is
+	// ready (--server-ready); empty means its port listening (TCP, or an
+	// rdma_cm listener on an RDMA device).
+	Ready string `json:"ready,omitempty"`
+	// Build runs once per distinct client count before its first point
+	// (--server-build), with {n}, {max} and {build}.
+	Build []string `json:"build,omitempty"`
+	// Addr is what clients dial ({addr}); default 127.0.0.1, the guest's
+	// netdev address on the vm backend.
+	Addr string `json:"addr,omitempty"`
+	// StopGrace is how long the server has after SIGTERM; default 10 s.
+	StopGrace time.Duration `json:"stop_grace,omitempty"`
+	// StartTimeout bounds the wait for it to be ready; default the
+	// run's start timeout.
+	StartTimeout time.Duration `json:"start_timeout,omitempty"`
+	// OnlyDevice, when set, is the only RDMA device the server sees
+	// (command.Spec.OnlyDevice): the guest's netdev device.
+	OnlyDevice string `json:"only_device,omitempty"`
+}
+
+// ServerPlaceholders and BuildPlaceholders are what the templates may
+// use.
+var (
+	ServerPlaceholders = []string{"n", "max", "port", "dir", "device", "addr", "build", "cert", "key", "client_ca"}
+	BuildPlaceholders  = []string{"n", "max", "build"}
+)
+
+// Check refuses a command that could never run: unknown placeholders, a
+// bad regexp, a server without a port or a ready line to wait for.
+func (c *ServerCommand) Check() error {
+	if len(c.Argv) == 0 {
+		return errors.New("--server-cmd is empty")
+	}
+	known := func(list []string) map[string]string {
+		m := map[string]string{}
+		for _, k := range list {
+			m[k] = "x"
+		}
+		return m
+	}
+	if _, err := command.Expand(c.Argv, known(ServerPlaceholders)); err != nil {
+		return fmt.Errorf("--server-cmd: %w", err)
+	}
+	if len(c.Build) > 0 {
+		if _, err := command.Expand(c.Build, known(BuildPlaceholders)); err != nil {
+			return fmt.Errorf("--server-build: %w", err)
+		}
+	}
+	if c.Ready != "" {
+		if _, err := regexp.Compile(c.Ready); err != nil {
+			return fmt.Errorf("--server-ready: %w", err)
+		}
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return fmt.Errorf("--server-port %d is not a port", c.Port)
+	}
+	return nil
+}
+
+// Grace is how long the server has after SIGTERM.
+func (c *ServerCommand) Grace() time.Duration {
+	if c.StopGrace > 0 {
+		return c.StopGrace
+	}
+	return 10 * time.Second
+}
+
+// DialAddr is what clients dial.
+func (c *ServerCommand) DialAddr() string {
+	if c.Addr != "" {
+		return c.Addr
+	}
+	return "127.0.0.1"
+}
+
 // ClientPlaceholders are what a client template may use.
 var ClientPlaceholders = []string{"i", "n", "addr", "port", "dir", "device", "build"}
 
