@@ -285,7 +285,8 @@ type probeRun struct {
 }
 
 // options are the session's options for the run: the spec and backend,
-// the counts to run, and the run's views as its callbacks.
+// the counts to run, and r, which shows the run as it goes
+// (session.Observer).
 func (r *probeRun) options() session.Options {
 	c, be := r.c, r.be
 	o := session.Options{
@@ -293,9 +294,7 @@ func (r *probeRun) options() session.Options {
 		Backend: be.Backend, Spec: r.spec, Trials: c.Int("trials"), StopOnError: c.Bool("stop-on-error"),
 		Target:   session.TargetRecord(r.spec, c.StringSlice("target-dir"), be.targetDevice(r.spec), be.targetAddr(r.spec)),
 		Strategy: r.strat, Open: r.open, ProfileDir: c.String("profile"),
-		SLOText:  c.String("slo"),
-		Progress: r.progress, PointStarts: r.pointStarts, Started: r.started,
-		Point: r.point, Note: r.note, Decision: r.decision,
+		SLOText: c.String("slo"), Observer: r,
 	}
 	if be.remote != nil && be.remote.Slots() > 0 && !c.IsSet("procs") {
 		o.Spec.Procs = be.remote.Slots()
@@ -319,7 +318,7 @@ func (r *probeRun) open(ctx context.Context, spec runner.Spec, dir string, local
 	return r.be.open(ctx, spec, dir, local)
 }
 
-func (r *probeRun) progress(p runner.Progress) {
+func (r *probeRun) Progress(p runner.Progress) {
 	r.scr.Update(p)
 	switch {
 	case p.Sample != nil:
@@ -332,7 +331,7 @@ func (r *probeRun) progress(p runner.Progress) {
 	}
 }
 
-func (r *probeRun) pointStarts(design string, n, trial int) {
+func (r *probeRun) PointStarts(design string, n, trial int) {
 	r.lv.metrics.PointStarts(design, n, trial)
 	r.lv.events.PointStarts(design, n, trial)
 	label := fmt.Sprintf("%d clients", n)
@@ -345,12 +344,12 @@ func (r *probeRun) pointStarts(design string, n, trial int) {
 	r.scr.PointStarts(label)
 }
 
-func (r *probeRun) started(id string, run *result.Run) {
+func (r *probeRun) Started(id string, run *result.Run) {
 	r.lv.metrics.Start(live.Labels{RunID: id, Backend: run.Backend.Name, Command: r.mode})
 	r.lv.events.RunStarts(id, run)
 }
 
-func (r *probeRun) point(pt result.Point) {
+func (r *probeRun) Point(pt result.Point) {
 	r.lv.metrics.PointEnds(pt)
 	r.lv.events.PointEnds(pt)
 	r.scr.PointEnds()
@@ -363,12 +362,12 @@ func (r *probeRun) point(pt result.Point) {
 	}
 }
 
-func (r *probeRun) note(note string) {
+func (r *probeRun) Note(note string) {
 	r.lv.events.Note(note)
 	screen.Println(r.out, r.width, "note: "+note)
 }
 
-func (r *probeRun) decision(n int, why string) {
+func (r *probeRun) Decision(n int, why string) {
 	r.lv.events.Decision(n, why)
 	screen.Println(r.out, r.width, fmt.Sprintf("next: %d clients (%s)", n, why))
 }

@@ -3,8 +3,8 @@
 // the Runner, measures the points the search strategy asks for, saves
 // run.json after every point, checks the PSNs and lifts the limits and
 // the diagnosis to the run (analysis.Summarise). It prints nothing: the
-// caller is told about progress, points and notes through Options'
-// callbacks.
+// caller is told about progress, points and notes through its
+// Observer.
 package session
 
 import (
@@ -84,23 +84,39 @@ type Options struct {
 	// "N:criterion" and its verdict says whether it was met.
 	Require string
 
-	// Progress, PointStarts, Point and Note, if set, are told what
-	// happens: live counts, the start and the outcome of each point,
-	// the strategy's notes. They are called from one goroutine at a
-	// time.
-	Progress    func(runner.Progress)
-	PointStarts func(design string, n, trial int)
-	Point       func(result.Point)
-	// Note, and Decision's why, begin with the design they are of
-	// ("srq: ") in a run of several designs.
-	Note func(string)
-	// Decision, if set, is told before each count is measured why the
-	// strategy chose it.
-	Decision func(n int, why string)
-	// Started, if set, is told the run's ID (its directory's name) and
-	// the run as created, before the runner opens; it must not keep run.
-	Started func(id string, run *result.Run)
+	// Observer, if set, is told what happens as it happens.
+	Observer Observer
 }
+
+// Observer is told what happens in a run, from one goroutine at a
+// time: how the run's views (the terminal, --events, --metrics-addr)
+// follow it.
+type Observer interface {
+	// Started is told the run's ID (its directory's name) and the run
+	// as created, before the runner opens; it must not keep run.
+	Started(id string, run *result.Run)
+	// PointStarts and Point are told the start and the outcome of each
+	// point, Progress its live counts.
+	PointStarts(design string, n, trial int)
+	Progress(runner.Progress)
+	Point(result.Point)
+	// Decision is told before each count is measured why the strategy
+	// chose it, Note the strategy's notes; both begin with the design
+	// they are of ("srq: ") in a run of several designs.
+	Decision(n int, why string)
+	Note(string)
+}
+
+// Quiet is an Observer told nothing; embed it to observe only some
+// events.
+type Quiet struct{}
+
+func (Quiet) Started(string, *result.Run)  {}
+func (Quiet) PointStarts(string, int, int) {}
+func (Quiet) Progress(runner.Progress)     {}
+func (Quiet) Point(result.Point)           {}
+func (Quiet) Decision(int, string)         {}
+func (Quiet) Note(string)                  {}
 
 // Session is a run that was saved.
 type Session struct {
@@ -124,9 +140,11 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 	}
 	s := &Session{Dir: dir, Run: newRun(o)}
 	run := s.Run
-	if o.Started != nil {
-		o.Started(filepath.Base(dir), run)
+	see := o.Observer
+	if see == nil {
+		see = Quiet{}
 	}
+	see.Started(filepath.Base(dir), run)
 	pairs, err := certs.NewPairs()
 	if err != nil {
 		return nil, s.notStarted(err)
@@ -137,7 +155,7 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 	if len(o.Designs) > 1 {
 		spec.Designs = o.Designs // the references the runner takes follow every design
 	}
-	r, err := o.Open(ctx, spec, dir, runner.LocalOptions{Certs: pairs, ProfileDir: o.ProfileDir, Progress: o.Progress})
+	r, err := o.Open(ctx, spec, dir, runner.LocalOptions{Certs: pairs, ProfileDir: o.ProfileDir, Progress: see.Progress})
 	if err != nil {
 		return nil, s.notStarted(err)
 	}
@@ -174,17 +192,13 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 			s.Path = p
 		}
 		mu.Unlock()
-		if o.Point != nil {
-			o.Point(*pt)
-		}
+		see.Point(*pt)
 	}
 	record := func(ctx context.Context, design string, n, trial int) (result.Point, error) {
 		if setMode != nil {
 			setMode.SetMode(design)
 		}
-		if o.PointStarts != nil {
-			o.PointStarts(design, n, trial)
-		}
+		see.PointStarts(design, n, trial)
 		pt, err := r.RunPoint(ctx, n, trial)
 		pt.Design = design
 		if ctx.Err() != nil && !pt.Interrupted {
@@ -220,10 +234,10 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 			of = ev.Design + ": "
 		}
 		switch {
-		case ev.Kind == probe.EventNote && o.Note != nil:
-			o.Note(of + ev.Note)
-		case ev.Kind == probe.EventDecision && o.Decision != nil:
-			o.Decision(ev.Step.Clients, of+ev.Note)
+		case ev.Kind == probe.EventNote:
+			see.Note(of + ev.Note)
+		case ev.Kind == probe.EventDecision:
+			see.Decision(ev.Step.Clients, of+ev.Note)
 		}
 	}
 	cfg := probe.Config{Threshold: o.Spec.Threshold, Trials: o.Trials, StopOnPointError: o.StopOnError, Epsilon: analysis.Epsilon(o.SLOText)}

@@ -52,6 +52,21 @@ func (f *fakeRunner) RunPoint(ctx context.Context, n, trial int) (result.Point, 
 	return pt, nil
 }
 
+// watch observes the starts and the outcomes of points.
+type watch struct {
+	Quiet
+	starts func(design string, n, trial int)
+	point  func(result.Point)
+}
+
+func (w watch) PointStarts(design string, n, trial int) {
+	if w.starts != nil {
+		w.starts(design, n, trial)
+	}
+}
+
+func (w watch) Point(pt result.Point) { w.point(pt) }
+
 func (f *fakeRunner) Device() *result.DeviceInfo { return &result.DeviceInfo{Name: "fake0"} }
 func (f *fakeRunner) Close() error               { f.closed = true; return nil }
 
@@ -82,13 +97,12 @@ func TestRunSavesEveryPointAndSummarises(t *testing.T) {
 	var path string
 	f.path = func() string { return path }
 	var points []int
-	o.PointStarts = func(_ string, n, trial int) {
+	o.Observer = watch{starts: func(_ string, n, trial int) {
 		runs, _ := filepath.Glob(filepath.Join(o.ResultsDir, "*", result.FileName))
 		if len(runs) == 1 {
 			path = runs[0]
 		}
-	}
-	o.Point = func(pt result.Point) { points = append(points, pt.Clients) }
+	}, point: func(pt result.Point) { points = append(points, pt.Clients) }}
 	s, err := Run(context.Background(), o)
 	if err != nil || s.Err != nil {
 		t.Fatalf("run: %v, probe: %v", err, s.Err)
@@ -130,7 +144,7 @@ func TestRunInterrupted(t *testing.T) {
 	var opened int
 	o := options(t, f, &opened)
 	ctx, cancel := context.WithCancel(context.Background())
-	o.Point = func(pt result.Point) { cancel() }
+	o.Observer = watch{point: func(pt result.Point) { cancel() }}
 	f.path = func() string { return "" }
 	s, err := Run(ctx, o)
 	if err != nil {
@@ -284,7 +298,7 @@ func TestRunKeepsThePointCutShort(t *testing.T) {
 	o := options(t, &f.fakeRunner, &opened)
 	o.Open = func(context.Context, runner.Spec, string, runner.LocalOptions) (runner.Runner, error) { return f, nil }
 	var told []result.Point
-	o.Point = func(pt result.Point) { told = append(told, pt) }
+	o.Observer = watch{point: func(pt result.Point) { told = append(told, pt) }}
 	s, err := Run(ctx, o)
 	if err != nil || !errors.Is(s.Err, context.Canceled) {
 		t.Fatalf("run: %v, probe: %v", err, s.Err)
@@ -387,7 +401,7 @@ func TestRunFinishes(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		if interrupt {
-			o.Point = func(pt result.Point) { cancel() }
+			o.Observer = watch{point: func(pt result.Point) { cancel() }}
 		}
 		s, err := Run(ctx, o)
 		cancel()
