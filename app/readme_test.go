@@ -6,6 +6,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,6 +52,13 @@ func shCommands(t *testing.T, path string) [][]string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return shCommandsIn(t, path, b)
+}
+
+// shCommandsIn are the rdmaprobe command lines of the ```sh blocks of
+// b, read from path.
+func shCommandsIn(t *testing.T, path string, b []byte) [][]string {
+	t.Helper()
 	var cmds [][]string
 	in, line := false, ""
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -90,6 +99,92 @@ func shCommands(t *testing.T, path string) [][]string {
 		}
 	}
 	return cmds
+}
+
+// docSamples are the sample outputs of the README and docs/: a plain
+// ``` block right after a ```sh block (blank lines between), keyed by
+// the sh block's last command as docCommands gives it, joined by
+// spaces.
+func docSamples(t *testing.T) map[string][]string {
+	t.Helper()
+	samples := map[string][]string{}
+	for _, f := range docFiles(t) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(b), "\n")
+		for i := 0; i < len(lines); i++ {
+			if !strings.HasPrefix(lines[i], "```sh") {
+				continue
+			}
+			end := i + 1
+			for end < len(lines) && !strings.HasPrefix(lines[end], "```") {
+				end++
+			}
+			j := end + 1
+			for j < len(lines) && strings.TrimSpace(lines[j]) == "" {
+				j++
+			}
+			if j >= len(lines) || lines[j] != "```" {
+				continue
+			}
+			var sample []string
+			for k := j + 1; k < len(lines) && !strings.HasPrefix(lines[k], "```"); k++ {
+				sample = append(sample, lines[k])
+			}
+			if cmds := shCommandsIn(t, f, []byte(strings.Join(lines[i:end+1], "\n"))); len(cmds) > 0 {
+				samples[strings.Join(cmds[len(cmds)-1], " ")] = sample
+			}
+		}
+	}
+	return samples
+}
+
+// vmOnly are the sample lines a sim run cannot print: the guest's and
+// the references it reads (its own tests hold them).
+var vmOnly = []string{"backend: vm", "guest:", "reference "}
+
+var (
+	number  = regexp.MustCompile(`[0-9][0-9.,]*`)
+	runPath = regexp.MustCompile(`\S*results/\S*/(run\.json|report\.)\S*`)
+	spaces  = regexp.MustCompile(`\s+`)
+	// A latency's unit follows its size: 912us, 11.9ms.
+	unit = regexp.MustCompile(`N(us|µs|ms|s)\b`)
+)
+
+// shape is a line with what differs between runs masked: numbers (and
+// a latency's unit), the run's path, the sim's labels, the spaces that
+// align columns.
+func shape(l string) string {
+	l = strings.ReplaceAll(strings.ReplaceAll(l, " [simulated]", ""), "(simulated) ", "")
+	l = runPath.ReplaceAllString(l, "RUN")
+	l = unit.ReplaceAllString(number.ReplaceAllString(l, "N"), "N")
+	return strings.TrimSpace(spaces.ReplaceAllString(l, " "))
+}
+
+// checkSample holds a documented sample output to what the command
+// printed: each sample line but "..." (lines left out) and vmOnly
+// lines has the shape of a printed line; one that ends in " ..." (the
+// rest left out) starts one.
+func checkSample(t *testing.T, sample []string, out string) {
+	t.Helper()
+	var printed []string
+	for _, l := range strings.Split(out, "\n") {
+		printed = append(printed, shape(l))
+	}
+	for _, l := range sample {
+		if s := strings.TrimSpace(l); s == "" || s == "..." || slices.ContainsFunc(vmOnly, func(p string) bool { return strings.HasPrefix(s, p) }) {
+			continue
+		}
+		want, cut := shape(l), false
+		if strings.HasSuffix(want, " ...") {
+			want, cut = strings.TrimSuffix(want, " ..."), true
+		}
+		if !slices.ContainsFunc(printed, func(p string) bool { return p == want || cut && strings.HasPrefix(p, want) }) {
+			t.Errorf("the sample line\n%s\nis not a line the command prints now; it printed:\n%s", l, out)
+		}
+	}
 }
 
 // exampleFlag is one flag of an example, with its value if it takes
@@ -206,10 +301,18 @@ var needsMore = []string{"server-cmd", "server-build", "client-cmd", "hosts", "h
 //     write into a temporary directory.
 //   - an example with a flag of needsMore is parsed by the CLI (flags,
 //     their values, arguments) without running.
+//
+// A search or ramp followed by a sample of its output keeps its traffic
+// phase and calibrates for 50 ms, and each line of the sample must have
+// the shape of a line it printed (checkSample).
 func TestDocExamples(t *testing.T) {
 	cmds := docCommands(t)
 	if len(cmds) < 8 {
 		t.Fatalf("found %d rdmaprobe commands in the sh blocks of the README and docs/, want at least 8: %q", len(cmds), cmds)
+	}
+	samples := docSamples(t)
+	if len(samples) < 2 {
+		t.Errorf("found %d sample outputs after the sh blocks, want the README's search and ramp", len(samples))
 	}
 	tmp := t.TempDir()
 	results := filepath.Join(tmp, "results")
@@ -256,7 +359,10 @@ func TestDocExamples(t *testing.T) {
 					}
 					e.set("require", shrink(n)+criterion)
 				}
-				if v, ok := e.get("traffic"); !ok || v != "0" {
+				// An example with a sample output keeps its traffic phase,
+				// whose window a cap could stretch ("extended from").
+				sample, hasSample := samples[strings.Join(argv, " ")]
+				if v, ok := e.get("traffic"); !hasSample && (!ok || v != "0") {
 					if d, err := time.ParseDuration(v); !ok || err != nil || d > trafficCap {
 						e.set("traffic", trafficCap.String())
 					}
@@ -276,13 +382,22 @@ func TestDocExamples(t *testing.T) {
 				if _, ok := e.get("metrics-linger"); ok {
 					e.set("metrics-linger", "0s")
 				}
+				// And it calibrates, briefly, as the sample's host speed
+				// says it did.
+				calibrate := "0"
+				if hasSample {
+					calibrate = "50ms"
+				}
 				for _, kv := range [][2]string{{"backend", "sim"}, {"rounds", "1"}, {"msg-size", "64"},
-					{"calibrate", "0"}, {"sample-interval", "0"}, {"results", results}} {
+					{"calibrate", calibrate}, {"sample-interval", "0"}, {"results", results}} {
 					e.set(kv[0], kv[1])
 				}
 				out, errOut, code := run(t, e.argv()...)
 				if code != ExitMeasured {
 					t.Fatalf("%q: exit %d\n%s\n%s", e.argv(), code, out, errOut)
+				}
+				if hasSample {
+					checkSample(t, sample, out)
 				}
 				saved := newRuns()
 				if len(saved) != 1 {
