@@ -2,11 +2,17 @@ package app
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
+
+	"github.com/rdmaprobe/rdmaprobe/internal/testhosts"
 	"github.com/rdmaprobe/rdmaprobe/report"
 )
 
@@ -63,5 +69,33 @@ func TestQuietPrintsTheVerdict(t *testing.T) {
 	want := strings.Join(report.VerdictLines(*r.Verdict), "\n") + "\n"
 	if out != want || errOut != "" {
 		t.Errorf("--quiet printed:\n%s\nstderr:\n%s\nwant the verdict alone:\n%s", out, errOut, want)
+	}
+}
+
+// With load generators on two SSH hosts, each host has a bar of its
+// share under the connect bar, on the rdmaprobe binary's terminal.
+func TestProgressBarPerHost(t *testing.T) {
+	hosts := testhosts.StartSSH(t, 2)
+	exe := testhosts.Binary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe, "ramp", "--backend", "sim", "--hosts", "h1,h2", "--ssh", "ssh -F "+hosts.Config,
+		"--clients", "40", "--connect-rate", "10", "--rounds", "1", "--msg-size", "64", "--traffic", "0", "--calibrate", "0",
+		"--results", t.TempDir())
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	defer ptmx.Close()
+	var got bytes.Buffer
+	io.Copy(&got, ptmx) // until the command exits (EIO)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("ramp: %v\n%s", err, got.String())
+	}
+	for _, h := range hosts.Hosts {
+		bar := regexp.MustCompile(`host ` + h + ` +\[[=>-]+\] \d+/20  \d+ ok  \d+\.\d/s`)
+		if !bar.MatchString(got.String()) {
+			t.Errorf("no bar of host %s in:\n%q", h, got.String())
+		}
 	}
 }
