@@ -171,9 +171,10 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) (e
 	// Every line of the run goes through scr, above its bars.
 	scr := progress.New(s.Out, progress.Options{Quiet: c.Bool("quiet"), Every: plainEvery, Traffic: spec.Traffic.Duration})
 	defer scr.Close()
-	be.out = scr
+	// The guest's and remote hosts' lines, laid out for the width too.
+	be.out = &screen.Lines{W: scr, Width: width}
 	if be.guest != nil {
-		be.guest.Out = scr
+		be.guest.Out = be.out
 	}
 	pr := &probeRun{c: c, out: scr, width: width, mode: mode, strat: strat, be: be, spec: spec, scr: scr, lv: lv}
 	o := pr.options()
@@ -190,7 +191,7 @@ func runProbe(c *cli.Context, s Streams, mode string, strat session.Strategy) (e
 	// second Ctrl-C end the process at once.
 	defer context.AfterFunc(ctx, func() {
 		stop()
-		fmt.Fprintln(scr, "interrupted: stopping the point in progress and saving what it measured (Ctrl-C again quits at once)")
+		screen.Println(scr, width, "interrupted: stopping the point in progress and saving what it measured (Ctrl-C again quits at once)")
 	})()
 	ss, err = session.Run(ctx, o)
 	scr.Close()

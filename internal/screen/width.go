@@ -1,9 +1,11 @@
 package screen
 
 import (
+	"bytes"
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/clipperhouse/displaywidth"
 	"golang.org/x/term"
@@ -81,5 +83,38 @@ func Fit(line string, width int) []string {
 func Println(w io.Writer, width int, line string) {
 	for _, l := range Fit(line, width) {
 		io.WriteString(w, l+"\n")
+	}
+}
+
+// Lines is a writer that lays each line out for Width columns (Fit)
+// before W gets it, for lines printed by code that knows no width (the
+// guest's, a remote host's); a line written in pieces waits for its
+// end. With Width 0 it writes through.
+type Lines struct {
+	W     io.Writer
+	Width int
+
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *Lines) Write(p []byte) (int, error) {
+	if l.Width <= 0 {
+		return l.W.Write(p)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		for _, s := range Fit(string(l.buf[:i]), l.Width) {
+			if _, err := io.WriteString(l.W, s+"\n"); err != nil {
+				return len(p), err
+			}
+		}
+		l.buf = l.buf[i+1:]
 	}
 }

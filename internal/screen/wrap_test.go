@@ -60,3 +60,20 @@ func TestFit(t *testing.T) {
 		}
 	}
 }
+
+// Lines lays out each whole line, however it was written, and writes
+// through at width 0.
+func TestLines(t *testing.T) {
+	var b strings.Builder
+	l := &Lines{W: &b, Width: 10}
+	l.Write([]byte("guest: aa"))
+	l.Write([]byte(" bb cc\nok\n"))
+	if got, want := b.String(), "guest: aa\n  bb cc\nok\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	b.Reset()
+	(&Lines{W: &b}).Write([]byte("a long line, not laid out\n"))
+	if b.String() != "a long line, not laid out\n" {
+		t.Errorf("width 0: %q", b.String())
+	}
+}
