@@ -50,6 +50,7 @@ type Screen struct {
 
 	bars    *mpb.Progress // nil off a terminal and once closed
 	refresh chan any
+	ended   chan any // closed once mpb has stopped (a terminal it could not draw on)
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	closed  bool
@@ -74,8 +75,8 @@ func New(w io.Writer, o Options) *Screen {
 		return s
 	}
 	if screen.Width(w) > 0 { // a terminal
-		s.refresh = make(chan any)
-		s.bars = mpb.New(mpb.WithOutput(w), mpb.WithManualRefresh(s.refresh))
+		s.refresh, s.ended = make(chan any), make(chan any)
+		s.bars = mpb.New(mpb.WithOutput(w), mpb.WithManualRefresh(s.refresh), mpb.WithShutdownNotifier(s.ended))
 	}
 	s.wg.Add(1)
 	go s.loop()
@@ -98,7 +99,7 @@ func (s *Screen) loop() {
 			return
 		case <-t.C:
 			if s.bars != nil {
-				s.refresh <- nil
+				s.draw()
 				continue
 			}
 			s.mu.Lock()
@@ -108,6 +109,14 @@ func (s *Screen) loop() {
 			}
 			s.mu.Unlock()
 		}
+	}
+}
+
+// draw has the bars drawn now, unless mpb has stopped.
+func (s *Screen) draw() {
+	select {
+	case s.refresh <- nil:
+	case <-s.ended:
 	}
 }
 
@@ -268,8 +277,8 @@ func (s *Screen) Close() {
 	if s.bars != nil {
 		// The first render writes the lines and the dropped bars' last
 		// frame, the second clears the bars.
-		s.refresh <- nil
-		s.refresh <- nil
+		s.draw()
+		s.draw()
 		s.bars.Shutdown()
 		s.bars = nil
 	}

@@ -191,3 +191,43 @@ func TestBarsOnATerminal(t *testing.T) {
 var escape = regexp.MustCompile("\x1b\\[[0-9;]*[A-Za-z]")
 
 func stripEscapes(s string) string { return escape.ReplaceAllString(s, "") }
+
+// A terminal that goes away mid-run (its window closed) stops the bars,
+// not the run: Update, Write and Close still return.
+func TestTerminalGone(t *testing.T) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer ptmx.Close()
+	s := New(tty, Options{})
+	s.PointStarts("10 clients")
+	s.Update(runner.Progress{Phase: runner.PhaseConnect, Clients: 10, Done: 1})
+	tty.Close() // mpb can no longer read its size: it stops drawing
+	eventually.True(t, 20*time.Second, "mpb to stop", func() bool {
+		select {
+		case <-s.ended:
+			return true
+		default:
+			return false
+		}
+	})
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		for i := range 20 {
+			s.Update(runner.Progress{Phase: runner.PhaseConnect, Clients: 10, Done: 1 + i%9})
+			fmt.Fprintln(s, "a line")
+		}
+		s.PointEnds()
+		s.Close()
+	}()
+	eventually.True(t, 20*time.Second, "the Screen returns on a terminal gone", func() bool {
+		select {
+		case <-returned:
+			return true
+		default:
+			return false
+		}
+	})
+}
