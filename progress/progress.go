@@ -99,6 +99,7 @@ func (s *Screen) loop() {
 			return
 		case <-t.C:
 			if s.bars != nil {
+				s.fillTraffic()
 				s.draw()
 				continue
 			}
@@ -109,6 +110,16 @@ func (s *Screen) loop() {
 			}
 			s.mu.Unlock()
 		}
+	}
+}
+
+// fillTraffic fills the traffic phase's bar to the time it has run,
+// between the counts that come once a second.
+func (s *Screen) fillTraffic() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ph := s.current(); ph != nil && ph.kind == traffic && ph.bar != nil && s.window > 0 {
+		ph.bar.SetCurrent(min(s.now().Sub(ph.started), s.window).Milliseconds())
 	}
 }
 
@@ -205,7 +216,6 @@ func (s *Screen) Update(p runner.Progress) {
 	if ph == nil || ph.name != name {
 		ph = s.begin(name, p.Clients)
 	}
-	now := s.now()
 	ph.mu.Lock()
 	ph.total, ph.done, ph.ok = p.Clients, p.Done, p.OK
 	if t := p.Traffic; t != nil {
@@ -217,8 +227,6 @@ func (s *Screen) Update(p runner.Progress) {
 	case name == runner.PhaseConnect:
 		ph.bar.SetTotal(int64(p.Clients), false)
 		ph.bar.SetCurrent(int64(p.Done))
-	case name == runner.PhaseTraffic && s.window > 0:
-		ph.bar.SetCurrent(min(now.Sub(ph.started), s.window).Milliseconds())
 	}
 	if name != runner.PhaseConnect {
 		return

@@ -159,7 +159,7 @@ func TestBarsOnATerminal(t *testing.T) {
 	if screen.Width(tty) != 80 {
 		t.Fatal("a pty is not a terminal")
 	}
-	s := New(tty, Options{})
+	s := New(tty, Options{Traffic: 10 * time.Second})
 	c := &clock{t: time.Now()}
 	s.mu.Lock()
 	s.now = c.now
@@ -176,6 +176,11 @@ func TestBarsOnATerminal(t *testing.T) {
 	eventually.True(t, 10*time.Second, "the line", func() bool {
 		return strings.Contains(out.String(), "note: a line above the bar\r\n")
 	})
+	// The traffic bar fills with the time between the once-a-second counts.
+	s.Update(runner.Progress{Phase: runner.PhaseTraffic, Clients: 400, Done: 400, OK: 400, Traffic: &runner.TrafficProgress{}})
+	c.add(5 * time.Second)
+	traffic := regexp.MustCompile(`traffic +\[=+>?-+\] 5s of 10s  0 msg/s`)
+	eventually.True(t, 10*time.Second, "the traffic bar half full", func() bool { return traffic.MatchString(out.String()) })
 	s.PointEnds()
 	s.Close()
 	for _, l := range strings.Split(out.String(), "\n") {
