@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmaprobe/rdmaprobe/bench"
+	"github.com/rdmaprobe/rdmaprobe/internal/screen"
 	"github.com/rdmaprobe/rdmaprobe/report"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
@@ -68,7 +69,7 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 	if be.Name == "verbs" && !protocol.HasVerbs() {
 		return fmt.Errorf("--backend verbs: this binary was built without libibverbs; build it with `go build -tags verbs`")
 	}
-	fmt.Fprintf(s.Out, "backend: %s (%s)\n", be.Description, be.Reason)
+	screen.Println(s.Out, screen.Width(s.Out), fmt.Sprintf("backend: %s (%s)", be.Description, be.Reason))
 
 	dir, err := result.NewRunDir(c.String("results"), "bench-"+be.Name, time.Now())
 	if err != nil {
@@ -107,12 +108,13 @@ func runBench(ctx context.Context, c *cli.Context, s Streams) error {
 // saves the run, prints it with print and renders its report from the
 // saved contents, as `rdmaprobe report bench.json` would, so the report
 // can be regenerated. It returns err, or the first error of its own.
-func finishBench(s Streams, run *bench.Run, dir, path string, print func(io.Writer, *bench.Run) error, err error) error {
+func finishBench(s Streams, run *bench.Run, dir, path string, print func(io.Writer, *bench.Run, int) error, err error) error {
 	err = run.Finish(path, err)
-	if perr := print(s.Out, run); perr != nil && err == nil {
+	width := screen.Width(s.Out)
+	if perr := print(s.Out, run, width); perr != nil && err == nil {
 		err = perr
 	}
-	fmt.Fprintf(s.Out, "saved %s\n", path)
+	screen.Println(s.Out, width, "saved "+path)
 	files, rerr := report.WriteBench(run, dir, report.Formats)
 	if rerr != nil {
 		fmt.Fprintf(s.Err, "report: %v\n", rerr)

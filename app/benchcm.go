@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmaprobe/rdmaprobe/bench"
+	"github.com/rdmaprobe/rdmaprobe/internal/screen"
 	"github.com/rdmaprobe/rdmaprobe/report"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner/vm"
@@ -98,7 +99,7 @@ func runBenchRDMACM(ctx context.Context, c *cli.Context, s Streams) error {
 	g, err := vm.BootCMGuest(ctx, opts, []string{req.CMTime})
 	if err == nil {
 		run.Backend.Description = g.Description()
-		fmt.Fprintf(s.Out, "backend: %s\n", g.Description())
+		screen.Println(s.Out, screen.Width(s.Out), "backend: "+g.Description())
 		var got *bench.CMRun
 		got, err = g.BenchRDMACM(ctx, req, progress)
 		if got != nil {

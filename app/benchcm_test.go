@@ -108,7 +108,7 @@ func TestPrintCMBenchSteps(t *testing.T) {
 		}}}
 	run.RDMACM.Summarise()
 	var b strings.Builder
-	if err := report.PrintCMBench(&b, run); err != nil {
+	if err := report.PrintCMBench(&b, run, 1000); err != nil {
 		t.Fatal(err)
 	}
 	want := `

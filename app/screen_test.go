@@ -52,20 +52,38 @@ func onTerminal(t *testing.T, cols int, args ...string) (string, int) {
 // (the terminal's own line ends are \r\n; a progress line redrawn
 // after \r counts on its own).
 func TestSearchFits80Columns(t *testing.T) {
-	out, code := onTerminal(t, 80, "search", "--backend", "sim", "--lo", "50", "--hi", "300", "--sim-max-qp", "200", "--results", t.TempDir())
+	t.Chdir(t.TempDir()) // a path is one word: no line can hold a longer one
+	out, code := onTerminal(t, 80, "search", "--backend", "sim", "--lo", "50", "--hi", "300", "--sim-max-qp", "200", "--results", "results")
 	if code != ExitMeasured {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
+	// The terminal's path: a boxed table, the verdict, the diagnosis.
+	fits(t, out, 80, "┌", "Verdict at the 100% threshold: capacity 200;", "limiting factor: ")
+}
+
+// The bench's tables keep the columns that fit, too.
+func TestBenchFits80Columns(t *testing.T) {
+	t.Chdir(t.TempDir()) // a path is one word: no line can hold a longer one
+	out, code := onTerminal(t, 80, "bench", "--backend", "sim", "--ops", "200", "--concurrency", "20", "--results", "r")
+	if code != ExitMeasured {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	fits(t, out, 80, "┌", "(left out for the terminal's width: ")
+}
+
+// fits checks that no line of what a terminal received is wider than
+// cols, and that it has each of wants.
+func fits(t *testing.T, out string, cols int, wants ...string) {
+	t.Helper()
 	plain := escape.ReplaceAllString(out, "")
 	over := 0
 	for _, l := range regexp.MustCompile(`[\r\n]`).Split(plain, -1) {
-		if n := screen.Cols(l); n > 80 {
+		if n := screen.Cols(l); n > cols {
 			over++
 			t.Errorf("%d columns: %s", n, l)
 		}
 	}
-	// The terminal's path: a boxed table, the verdict, the diagnosis.
-	for _, want := range []string{"┌", "Verdict at the 100% threshold: capacity 200;", "limiting factor: "} {
+	for _, want := range wants {
 		if !strings.Contains(plain, want) {
 			t.Errorf("no %q in:\n%s", want, plain)
 		}

@@ -6,8 +6,6 @@ import (
 	"math"
 	"strings"
 
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/renderer"
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/rdmaprobe/rdmaprobe/analysis"
@@ -19,31 +17,23 @@ import (
 // The terminal's lines and tables: what a command prints as it runs,
 // beside the files the rest of this package writes.
 
-// consoleTable is a terminal table, numbers to the right.
-func consoleTable(w io.Writer) *tablewriter.Table {
-	return tablewriter.NewTable(w,
-		tablewriter.WithRenderer(renderer.NewBlueprint()),
-		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithRowAlignment(tw.AlignRight),
-	)
-}
-
 // PrintBench writes the measurements, the ratios against the targets and
-// the full connect's phases.
-func PrintBench(w io.Writer, run *bench.Run) error {
-	t := consoleTable(w)
-	t.Header([]string{"Measure", "Mode", "OK", "Conn/s", "ms/conn", "p50 ms", "p99 ms"})
+// the full connect's phases, laid out for width columns (0: off a
+// terminal).
+func PrintBench(w io.Writer, run *bench.Run, width int) error {
+	t := table{header: []string{"Measure", "Mode", "OK", "Conn/s", "ms/conn", "p50 ms", "p99 ms"}, align: tw.AlignRight,
+		drop: []string{"p99 ms", "p50 ms"}}
 	for _, m := range run.Measurements {
-		t.Append([]string{BenchMeasure(m.Name), InFlight(m.Concurrency), fmt.Sprintf("%d/%d", m.OK, m.Attempted),
+		t.rows = append(t.rows, []string{BenchMeasure(m.Name), InFlight(m.Concurrency), fmt.Sprintf("%d/%d", m.OK, m.Attempted),
 			fmt.Sprintf("%.0f", m.PerSec), fmt.Sprintf("%.3f", m.CostMS),
 			fmt.Sprintf("%.3f", m.LatencyMS.P50), fmt.Sprintf("%.3f", m.LatencyMS.P99)})
 	}
-	if err := t.Render(); err != nil {
+	if err := t.print(w, width); err != nil {
 		return err
 	}
 
-	t = consoleTable(w)
-	t.Header([]string{"Mode", "a+b ms/conn", "c ms/conn", "c/(a+b)", "≤ 1.5", "c rate / a rate", "≥ 60% (sim)"})
+	t = table{header: []string{"Mode", "a+b ms/conn", "c ms/conn", "c/(a+b)", "≤ 1.5", "c rate / a rate", "≥ 60% (sim)"}, align: tw.AlignRight,
+		drop: []string{"a+b ms/conn", "c ms/conn"}}
 	for _, cmp := range run.Comparisons {
 		a, b := run.Find(bench.TLSHandshakeName, cmp.Concurrency), run.Find(bench.RawVerbsName, cmp.Concurrency)
 		c := run.Find(bench.FullConnectName, cmp.Concurrency)
@@ -51,19 +41,19 @@ func PrintBench(w io.Writer, run *bench.Run) error {
 		if run.Backend.Simulated {
 			rateMet = yesNo(cmp.RateVsTLS >= bench.MinSimRateVsTLS)
 		}
-		t.Append([]string{InFlight(cmp.Concurrency), fmt.Sprintf("%.3f", a.CostMS+b.CostMS),
+		t.rows = append(t.rows, []string{InFlight(cmp.Concurrency), fmt.Sprintf("%.3f", a.CostMS+b.CostMS),
 			fmt.Sprintf("%.3f", c.CostMS), fmt.Sprintf("%.2f", cmp.CostRatio),
 			yesNo(cmp.CostRatio <= bench.MaxCostRatio),
 			fmt.Sprintf("%.0f%%", cmp.RateVsTLS*100), rateMet})
 	}
-	if err := t.Render(); err != nil {
+	if err := t.print(w, width); err != nil {
 		return err
 	}
 
-	if err := benchPhaseTable(w, run, bench.FullConnectName, "Full connect phase (client)", result.BuiltinPhases); err != nil {
+	if err := benchPhaseTable(w, width, run, bench.FullConnectName, "Full connect phase (client)", result.BuiltinPhases); err != nil {
 		return err
 	}
-	if err := benchPhaseTable(w, run, bench.RawVerbsName, "Raw verbs, per pair", bench.Verbs); err != nil {
+	if err := benchPhaseTable(w, width, run, bench.RawVerbsName, "Raw verbs, per pair", bench.Verbs); err != nil {
 		return err
 	}
 	if run.Backend.Simulated {
@@ -73,30 +63,29 @@ func PrintBench(w io.Writer, run *bench.Run) error {
 }
 
 // benchPhaseTable splits the measurements called name by phase, one column
-// pair per concurrency.
-func benchPhaseTable(w io.Writer, run *bench.Run, name, title string, phases []string) error {
+// pair per concurrency; the means go first when the width is short.
+func benchPhaseTable(w io.Writer, width int, run *bench.Run, name, title string, phases []string) error {
 	var ms []*bench.Measurement
-	head := []string{title}
+	t := table{header: []string{title}, align: tw.AlignRight}
 	for i := range run.Measurements {
 		if m := &run.Measurements[i]; m.Name == name && len(m.PhasesMS) > 0 {
 			ms = append(ms, m)
-			head = append(head, InFlight(m.Concurrency)+" p50 ms", InFlight(m.Concurrency)+" mean ms")
+			t.header = append(t.header, InFlight(m.Concurrency)+" p50 ms", InFlight(m.Concurrency)+" mean ms")
+			t.drop = append(t.drop, InFlight(m.Concurrency)+" mean ms")
 		}
 	}
 	if len(ms) == 0 {
 		return nil
 	}
-	t := consoleTable(w)
-	t.Header(head)
 	for _, ph := range phases {
 		row := []string{ph}
 		for _, m := range ms {
 			p := m.PhasesMS[ph]
 			row = append(row, fmt.Sprintf("%.3f", p.P50), fmt.Sprintf("%.3f", p.Mean))
 		}
-		t.Append(row)
+		t.rows = append(t.rows, row)
 	}
-	return t.Render()
+	return t.print(w, width)
 }
 
 func yesNo(ok bool) string {
@@ -117,7 +106,7 @@ func CMClientName(m bench.CMMeasurement) string {
 // PrintCMBench writes two tables per pass, the connects/s of each client
 // and their connect steps, each step column meaning the same for both
 // clients; then each mode's median ratio and what limits both.
-func PrintCMBench(w io.Writer, run *bench.Run) error {
+func PrintCMBench(w io.Writer, run *bench.Run, width int) error {
 	cm := run.RDMACM
 	for p := 1; p <= cm.Passes; p++ {
 		var ms []bench.CMMeasurement
@@ -129,8 +118,7 @@ func PrintCMBench(w io.Writer, run *bench.Run) error {
 		if len(ms) == 0 {
 			continue
 		}
-		t := consoleTable(w)
-		t.Header([]string{fmt.Sprintf("Pass %d", p), "Connected", "s", "connects/s", "× cmtime"})
+		t := table{header: []string{fmt.Sprintf("Pass %d", p), "Connected", "s", "connects/s", "× cmtime"}, align: tw.AlignRight}
 		var base float64
 		for _, m := range ms {
 			ratio := ""
@@ -139,38 +127,38 @@ func PrintCMBench(w io.Writer, run *bench.Run) error {
 			} else if base > 0 && m.PerSec > 0 {
 				ratio = fmt.Sprintf("%.2f", m.PerSec/base)
 			}
-			t.Append([]string{CMClientName(m), fmt.Sprintf("%d/%d", m.Connected, m.Attempted),
+			t.rows = append(t.rows, []string{CMClientName(m), fmt.Sprintf("%d/%d", m.Connected, m.Attempted),
 				fmt.Sprintf("%.2f", m.Sec), fmt.Sprintf("%.1f", m.PerSec), ratio})
 		}
-		if err := t.Render(); err != nil {
+		if err := t.print(w, width); err != nil {
 			return err
 		}
-		t = consoleTable(w)
-		t.Header([]string{fmt.Sprintf("Pass %d step", p), "Client", "min ms/conn", "p50 ms/conn", "max ms/conn", "all N ms"})
+		t = table{header: []string{fmt.Sprintf("Pass %d step", p), "Client", "min ms/conn", "p50 ms/conn", "max ms/conn", "all N ms"},
+			align: tw.AlignRight, drop: []string{"min ms/conn", "all N ms"}}
 		rows := 0
 		for _, n := range bench.CMStepNames {
 			for _, m := range ms {
 				for _, st := range bench.CMStepTimes(m) {
 					if st.Step == n[0] {
-						t.Append([]string{st.Step, CMClientName(m), msCell(st.MinMS), msCell(st.P50MS), msCell(st.MaxMS), msCell(st.AllMS)})
+						t.rows = append(t.rows, []string{st.Step, CMClientName(m), msCell(st.MinMS), msCell(st.P50MS), msCell(st.MaxMS), msCell(st.AllMS)})
 						rows++
 					}
 				}
 			}
 		}
 		if rows > 0 {
-			if err := t.Render(); err != nil {
+			if err := t.print(w, width); err != nil {
 				return err
 			}
 		}
 	}
-	fmt.Fprintln(w, "(ms/conn: one connection's step, from its call to its completion; all N ms: from the step's first call to its last completion over all N, cmtime's total; — where the client does not measure it)")
+	screen.Println(w, width, "(ms/conn: one connection's step, from its call to its completion; all N ms: from the step's first call to its last completion over all N, cmtime's total; — where the client does not measure it)")
 	for _, r := range cm.Ratios {
-		fmt.Fprintf(w, "rdmaprobe (%s) / cmtime connects/s: median %.2f× over %d passes (%s) — target ≥ %.1f: %s\n",
-			r.Mode, r.Median, len(r.ByPass), joinRatios(r.ByPass), bench.MinCMRatio, yesNo(r.Met))
+		screen.Println(w, width, fmt.Sprintf("rdmaprobe (%s) / cmtime connects/s: median %.2f× over %d passes (%s) — target ≥ %.1f: %s",
+			r.Mode, r.Median, len(r.ByPass), joinRatios(r.ByPass), bench.MinCMRatio, yesNo(r.Met)))
 	}
 	if cm.Limits != "" {
-		fmt.Fprintln(w, "What limits both: "+cm.Limits)
+		screen.Println(w, width, "What limits both: "+cm.Limits)
 	}
 	return nil
 }

@@ -102,6 +102,15 @@ func widest(text string) int {
 	return n
 }
 
+// print is render, then the line that names the columns left out.
+func (t table) print(w io.Writer, width int) error {
+	left, err := t.render(w, width)
+	if err == nil {
+		leftOut(w, width, left)
+	}
+	return err
+}
+
 // leftOut is the line under a table that left columns out for the
 // terminal's width.
 func leftOut(w io.Writer, width int, cols []string) {
