@@ -63,6 +63,10 @@ func concludeDesign(run *result.Run, mode string, threshold float64) result.Desi
 		Wall: f.Wall, Conservative: f.Conservative, Practical: f.Advised}
 	if run.Config.Traffic != nil {
 		d.MaxSustainable = Capacity(run.Points, threshold, result.CriterionTraffic)
+		if n := sloMissedAt(run.Points, d.MaxSustainable, threshold); n > 0 {
+			d.SLOMissedAt = n
+			d.SLOCauseKind, d.SLOCause = BendCause(run.Points, d.MaxSustainable, n, serverCPUs(run))
+		}
 	}
 	if len(f.Counts) > 0 {
 		d.Highest = f.Counts[len(f.Counts)-1].Clients
@@ -71,6 +75,7 @@ func concludeDesign(run *result.Run, mode string, threshold float64) result.Desi
 		d.Limit, d.LimitAt = f.Limit.Limit, f.LimitAt
 	}
 	if b, ok := Bend(run.Points, Epsilon(run.Config.SLO)); ok {
+		b.CauseKind, b.Cause = BendCause(run.Points, b.Performant, b.BendAt, serverCPUs(run))
 		d.Bend = &b
 	}
 	return d
@@ -88,4 +93,42 @@ func ParseRequire(s string) (n int, criterion string, ok bool) {
 		return 0, "", false
 	}
 	return n, crit, true
+}
+
+// serverCPUs is the cores of the machine the server ran on: the guest's
+// for the vm backend, 0 when it ran on another host.
+func serverCPUs(run *result.Run) int {
+	switch {
+	case run.ServerHost != nil:
+		return 0
+	case run.Environment.Guest != nil:
+		return run.Environment.Guest.CPUs
+	}
+	return run.Environment.CPUs
+}
+
+// sloMissedAt is the count just past max sustainable when its clients
+// connected at the threshold and its traffic phase missed the SLOs (0:
+// none, or nothing sustained): the count a receive shortage or a
+// saturated core fails without refusing a client.
+func sloMissedAt(points []result.Point, sustainable int, threshold float64) int {
+	if sustainable <= 0 {
+		return 0
+	}
+	for _, c := range Pool(points, threshold) {
+		if c.Clients <= sustainable {
+			continue
+		}
+		missed := 0
+		for _, p := range points {
+			if p.Clients == c.Clients && p.Traffic != nil && p.Traffic.Error == "" && !p.Traffic.SLOPassed {
+				missed++
+			}
+		}
+		if !c.Errored && Passes(c.Connected, c.Attempted, threshold) && MissesSLOs(missed, c.Trials) {
+			return c.Clients
+		}
+		return 0
+	}
+	return 0
 }

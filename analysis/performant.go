@@ -1,8 +1,10 @@
 package analysis
 
 import (
+	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/slo"
@@ -69,3 +71,95 @@ func Epsilon(sloList string) float64 {
 	}
 	return DefaultEpsilon
 }
+
+// What a bend's cause is (result.Bend.CauseKind), in the order they are
+// looked for: the device's own counts first, then the CPU.
+const (
+	BendRNR       = "rnr"
+	BendLoss      = "loss"
+	BendQPCache   = "qp-cache"
+	BendCongest   = "congestion"
+	BendServerCPU = "server-cpu"
+	BendGenerator = "generator"
+	BendNone      = "none"
+)
+
+// counterBend is the cause a counter's meaning (CounterMeaning) names,
+// and how it is said.
+var counterBend = []struct{ meaning, kind, says string }{
+	{CounterRNR, BendRNR, "RNR NAKs: receives not posted in time"},
+	{CounterLoss, BendLoss, "retries and sequence errors: loss"},
+	{CounterCacheMiss, BendQPCache, "QP context cache misses: more QPs than the device caches"},
+	{CounterCongestion, BendCongest, "congestion notifications"},
+}
+
+// minPerMessage is the fewest counts per message a counter must reach
+// past a bend to name it: one per thousand messages.
+const minPerMessage = 0.001
+
+// BendCause says what rose between the last count that held and the
+// first that fell (a bend's Performant and BendAt; max sustainable and
+// the first count whose traffic missed the SLOs): a device counter of a known meaning
+// per message at least doubled to one per thousand or more (RNR NAKs,
+// retries and sequence errors, QP cache misses, congestion), the server's
+// machine at saturation, or a load generator at its limit; else none of
+// them, said plainly. cpus is the cores of the machine the server ran on
+// (0: unknown). Nothing when fell is 0.
+func BendCause(points []result.Point, held, fell, cpus int) (kind, says string) {
+	if fell == 0 {
+		return "", ""
+	}
+	type count struct {
+		msgs   float64
+		rise   map[string]float64
+		host   float64
+		server float64
+		harn   string
+	}
+	at := func(n int) count {
+		c := count{rise: map[string]float64{}}
+		for _, p := range points {
+			t := p.Traffic
+			if p.Clients != n || t == nil || t.Error != "" {
+				continue
+			}
+			c.msgs += float64(t.Messages)
+			for name, r := range p.DeviceCounters.Rise() {
+				if m := CounterMeaning(name); m != "" {
+					c.rise[m] += float64(r)
+				}
+			}
+			c.host = max(c.host, t.HostCPU)
+			c.server = max(c.server, t.ServerCPU-t.ServerSpin)
+			if c.harn == "" {
+				c.harn = t.HarnessLimit
+			}
+		}
+		return c
+	}
+	before, after := at(held), at(fell)
+	per := func(c count, m string) float64 {
+		if c.msgs == 0 {
+			return 0
+		}
+		return c.rise[m] / c.msgs
+	}
+	for _, cb := range counterBend {
+		x, y := per(before, cb.meaning), per(after, cb.meaning)
+		if y >= minPerMessage && y >= 2*x {
+			return cb.kind, fmt.Sprintf("%s rose from %s to %s per 1,000 messages", cb.says, perThousand(x), perThousand(y))
+		}
+	}
+	if cpus > 0 {
+		if busy := max(after.host, after.server); busy >= result.Saturated*float64(cpus) {
+			return BendServerCPU, fmt.Sprintf("the server's machine at saturation: %.2f of its %d cores busy (%.2f at %d clients)",
+				busy, cpus, max(before.host, before.server), held)
+		}
+	}
+	if after.harn != "" {
+		return BendGenerator, "a load generator at its limit, the harness and not the server: " + after.harn
+	}
+	return BendNone, "none of RNR NAKs, retries or sequence errors, QP cache misses, a saturated server machine or a load generator at its limit rose: the cause is none rdmaprobe reads"
+}
+
+func perThousand(x float64) string { return strconv.FormatFloat(x*1000, 'g', 3, 64) }

@@ -34,7 +34,7 @@ var helpGroups = []struct {
 	name  string
 	flags []string
 }{
-	{catServer, []string{"mode", "max-clients", "mux", "detach", "backlog", "nofile", "memlock",
+	{catServer, []string{"mode", "max-clients", "mux", "detach", "backlog", "srq-depth", "nofile", "memlock",
 		"serve/listen", "serve/max-clients", "serve/mode", "serve/mux", "serve/msg-size", "serve/depth", "serve/busy-poll",
 		"serve/remote", "serve/detach", "serve/backlog", "serve/nofile", "serve/memlock",
 		"bench soak/max-clients", "bench soak/mode", "bench soak/msg-size",

@@ -49,6 +49,7 @@ func probeFlags() []cli.Flag {
 		&cli.StringFlag{Name: "results", Value: "results", Usage: "directory that receives <UTC time>-<backend>/run.json (run.json.gz above 1 MB)"},
 		&cli.BoolFlag{Name: "quiet", Usage: "print only the verdict, at the end: no progress, point lines, table or file names (errors still go to stderr)"},
 		&cli.IntFlag{Name: "backlog", Usage: "server listen queue length (default: somaxconn)"},
+		&cli.IntFlag{Name: "srq-depth", Usage: "receive buffers of each SRQ of the built-in server in --mode srq (default: a buffer for every message its clients can have in flight, twice over); fewer than the clients keep outstanding plants a receive shortage, which RNR NAKs show"},
 		&cli.StringFlag{Name: "profile", Usage: "write CPU profiles (pprof) of the server and load generators of every point into `DIR` (every backend; the vm backend copies them out of the guest)"},
 		&cli.BoolFlag{Name: "stop-on-error", Usage: "stop at the first point that itself fails (server died, load generator crashed or hung) instead of counting it as failed and going on"},
 		&cli.DurationFlag{Name: "calibrate", Value: runner.DefaultCalibration, Usage: "measure this machine's speed (serial TLS handshakes in one process) for this long before and after each point, to tell a slow host from a slow server (0 = off)"},
@@ -411,7 +412,7 @@ func probeSpec(c *cli.Context, be *backend) runner.Spec {
 		Procs: c.Int("procs"), Rate: c.Float64("connect-rate"), Timeout: c.Duration("timeout"), Rounds: c.Int("rounds"),
 		MsgSize: c.Int("msg-size"), Threshold: c.Float64("threshold") / 100, InFlight: c.Int("inflight"),
 		WallStop: c.Int("wall-stop"), TLSResume: c.Bool("tls-resume"), Detach: c.Bool("detach"), TLSKex: c.String("tls-kex"),
-		GoMaxProcs: c.String("gomaxprocs"), Backlog: c.Int("backlog"), NoFile: c.Uint64("nofile"), MemLock: c.Uint64("memlock"),
+		GoMaxProcs: c.String("gomaxprocs"), Backlog: c.Int("backlog"), SRQDepth: c.Int("srq-depth"), NoFile: c.Uint64("nofile"), MemLock: c.Uint64("memlock"),
 		SampleInterval: offIfZero(c.Duration("sample-interval")), CalibrationWindow: offIfZero(c.Duration("calibrate")),
 		Profile: c.String("profile") != "", Traffic: trafficConfig(c),
 	}

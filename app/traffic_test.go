@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
 
@@ -231,6 +232,9 @@ func TestRampRecordsPerformantCount(t *testing.T) {
 	if b == nil || b.Performant != 60 || b.BendAt != 120 {
 		t.Fatalf("bend %+v, want performant 60, bend at 120\n%s", b, out)
 	}
+	if b.CauseKind != analysis.BendQPCache {
+		t.Errorf("why it bent: %s (%s), want the QP cache's misses", b.CauseKind, b.Cause)
+	}
 	trials := map[int]int{}
 	for _, st := range r.Search.Steps {
 		trials[st.Clients] = st.Trials
@@ -254,7 +258,7 @@ func TestRampRecordsPerformantCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{string(md), out} {
-		if !strings.Contains(s, "performant 60 (") {
+		if !strings.Contains(s, "performant 60 (") || !strings.Contains(s, "why it bent: QP context cache misses") {
 			t.Errorf("no performant 60 in:\n%s", s)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmaprobe/rdmaprobe/analysis"
 	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 	"github.com/rdmaprobe/rdmaprobe/internal/parts"
 	"github.com/rdmaprobe/rdmaprobe/result"
@@ -420,5 +421,46 @@ func TestVMDeviceCounters(t *testing.T) {
 	}
 	if !rated {
 		t.Error("no sample holds a per-second packet rate")
+	}
+}
+
+// A receive shortage planted on rxe (issue 53): an SRQ of 2 buffers
+// against 32 clients that each keep a message outstanding. The SRQ runs
+// dry, rxe answers with RNR NAKs (send_rnr_err on the responder,
+// rcvd_rnr_err on the requester: one device here, so both), and the
+// requesters wait out the RNR timer. On the TCG guest that starves
+// clients rather than the server, whose CPU bounds the aggregate rate
+// anyway: the rate holds, and the tail latency goes from tens of
+// milliseconds to seconds. So the SLO is a p99, and the verdict names
+// RNR NAKs as what rose from the last count that met it, 2 clients,
+// whose 2 messages the SRQ holds, to the first that did not.
+func TestVMSRQShortageShowsRNR(t *testing.T) {
+	needVM(t)
+	root := t.TempDir()
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--mode", "srq", "--srq-depth", "2", "--depth", "1",
+		"--clients", "2,32", "--traffic", "1s", "--slo", "p99<=500ms", "--msg-size", "64", "--calibrate", "0",
+		"--vm-mem", "2048", "--results", root)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	r := loadOnlyRun(t, root)
+	rnr := map[int]uint64{}
+	for _, p := range r.Points {
+		rise := p.DeviceCounters.Rise()
+		rnr[p.Clients] += rise["rcvd_rnr_err"] + rise["send_rnr_err"]
+	}
+	if rnr[32] == 0 {
+		t.Fatalf("no RNR NAK at 32 clients against 2 buffers: %v\n%s", rnr, out)
+	}
+	d := r.Verdict.Designs[0]
+	if d.MaxSustainable != 2 || d.SLOMissedAt != 32 || d.SLOCauseKind != analysis.BendRNR {
+		t.Fatalf("max sustainable %d, missed at %d because %s (%s); want 2, 32 and RNR (RNR NAKs %v)\n%s",
+			d.MaxSustainable, d.SLOMissedAt, d.SLOCauseKind, d.SLOCause, rnr, out)
+	}
+	if !strings.Contains(out, "why: RNR NAKs: receives not posted in time rose") {
+		t.Errorf("the verdict does not name RNR:\n%s", out)
+	}
+	if b := d.Bend; b != nil && b.BendAt != 0 && b.CauseKind != analysis.BendRNR {
+		t.Errorf("the rate bent at %d, for %s (%s)", b.BendAt, b.CauseKind, b.Cause)
 	}
 }

@@ -46,7 +46,11 @@ func verdictFigures(d result.DesignVerdict) string {
 	}
 	s = append(s, "highest tested "+fmt.Sprint(d.Highest), "max connected "+fmt.Sprint(d.MaxConnected))
 	if d.MaxSustainable >= 0 {
-		s = append(s, "max sustainable "+fmt.Sprint(d.MaxSustainable))
+		ms := "max sustainable " + fmt.Sprint(d.MaxSustainable)
+		if d.SLOCause != "" {
+			ms += fmt.Sprintf(" (%d missed the SLOs; why: %s)", d.SLOMissedAt, d.SLOCause)
+		}
+		s = append(s, ms)
 	}
 	if b := d.Bend; b != nil {
 		s = append(s, PerformantText(*b))
@@ -74,5 +78,9 @@ func PerformantText(b result.Bend) string {
 	if b.BendAt > 0 {
 		fell = fmt.Sprintf("; %d fell to %.0f", b.BendAt, b.BendRate)
 	}
-	return fmt.Sprintf("performant %d (>= %s of the peak %.0f msg/s at %d%s)", b.Performant, Pct(1-b.Epsilon), b.Peak, b.PeakAt, fell)
+	s := fmt.Sprintf("performant %d (>= %s of the peak %.0f msg/s at %d%s)", b.Performant, Pct(1-b.Epsilon), b.Peak, b.PeakAt, fell)
+	if b.Cause != "" {
+		s += "; why it bent: " + b.Cause
+	}
+	return s
 }

@@ -26,6 +26,13 @@ type DesignVerdict struct {
 	// traffic phase also met the SLOs, -1 when no traffic phase ran.
 	MaxConnected   int `json:"max_connected"`
 	MaxSustainable int `json:"max_sustainable"`
+	// SLOMissedAt is the count just past MaxSustainable when its clients
+	// connected and its traffic phase missed the SLOs (0: none), and
+	// SLOCauseKind and SLOCause what rose from MaxSustainable to it, as
+	// Bend's CauseKind and Cause say of a bend.
+	SLOMissedAt  int    `json:"slo_missed_at,omitempty"`
+	SLOCauseKind string `json:"slo_cause_kind,omitempty"`
+	SLOCause     string `json:"slo_cause,omitempty"`
 	// Capacity is the largest count that passed by the run's criterion
 	// with every smaller one (the search's capacity, or breaking point);
 	// FirstFail the smallest count that failed (0: none); Highest the
@@ -68,6 +75,11 @@ type Bend struct {
 	// count was performant.
 	BendAt   int     `json:"bend_at,omitempty"`
 	BendRate float64 `json:"bend_rate,omitempty"`
+	// CauseKind is what rose between Performant and BendAt
+	// (analysis.BendCause: rnr, loss, qp-cache, congestion, server-cpu,
+	// generator, or none), and Cause says it with the figures.
+	CauseKind string `json:"cause_kind,omitempty"`
+	Cause     string `json:"cause,omitempty"`
 }
 
 // RequireOutcome is whether --require was met: Clients by Criterion in

@@ -146,6 +146,11 @@ type Spec struct {
 	Backlog int    `json:"backlog,omitempty"`
 	NoFile  uint64 `json:"nofile,omitempty"`
 	MemLock uint64 `json:"memlock,omitempty"`
+	// SRQDepth is each SRQ's receive buffers in srq mode (0 = the
+	// server's own sizing: every message in flight, twice over, with a
+	// traffic phase); fewer than the clients keep outstanding plants a
+	// receive shortage (RNR NAKs).
+	SRQDepth int `json:"srq_depth,omitempty"`
 	// SampleInterval is the collectors' period (0 = their default, < 0
 	// = off).
 	SampleInterval time.Duration `json:"sample_interval,omitempty"`
@@ -208,6 +213,9 @@ func (s Spec) Check() error {
 	}
 	if s.WallStop < 0 {
 		return fmt.Errorf("--wall-stop %d: want 0 (launch every client) or more", s.WallStop)
+	}
+	if s.SRQDepth < 0 {
+		return fmt.Errorf("--srq-depth %d: want 1 or more receive buffers (0: the server's own sizing)", s.SRQDepth)
 	}
 	if s.CM != nil {
 		if err := rdmacm.Refuse(s.cmUse("")); err != nil {

@@ -52,6 +52,9 @@ func (t *builtinTarget) Start(ctx context.Context, n, trial int) (Server, error)
 		ss.Depth, ss.Remote, ss.BusyPoll = tr.Depth, tr.Op != result.OpSend, tr.BusyPoll
 		ss.SRQDepth = server.SRQDepthAll
 	}
+	if s.SRQDepth > 0 {
+		ss.SRQDepth = s.SRQDepth
+	}
 	if s.Profile && t.profileDir != "" {
 		ss.CPUProfile = filepath.Join(t.profileDir, fmt.Sprintf("%d-%d-server.pprof", n, trial))
 	}

@@ -178,6 +178,11 @@ func TestCheck(t *testing.T) {
 		{Options{Spec: runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Mux: 10}, Designs: []string{runner.DefaultMode, runner.ModeMux}, Trials: 1}, false},
 		{Options{Spec: runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Mux: 10}, Designs: []string{runner.DefaultMode, "srq"}, Trials: 1}, true},
 		{Options{Spec: runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1, Procs: 1, Mode: runner.DefaultMode, Mux: 10}, Trials: 1}, true},
+		// --srq-depth needs an SRQ: srq mode, alone or in the list.
+		{Options{Spec: runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1, Procs: 1, Mode: "srq", SRQDepth: 4}, Trials: 1}, false},
+		{Options{Spec: runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1, Procs: 1, Mode: runner.DefaultMode, SRQDepth: 4}, Designs: []string{runner.DefaultMode, "srq"}, Trials: 1}, false},
+		{Options{Spec: runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1, Procs: 1, Mode: runner.DefaultMode, SRQDepth: 4}, Trials: 1}, true},
+		{Options{Spec: runner.Spec{Rounds: 1, Timeout: time.Second, MsgSize: 64, Threshold: 1, Procs: 1, Mode: "srq", SRQDepth: -1}, Trials: 1}, true},
 	} {
 		if err := tc.o.Check(); (err != nil) != tc.fail {
 			t.Errorf("Check(%+v) = %v, want failure %v", tc.o, err, tc.fail)
