@@ -331,6 +331,10 @@ func (s Spec) Transports() []string {
 // ModeMux is the resource mode whose logical clients share QPs.
 const ModeMux = server.ModeMux
 
+// ModeSRQ is the resource mode whose clients' receives share an SRQ
+// (Spec.SRQDepth).
+const ModeSRQ = server.ModeSRQ
+
 // DefaultMux is mux mode's logical clients per QP without --mux.
 const DefaultMux = server.DefaultMux
 

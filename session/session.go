@@ -31,7 +31,6 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner"
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
-	"github.com/rdmaprobe/rdmaprobe/server"
 	"github.com/rdmaprobe/rdmaprobe/slo"
 )
 
@@ -368,7 +367,7 @@ func (o Options) Check() error {
 	if err := o.checkCriterion(); err != nil {
 		return err
 	}
-	if o.Spec.SRQDepth > 0 && (o.Spec.Server != nil || !slices.Contains(append([]string{o.Spec.Mode}, o.Designs...), server.ModeSRQ)) {
+	if o.Spec.SRQDepth > 0 && (o.Spec.Server != nil || !slices.Contains(append([]string{o.Spec.Mode}, o.Designs...), runner.ModeSRQ)) {
 		return fmt.Errorf("--srq-depth %d: only rdmaprobe's own server in --mode srq has an SRQ", o.Spec.SRQDepth)
 	}
 	if len(o.Designs) > 1 && o.Spec.Server != nil {
