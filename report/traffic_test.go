@@ -299,3 +299,32 @@ func TestTrafficLineReference(t *testing.T) {
 		t.Errorf("failed reading: %s", got)
 	}
 }
+
+// The rate plot marks the performant-client count: a line at it, up to
+// the peak; a run with no bend stated has none.
+func TestRatePlotMarksPerformant(t *testing.T) {
+	run := &result.Run{Config: result.Config{Traffic: &result.TrafficSetup{DurationSec: 1}, Threshold: 1}}
+	for _, c := range []struct {
+		n    int
+		rate float64
+	}{{15, 30000}, {30, 40000}, {60, 42000}, {120, 8000}} {
+		run.Points = append(run.Points, result.Point{Clients: c.n, Attempted: c.n, Connected: c.n, Passed: true,
+			Traffic: &result.Traffic{MsgRate: c.rate, Messages: int64(c.rate), DurationSec: 1}})
+	}
+	marked := func(r *result.Run) bool {
+		for _, p := range trafficFigures(r) {
+			if p.Name == "throughput" {
+				return strings.Contains(string(p.SVG), "performant: 60")
+			}
+		}
+		t.Fatal("no throughput plot")
+		return false
+	}
+	if !marked(run) {
+		t.Error("the rate plot does not mark performant 60")
+	}
+	run.Points = run.Points[:2]
+	if marked(run) {
+		t.Error("two counts marked a performant count")
+	}
+}
