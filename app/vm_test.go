@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -307,14 +308,26 @@ func TestVMInterruptedPointComesBack(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "vm", "--clients", "3000", "--connect-rate", "40",
-			"--rounds", "1", "--vm-mem", "2048", "--results", root}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errOut})
+			"--rounds", "1", "--vm-mem", "2048", "--results", root, "--events", "-"}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errOut})
 	}()
-	// Without a terminal the progress is a line every 30 s of a point:
-	// the first one says clients are connecting in the guest.
-	if !eventually.Within(5*time.Minute, func() bool { return strings.Contains(errOut.String(), "3000 clients: ") }) {
+	// The event stream's progress (once a second, where the human
+	// output has a line every 30 s): clients connected in the guest.
+	connected := func() bool {
+		for _, line := range strings.Split(out.String(), "\n") {
+			var ev struct {
+				Type      string `json:"type"`
+				Connected int    `json:"connected"`
+			}
+			if json.Unmarshal([]byte(line), &ev) == nil && ev.Type == "progress" && ev.Connected >= 10 {
+				return true
+			}
+		}
+		return false
+	}
+	if !eventually.Within(5*time.Minute, connected) {
 		cancel()
 		<-done
-		t.Fatalf("no progress line from the guest's point:\n%s\n%s", out.String(), errOut.String())
+		t.Fatalf("no progress from the guest's point:\n%s\n%s", out.String(), errOut.String())
 	}
 	cancel()
 	if code := <-done; code != ExitInterrupted {
