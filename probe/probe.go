@@ -712,11 +712,9 @@ func (p *prober) finish(lo, hi int, err error) result.Search {
 		s.ResolutionClients, s.ResolutionPercent = p.cfg.Resolution.Clients, p.cfg.Resolution.Percent
 	}
 	if err != nil {
-		s.Verdict = analysis.Interrupted(p.points, capacity, first, p.cfg.Threshold, err)
 		return s
 	}
 	s.AboveHi = len(p.points) > 0 && first == 0
-	s.Verdict = analysis.Verdict(s, p.points, lo, hi, p.cfg.Threshold)
 	if len(s.NonMonotonic) == 0 {
 		if a, b, ok := analysis.RateInversion(analysis.Pool(p.points, p.cfg.Threshold)); ok {
 			p.notef("Success rate is not monotonic in N: %d clients reached %s but %d reached %s, and their 95%% intervals do not overlap.",

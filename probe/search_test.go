@@ -90,24 +90,19 @@ func TestSearch(t *testing.T) {
 		aboveHi   bool
 		nonMono   []int
 		maxCalls  int
-		verdict   string // exact when set
-		contains  []string
 	}{
 		{
 			name: "capacity exactly 450 in [300, 600]", cfg: Config{Lo: 300, Hi: 600}, rate: capAt(450),
 			capacity: 450, firstFail: 451,
 			maxCalls: 2 + 9, // lo, hi, ceil(log2(300)) bisections
-			verdict:  "Breaking point: 450 clients connect at 100% (95% CI 99.1–100%); 451 is the first failure (99.8%).",
 		},
 		{
 			name: "capacity above hi", cfg: Config{Lo: 300, Hi: 600}, rate: capAt(1000),
 			capacity: 600, aboveHi: true, maxCalls: 3, // lo, hi, midpoint check
-			verdict: "Capacity > 600: every tested N in [300, 600] passed; 600 clients connect at 100% (95% CI 99.3–100%).",
 		},
 		{
 			name: "capacity below lo", cfg: Config{Lo: 300, Hi: 600}, rate: capAt(200),
 			capacity: 0, firstFail: 300, maxCalls: 1,
-			verdict: "Capacity < 300: 300 clients connect at 66.7% (95% CI 61.1–71.8%), below the 100% threshold; try a lower --lo.",
 		},
 		{
 			name: "lo equals hi and passes", cfg: Config{Lo: 50, Hi: 50}, rate: capAt(450),
@@ -117,19 +112,16 @@ func TestSearch(t *testing.T) {
 			name: "unbounded: doubling from 10 then bisect", cfg: Config{Lo: 10}, rate: capAt(450),
 			capacity: 450, firstFail: 451,
 			maxCalls: 7 + 8, // 10..640 doubling, then ceil(log2(640-320)) bisections
-			contains: []string{"Breaking point: 450 clients"},
 		},
 		{
 			name: "unbounded reaches MaxN", cfg: Config{Lo: 1, MaxN: 100}, rate: capAt(1000),
 			capacity: 100, aboveHi: true, maxCalls: 8, // 1,2,4,...,64,100
-			contains: []string{"Capacity ≥ 100, the search limit"},
 		},
 		{
 			name: "threshold 0.95", cfg: Config{Lo: 300, Hi: 600, Threshold: 0.95},
 			// 400 connect at most: 400/421 = 95.01%, 400/422 = 94.79%.
 			rate:     capAt(400),
 			capacity: 421, firstFail: 422, maxCalls: 2 + 9,
-			verdict: "Breaking point at the 95% threshold: 421 clients connect at 95% (95% CI 92.4–96.8%); 422 is the first failure (94.8%).",
 		},
 		{
 			name: "same outcome at threshold 1.0", cfg: Config{Lo: 300, Hi: 600}, rate: capAt(400),
@@ -140,7 +132,6 @@ func TestSearch(t *testing.T) {
 			cfg:  Config{Lo: 100, Hi: 500}, rate: published,
 			// Rounding keeps 301 and 302 at 100%; 303 is 99.7%.
 			capacity: 302, firstFail: 303, maxCalls: 2 + 9,
-			contains: []string{"the success rate is not monotonic in N: 400 clients reached 92% but 500 reached 98%"},
 		},
 		{
 			name: "published table, 95% threshold: dip found by the check, re-tested",
@@ -148,28 +139,22 @@ func TestSearch(t *testing.T) {
 			capacity: 363, firstFail: 364, nonMono: []int{364, 365, 368, 375, 400},
 			// Every failing count is re-tested, as is the witness 500.
 			maxCalls: (1 + 2) * (3 + 8),
-			contains: []string{"Breaking point at the 95% threshold: 363 clients",
-				"not monotonic: 500 passed (98%) although 364, 365, …, 400 (5 counts) failed, also on re-test"},
 		},
 		{
 			name: "flaky point recovers on re-test (95%)", cfg: Config{Lo: 300, Hi: 600, Threshold: 0.95}, rate: flakyAt(450),
 			capacity: 600, aboveHi: true, maxCalls: 3 + 4,
-			contains: []string{"Capacity > 600", "3 trials"},
 		},
 		{
 			name: "flaky point stays failed when pooled at 100%", cfg: Config{Lo: 300, Hi: 600}, rate: flakyAt(450),
 			capacity: 449, firstFail: 450, nonMono: []int{450}, maxCalls: 3 + 4 + 8,
-			contains: []string{"not monotonic: 600 passed (100%) although 450 failed, also on re-test"},
 		},
 		{
 			name: "three trials per point", cfg: Config{Lo: 300, Hi: 600, Trials: 3}, rate: capAt(450),
 			capacity: 450, firstFail: 451, maxCalls: 3 * (2 + 9),
-			contains: []string{"(95% CI 99.7–100%, 3 trials)"},
 		},
 		{
 			name: "re-tests disabled", cfg: Config{Lo: 300, Hi: 600, Retests: -1}, rate: flakyAt(450),
 			capacity: 449, firstFail: 450, nonMono: []int{450}, maxCalls: 3 + 8,
-			contains: []string{"although 450 failed,"},
 		},
 	}
 	for _, tt := range tests {
@@ -194,14 +179,7 @@ func TestSearch(t *testing.T) {
 				t.Errorf("%d calls, %d points, %d point events, %d steps, %d step events",
 					len(f.calls), len(points), rec.points, len(s.Steps), rec.steps)
 			}
-			if tt.verdict != "" && s.Verdict != tt.verdict {
-				t.Errorf("verdict\n got %q\nwant %q", s.Verdict, tt.verdict)
-			}
-			for _, c := range tt.contains {
-				if !strings.Contains(s.Verdict, c) {
-					t.Errorf("verdict %q lacks %q", s.Verdict, c)
-				}
-			}
+			noSentence(t, s)
 			checkSteps(t, s, points, tt.cfg)
 			if len(tt.nonMono) > 0 && tt.cfg.Retests >= 0 && !hasNote(rec.notes, "Not monotonic") {
 				t.Errorf("no non-monotonic note in %q", rec.notes)
@@ -320,31 +298,23 @@ func TestRamp(t *testing.T) {
 		aboveHi   bool
 		nonMono   []int
 		calls     int
-		verdict   string
 	}{
 		{
 			name: "published table at 95%: dip flagged and re-tested", cfg: Config{Threshold: 0.95}, rate: published,
 			capacity: 300, firstFail: 400, nonMono: []int{400, 450, 475},
 			calls: 7 + 4*2, // 400, 450, 475 and the witness 500, twice each
-			verdict: "Capacity at the 95% threshold: 300 clients connect at 100% (95% CI 98.7–100%); " +
-				"400 is the first failure (92%), nothing tested in between; " +
-				"not monotonic: 500 passed (98%) although 400, 450 and 475 failed, also on re-test, so the capacity stated is the conservative one.",
 		},
 		{
 			name: "published table at 100%: rate dip named", cfg: Config{}, rate: published,
 			capacity: 300, firstFail: 400, calls: 7,
-			verdict: "Capacity: 300 clients connect at 100% (95% CI 98.7–100%); 400 is the first failure (92%), nothing tested in between; " +
-				"the success rate is not monotonic in N: 450 clients reached 85.1% but 500 reached 98% (95% intervals disjoint).",
 		},
 		{
 			name: "all pass", cfg: Config{}, rate: capAt(1000),
 			capacity: 500, aboveHi: true, calls: 7,
-			verdict: "Every tested client count passed: up to 500 clients connect at 100% (95% CI 99.2–100%).",
 		},
 		{
 			name: "none pass", cfg: Config{}, rate: capAt(50),
 			capacity: 0, firstFail: 100, calls: 7,
-			verdict: "Capacity < 100: 100 clients connect at 50% (95% CI 40.3–59.7%), below the 100% threshold.",
 		},
 		{
 			name: "smallest count fails, a larger one passes", cfg: Config{}, rate: func(n, _ int) float64 {
@@ -354,8 +324,6 @@ func TestRamp(t *testing.T) {
 				return 1
 			},
 			capacity: 0, firstFail: 100, nonMono: []int{100}, calls: 7 + 2*2,
-			verdict: "Capacity < 100: 100 clients connect at 50% (95% CI 44.3–55.7%, 3 trials), below the 100% threshold; " +
-				"not monotonic: 500 passed (100%) although 100 failed, also on re-test, so the capacity stated is the conservative one.",
 		},
 		{
 			name: "flaky recovers at 95%", cfg: Config{Threshold: 0.95}, rate: flakyAt(450),
@@ -393,9 +361,7 @@ func TestRamp(t *testing.T) {
 			if !reflect.DeepEqual(order, list) {
 				t.Errorf("first measured in order %v, want %v", order, list)
 			}
-			if tt.verdict != "" && s.Verdict != tt.verdict {
-				t.Errorf("verdict\n got %q\nwant %q", s.Verdict, tt.verdict)
-			}
+			noSentence(t, s)
 			checkSteps(t, s, points, tt.cfg)
 		})
 	}
@@ -437,9 +403,16 @@ func TestCancellation(t *testing.T) {
 	if s.AboveHi || len(s.Steps) != 3 || s.Capacity != 450 || s.FirstFail != 600 {
 		t.Errorf("partial search %+v", s)
 	}
-	want := "Interrupted (cancelled) after 3 points: so far 450 passed and 600 failed (75%); no breaking point stated."
-	if s.Verdict != want {
-		t.Errorf("verdict %q, want %q", s.Verdict, want)
+	noSentence(t, s)
+}
+
+// noSentence holds the search to figures: since run.json version 12 the
+// run's answer is its verdict (analysis.Conclude) alone, and a search
+// writes no sentence of its own that could tell a second story.
+func noSentence(t *testing.T, s result.Search) {
+	t.Helper()
+	if s.Verdict != "" {
+		t.Errorf("search wrote a sentence of its own: %q", s.Verdict)
 	}
 }
 
@@ -474,9 +447,7 @@ func TestMeasureError(t *testing.T) {
 	if len(points) != 1 || points[0].Clients != 300 {
 		t.Errorf("points %+v, want only the 300 point", points)
 	}
-	if !strings.HasPrefix(s.Verdict, "Interrupted (stopped by an error) after 1 point:") {
-		t.Errorf("verdict %q", s.Verdict)
-	}
+	noSentence(t, s)
 }
 
 func TestPointErrorFails(t *testing.T) {

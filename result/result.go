@@ -12,7 +12,7 @@ import (
 )
 
 // SchemaVersion is the version written by this build.
-const SchemaVersion = 11
+const SchemaVersion = 12
 
 // Outcome classes of one client attempt.
 const (
@@ -636,8 +636,10 @@ type Search struct {
 	// FirstFail is the smallest N that failed, 0 if none.
 	FirstFail int `json:"first_fail"`
 	// NonMonotonic lists N that failed while a larger N passed.
-	NonMonotonic []int  `json:"non_monotonic,omitempty"`
-	Verdict      string `json:"verdict"` // one sentence
+	NonMonotonic []int `json:"non_monotonic,omitempty"`
+	// Verdict is the search's own sentence, in runs saved before
+	// version 12 only: since then the run's answer is Run.Verdict alone.
+	Verdict string `json:"verdict,omitempty"`
 	// ResolutionClients or ResolutionPercent (of Capacity) is how narrow
 	// the bracket [Capacity, FirstFail] had to be for the search to stop
 	// (--resolution); both 0 means adjacent counts, as in runs before

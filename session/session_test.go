@@ -319,8 +319,8 @@ func TestRunKeepsThePointCutShort(t *testing.T) {
 	if len(told) != 3 || !told[2].Interrupted {
 		t.Errorf("told about %d points, the last interrupted %v", len(told), len(told) == 3 && told[2].Interrupted)
 	}
-	if r.Search.Capacity != 10 || r.Search.FirstFail != 0 || r.Diagnosis != nil || !strings.HasPrefix(r.Search.Verdict, "Interrupted") {
-		t.Errorf("search %+v, diagnosis %+v: the point cut short counted", r.Search, r.Diagnosis)
+	if r.Search.Capacity != 10 || r.Search.FirstFail != 0 || r.Diagnosis != nil || r.Verdict == nil || r.Verdict.Interrupted != 20 {
+		t.Errorf("search %+v, diagnosis %+v, verdict %+v: the point cut short counted", r.Search, r.Diagnosis, r.Verdict)
 	}
 	if r.PSN.Connections != 16 {
 		t.Errorf("PSN check counted %d connections, want 15 measured + 1 of the point cut short", r.PSN.Connections)

@@ -210,7 +210,6 @@ func search(pts []result.Point, thr float64) result.Search {
 		}
 	}
 	s.AboveHi = s.FirstFail == 0
-	s.Verdict = analysis.Verdict(s, pts, 0, 0, thr)
 	return s
 }
 
