@@ -536,15 +536,7 @@ func (p *prober) confirmBend() (again bool, err error) {
 			}
 		}
 	}
-	after := make([]string, len(ns))
-	for i, n := range ns {
-		t := p.tallies[n]
-		verb := "fails"
-		if t.passed(p.cfg.Threshold) {
-			verb = "passes"
-		}
-		after[i] = fmt.Sprintf("%d %s over %d trials", n, verb, t.trials)
-	}
+	after := p.afterRetests(ns, false)
 	if b, ok := analysis.Bend(p.points, p.cfg.Epsilon); p.cfg.Epsilon > 0 && ok {
 		at := "no count falls below it"
 		if b.BendAt != 0 {
@@ -554,6 +546,25 @@ func (p *prober) confirmBend() (again bool, err error) {
 	}
 	p.notef("After re-tests: %s.", joinClauses(after))
 	return true, p.reconcile()
+}
+
+// afterRetests says of each count in ns whether it passes over all its
+// trials, with its pooled connect rate when withRate is set.
+func (p *prober) afterRetests(ns []int, withRate bool) []string {
+	after := make([]string, len(ns))
+	for i, n := range ns {
+		t := p.tallies[n]
+		verb := "fails"
+		if t.passed(p.cfg.Threshold) {
+			verb = "passes"
+		}
+		if withRate {
+			after[i] = fmt.Sprintf("%d %s (%s over %d trials)", n, verb, pct(t.rate()), t.trials)
+		} else {
+			after[i] = fmt.Sprintf("%d %s over %d trials", n, verb, t.trials)
+		}
+	}
+	return after
 }
 
 // pointsAt is the trials measured at n.
@@ -615,15 +626,7 @@ func (p *prober) reconcile() error {
 				}
 			}
 		}
-		after := make([]string, len(ns))
-		for i, n := range ns {
-			t := p.tallies[n]
-			verb := "fails"
-			if t.passed(p.cfg.Threshold) {
-				verb = "passes"
-			}
-			after[i] = fmt.Sprintf("%d %s (%s over %d trials)", n, verb, pct(t.rate()), t.trials)
-		}
+		after := p.afterRetests(ns, true)
 		p.notef("After re-tests: %s.", joinClauses(after))
 	}
 }
