@@ -29,11 +29,22 @@ const MinBendCounts = 3
 // to it. Each count is its completed traffic phases' median rate over
 // its trials (slo.Median), so one noisy trial moves neither the count
 // nor the peak. ok is false when fewer than MinBendCounts counts have
-// such a phase.
+// such a phase. Only counts below the smallest one where a trial did
+// not hold all its clients enter: the performant count never passes a
+// wall.
 func Bend(points []result.Point, eps float64) (b result.Bend, ok bool) {
+	// A count where any trial held fewer clients than it asked for is
+	// past a wall: its rate is what fewer clients got, so the range
+	// ends below it.
+	wall := 0
+	for _, p := range points {
+		if p.Connected < p.Clients && (wall == 0 || p.Clients < wall) {
+			wall = p.Clients
+		}
+	}
 	by := map[int][]float64{}
 	for _, p := range points {
-		if t := p.Traffic; t != nil && t.Error == "" {
+		if t := p.Traffic; t != nil && t.Error == "" && (wall == 0 || p.Clients < wall) {
 			by[p.Clients] = append(by[p.Clients], t.MsgRate)
 		}
 	}

@@ -325,14 +325,21 @@ func checkRules(t *testing.T, seed uint64, g rungen.Gen, v result.Verdict, term,
 
 // checkBend holds a design's performant count to its definition,
 // worked out here apart from analysis.Bend: stated with three counts of
-// completed traffic or more; every count up to it, each its trials'
+// completed traffic or more below the smallest count a trial did not
+// hold all its clients at (a wall); every count up to it, each its trials'
 // median (the lower middle), reaches (1−ε) of the best up to it, and
 // the count after it does not.
 func checkBend(t *testing.T, seed uint64, run *result.Run, b *result.Bend) {
 	t.Helper()
+	wall := math.MaxInt
+	for _, p := range run.Points {
+		if p.Connected < p.Clients {
+			wall = min(wall, p.Clients)
+		}
+	}
 	rates := map[int][]float64{}
 	for _, p := range run.Points {
-		if p.Traffic != nil && p.Traffic.Error == "" {
+		if p.Traffic != nil && p.Traffic.Error == "" && p.Clients < wall {
 			rates[p.Clients] = append(rates[p.Clients], p.Traffic.MsgRate)
 		}
 	}

@@ -61,7 +61,8 @@ type DesignVerdict struct {
 // Bend is where adding clients stopped raising what they get together:
 // Performant is the largest tested count such that every tested count up
 // to it reached (1−Epsilon) of the peak message rate up to it, each count
-// its trials' median.
+// its trials' median; counts from the smallest one where a trial did not
+// hold all its clients (a wall) on do not enter.
 type Bend struct {
 	Performant int     `json:"performant"`
 	Epsilon    float64 `json:"epsilon"`
