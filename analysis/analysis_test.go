@@ -236,3 +236,21 @@ func TestMapsPerClient(t *testing.T) {
 		}
 	}
 }
+
+// A staircase's steps pool as counts of their own, marked, until a fresh
+// point measures the same count: then that count is the fresh point's.
+func TestPoolSteps(t *testing.T) {
+	step := func(n, ok int) result.Point { p := pt(n, ok); p.Cumulative = true; return p }
+	cs := Pool([]result.Point{step(10, 10), step(20, 20), step(30, 25), pt(25, 24)}, 1)
+	var got [][3]int
+	for _, c := range cs {
+		got = append(got, [3]int{c.Clients, c.Steps, c.Connected})
+	}
+	if want := [][3]int{{10, 1, 10}, {20, 1, 20}, {25, 0, 24}, {30, 1, 25}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("clients, steps, connected = %v, want %v", got, want)
+	}
+	cs = Pool([]result.Point{step(10, 10), step(20, 18), pt(20, 20)}, 1)
+	if c := cs[1]; c.Clients != 20 || c.Trials != 1 || c.Steps != 0 || !c.Passed {
+		t.Errorf("20 with a failed step and a passed fresh point: %+v, want the fresh point's pass alone", c)
+	}
+}

@@ -33,6 +33,10 @@ type Count struct {
 	ConnectP50, ConnectP99 float64
 	// Failures counts clients by failed outcome class.
 	Failures map[string]int
+	// Steps counts the trials that were a staircase's steps
+	// (result.Point.Cumulative), clients added on top of those held: a
+	// count with a fresh point too is the fresh points' alone (Pool).
+	Steps int
 	// NonMonotonic: a larger tested count reached a higher success rate.
 	// Success should not rise with load, so such a count was disturbed by
 	// something other than capacity.
@@ -49,19 +53,34 @@ func MissesSLOs(missed, trials int) bool {
 }
 
 // Pool pools points by client count, in increasing order of clients,
-// judging each count against threshold (DefaultThreshold when 0).
+// judging each count against threshold (DefaultThreshold when 0). A
+// staircase's step at a count that also has a fresh point is left out:
+// the fresh point, everything started for it, is the measurement of
+// that count (a step is evidence that its clients were held at once).
 func Pool(points []result.Point, threshold float64) []Count {
 	if threshold <= 0 {
 		threshold = DefaultThreshold
 	}
+	fresh := map[int]bool{}
+	for _, p := range points {
+		if !p.Cumulative {
+			fresh[p.Clients] = true
+		}
+	}
 	by := map[int]*Count{}
 	for _, p := range points {
+		if p.Cumulative && fresh[p.Clients] {
+			continue
+		}
 		c := by[p.Clients]
 		if c == nil {
 			c = &Count{Clients: p.Clients, Failures: map[string]int{}}
 			by[p.Clients] = c
 		}
 		c.Trials++
+		if p.Cumulative {
+			c.Steps++
+		}
 		c.Attempted += p.Attempted
 		c.Connected += p.Connected
 		if p.Error != "" {

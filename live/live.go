@@ -321,7 +321,7 @@ func (m *Metrics) PointEnds(pt result.Point) {
 	m.attempted.With(p).Set(float64(pt.Attempted))
 	m.connected.With(p).Set(float64(pt.Connected))
 	if pt.ConnectSec > 0 {
-		m.rate.With(p).Set(float64(pt.Connected) / pt.ConnectSec)
+		m.rate.With(p).Set(float64(pt.ConnectedHere()) / pt.ConnectSec)
 	}
 	// Every class, zeros too, so that a query by class has a series.
 	for _, class := range result.Outcomes {

@@ -233,10 +233,18 @@ func PointLines(pt result.Point, simulated bool) []string {
 		tag = " [simulated]"
 	}
 	if pt.Interrupted {
-		return []string{fmt.Sprintf("%6d clients: cut short (%s): %d connected of the %d that had an outcome, %.1f s%s; not a measurement of %d",
-			pt.Clients, pt.Error, pt.Connected, pt.Attempted, pt.DurationSec, tag, pt.Clients)}
+		step := ""
+		if pt.Cumulative {
+			step = " " + StepMark
+		}
+		return []string{fmt.Sprintf("%6d clients%s: cut short (%s): %d connected of the %d that had an outcome, %.1f s%s; not a measurement of %d",
+			pt.Clients, step, pt.Error, pt.Connected, pt.Attempted, pt.DurationSec, tag, pt.Clients)}
 	}
-	head := fmt.Sprintf("%6d clients: %d/%d connected (%s), %.1f s%s", pt.Clients, pt.Connected, pt.Attempted, Pct(pt.SuccessRate), pt.DurationSec, tag)
+	step := ""
+	if pt.Cumulative {
+		step = fmt.Sprintf(" %s, %d held before it", StepMark, pt.Held)
+	}
+	head := fmt.Sprintf("%6d clients%s: %d/%d connected (%s), %.1f s%s", pt.Clients, step, pt.Connected, pt.Attempted, Pct(pt.SuccessRate), pt.DurationSec, tag)
 	var fails []string
 	for _, o := range result.Outcomes {
 		if o != result.OutcomeOK && pt.Outcomes[o] > 0 {
@@ -251,7 +259,7 @@ func PointLines(pt result.Point, simulated bool) []string {
 	}
 	conn := fmt.Sprintf("        connect p50 %.1f ms, p99 %.1f ms", pt.Connect.P50, pt.Connect.P99)
 	if pt.ConnectSec > 0 {
-		conn += fmt.Sprintf("; %.0f connects/s over %.1f s", float64(pt.Connected)/pt.ConnectSec, pt.ConnectSec)
+		conn += fmt.Sprintf("; %.0f connects/s over %.1f s", float64(pt.ConnectedHere())/pt.ConnectSec, pt.ConnectSec)
 	}
 	if hs := pt.Calibration.HS(); hs > 0 {
 		conn += fmt.Sprintf("; host speed %.0f handshakes/s", hs)

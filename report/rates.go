@@ -49,10 +49,10 @@ func (m *Model) rates(run *result.Run) {
 		if c := p.Calibration; c != nil && c.Error != "" {
 			m.Notes = append(m.Notes, fmt.Sprintf("%d clients, trial %d: calibration failed: %s", p.Clients, p.Trial, c.Error))
 		}
-		if p.ConnectSec <= 0 || p.Connected == 0 {
+		if p.ConnectSec <= 0 || p.ConnectedHere() == 0 {
 			continue
 		}
-		t := rateTrial{clients: p.Clients, trial: p.Trial, connected: p.Connected, connect: p.ConnectSec,
+		t := rateTrial{clients: p.Clients, trial: p.Trial, connected: p.ConnectedHere(), connect: p.ConnectSec,
 			startup: p.StartupSec, hs: p.Calibration.HS()}
 		by[p.Clients] = append(by[p.Clients], t)
 	}

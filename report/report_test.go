@@ -293,3 +293,38 @@ func TestComparisonNamesRuns(t *testing.T) {
 		}
 	}
 }
+
+// Every view that lists points marks a staircase's step: the table's
+// status and the line printed when it ends, whose connect rate counts
+// only the clients it added.
+func TestStepMarked(t *testing.T) {
+	p := result.Point{Clients: 30, Cumulative: true, Held: 20, Attempted: 30, Connected: 30, SuccessRate: 1, ConnectSec: 2}
+	lines := PointLines(p, true)
+	if !strings.Contains(lines[0], "30 clients "+StepMark+", 20 held before it") || !strings.Contains(lines[1], "5 connects/s over 2.0 s") {
+		t.Errorf("step's lines:\n%s", strings.Join(lines, "\n"))
+	}
+	p.Cumulative = false
+	if l := PointLines(p, true); strings.Contains(l[0], StepMark) || !strings.Contains(l[1], "15 connects/s") {
+		t.Errorf("fresh point's lines:\n%s", strings.Join(l, "\n"))
+	}
+	run := &result.Run{Config: result.Config{Threshold: 1}, Points: []result.Point{
+		{Clients: 10, Cumulative: true, Attempted: 10, Connected: 10}, {Clients: 20, Attempted: 20, Connected: 20}}}
+	var b bytes.Buffer
+	if err := Terminal(&b, run, 0); err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for _, l := range strings.Split(b.String(), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || (f[0] != "10" && f[0] != "20") {
+			continue
+		}
+		rows++
+		if (f[0] == "10") != strings.Contains(l, StepMark) {
+			t.Errorf("row %q: only the step (10) is marked", l)
+		}
+	}
+	if rows != 2 {
+		t.Errorf("%d rows of 10 and 20 in:\n%s", rows, b.String())
+	}
+}

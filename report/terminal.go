@@ -37,15 +37,23 @@ func Pct(x float64) string {
 // "(SLO)" when its clients connected at the threshold but its traffic
 // phase missed an objective (without a completion error).
 func Status(r analysis.Count, threshold float64) string {
+	st := "❌ fail"
 	switch {
 	case r.Passed:
-		return "✅ pass"
+		st = "✅ pass"
 	case r.SLOFailed && !r.Errored && analysis.Passes(r.Connected, r.Attempted, threshold):
-		return "❌ fail (SLO)"
-	default:
-		return "❌ fail"
+		st = "❌ fail (SLO)"
 	}
+	if r.Steps > 0 {
+		st += " " + StepMark
+	}
+	return st
 }
+
+// StepMark marks a staircase's step (result.Point.Cumulative) wherever
+// a view lists points: its clients were added on top of those held, so
+// it is no fresh point.
+const StepMark = "(step, cumulative)"
 
 // StatusInterrupted is the status of a point cut short (result.Point.
 // Interrupted): neither passed nor failed.

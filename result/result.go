@@ -12,7 +12,7 @@ import (
 )
 
 // SchemaVersion is the version written by this build.
-const SchemaVersion = 12
+const SchemaVersion = 13
 
 // Outcome classes of one client attempt.
 const (
@@ -364,8 +364,21 @@ type Point struct {
 	// Design is the server design (resource mode) the point ran; empty
 	// in runs before schema version 5, whose points all ran
 	// Config.ResourceMode.
-	Design      string    `json:"design,omitempty"`
-	Trial       int       `json:"trial"`
+	Design string `json:"design,omitempty"`
+	Trial  int    `json:"trial"`
+	// Cumulative marks a staircase's step (ramp --staircase): its
+	// clients were added on top of those the earlier steps of its climb
+	// still held, and it counts every client held at once. Attempted,
+	// Connected, Outcomes and Clients are then the climb's totals so
+	// far, but Records holds only the clients this step added (the
+	// earlier steps hold theirs). Absent on a fresh point, whose server
+	// and clients all started for it, and in every run before schema
+	// version 13.
+	Cumulative bool `json:"cumulative,omitempty"`
+	// Held is, on a staircase's step, how many clients the earlier steps
+	// held connected when it began: Connected − Held connected in this
+	// step, over its ConnectSec.
+	Held        int       `json:"held,omitempty"`
 	StartedAt   time.Time `json:"started_at"`
 	DurationSec float64   `json:"duration_sec"`
 	// ConnectSec is the time from launching the first client to the last
@@ -677,4 +690,14 @@ type PSNCheck struct {
 	// ExpectedRepeats what uniform 24-bit draws give on average.
 	RepeatedPSNs    int     `json:"repeated_psns"`
 	ExpectedRepeats float64 `json:"expected_repeats"`
+}
+
+// ConnectedHere is how many clients connected in this point's own
+// connect phase: all of Connected for a fresh point, those a
+// staircase's step added on top of the Held for a step.
+func (p Point) ConnectedHere() int {
+	if p.Cumulative {
+		return max(0, p.Connected-p.Held)
+	}
+	return p.Connected
 }
