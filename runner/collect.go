@@ -33,6 +33,15 @@ type collection struct {
 	deadline      *time.Timer
 	remaining     int
 
+	// idBase is the first client ID of the collection (a staircase's
+	// step: the clients asked for before it), lines what releases
+	// generator i when it is not the server's address (a step's
+	// protocol.Add), and held the clients each generator holds from
+	// earlier steps, who join its traffic phase.
+	idBase int
+	lines  func(i int) string
+	held   []int
+
 	pointErr string
 	released time.Time // zero until the release
 	// interrupted is set when ctx ended the point before every
@@ -98,6 +107,7 @@ func (c *collection) run(ctx context.Context, srv Server, addr string) {
 	merged := fanIn(c.gens, quit, nil, func(ev protocol.Event) bool { return ev.Event == "done" })
 	srvEvents := srv.Events()
 	finished := false // the server ended its work on its own (finisher)
+	c.release(addr)   // a staircase's held generators are ready already
 	for c.remaining > 0 {
 		select {
 		case t := <-merged:
@@ -334,7 +344,11 @@ func (c *collection) release(addr string) {
 	c.released = time.Now()
 	for i, g := range c.gens {
 		if c.st[i].ready && !c.st[i].done {
-			g.send(addr)
+			line := addr
+			if c.lines != nil {
+				line = c.lines(i)
+			}
+			g.send(line)
 			g.heartbeat(protocol.HeartbeatEvery)
 		}
 	}
@@ -345,7 +359,7 @@ func (c *collection) release(addr string) {
 // lost records generator i's clients as timed out with why, and the
 // generator as done.
 func (c *collection) lost(i int, why string) {
-	base := 0
+	base := c.idBase
 	for j := 0; j < i; j++ {
 		base += share(c.n, len(c.gens), j)
 	}

@@ -68,6 +68,9 @@ type Local struct {
 	// generator host (Referencer), taken before the first point.
 	dataRef  []result.Reference
 	refTaken bool
+	// climb is the staircase being climbed (Climber), nil between
+	// climbs.
+	climb *climbState
 }
 
 // NewLocal returns a runner of spec's points.
@@ -133,8 +136,9 @@ func notStarted(pt *result.Point, n int, why string) {
 // Device is what the server reported at its last start.
 func (l *Local) Device() *result.DeviceInfo { return l.device }
 
-// Close holds nothing: every point reaps its own processes.
-func (l *Local) Close() error { return nil }
+// Close ends a climb left standing; every point reaps its own
+// processes.
+func (l *Local) Close() error { return l.Descend() }
 
 // Describe names a real device's port in the backend's description, and
 // records the generators' hosts when they are other machines.

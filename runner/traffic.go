@@ -26,7 +26,7 @@ func (l *Local) trafficPhase(ctx context.Context, c *collection, srv Server, sam
 	var gens []*process
 	var index []int // of each in c.gens
 	for i, g := range c.gens {
-		if c.st[i].done && c.st[i].progress.OK > 0 {
+		if c.st[i].done && (c.st[i].progress.OK > 0 || i < len(c.held) && c.held[i] > 0) {
 			gens = append(gens, g)
 			index = append(index, i)
 		}

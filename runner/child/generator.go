@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -94,16 +93,32 @@ func Generate(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Reader
 	}
 	defer d.Close()
 
-	restore := protocol.SlackenThreads(0, protocol.ConnectTimerSlack)
-	recs, conns, unlaunched := runClients(ctx, d, spec, emit, events)
-	if !protocol.KeepsSlack(spec.Traffic) {
-		restore()
+	// round connects one round of clients: the point's, or a
+	// staircase's step added on top of those held.
+	round := func(spec protocol.GeneratorSpec) ([]result.ClientRecord, []*client.Conn, int) {
+		restore := protocol.SlackenThreads(0, protocol.ConnectTimerSlack)
+		defer func() {
+			if !protocol.KeepsSlack(spec.Traffic) {
+				restore()
+			}
+		}()
+		return runClients(ctx, d, spec, emit, events)
 	}
+	recs, conns, unlaunched := round(spec)
 	if events {
-		usage := selfUsage(spec.Proc, dev.Name(), spec.Fabric.Backend)
-		emit.Emit(protocol.Event{Event: "done", OK: len(conns), Records: recs, Unlaunched: unlaunched, Usage: &usage})
+		done := func(recs []result.ClientRecord, ok, unlaunched int) {
+			usage := selfUsage(spec.Proc, dev.Name(), spec.Fabric.Backend)
+			emit.Emit(protocol.Event{Event: "done", OK: ok, Records: recs, Unlaunched: unlaunched, Usage: &usage})
+		}
+		done(recs, len(conns), unlaunched)
 		holdForRunner(ctx, spec.Traffic, emit, lines, func(ctx context.Context, cfg client.TrafficConfig) result.Traffic {
 			return d.Traffic(ctx, conns, cfg)
+		}, func(a protocol.Add) {
+			more := spec
+			more.N, more.IDBase, more.FailAllowance = a.N, a.IDBase, a.FailAllowance
+			recs, added, unlaunched := round(more)
+			conns = append(conns, added...)
+			done(recs, len(added), unlaunched)
 		})
 	} else if err := standalone(ctx, d, spec, recs, conns, in, out); err != nil {
 		return err
@@ -134,27 +149,47 @@ type runnerLines struct {
 	// released is closed when in ends after the release: the runner let
 	// the clients go, or it (or the connection to it) is gone.
 	released chan struct{}
-	// startTraffic gets the runner's protocol.StartTraffic line.
-	startTraffic chan struct{}
-	// endWindow is closed on the runner's EndTrafficWindow line.
-	endWindow chan struct{}
+	// startTraffic gets a traffic phase's window on the runner's
+	// protocol.StartTraffic line: a channel closed on its
+	// EndTrafficWindow line. Each phase has its own, since a staircase
+	// runs one per step.
+	startTraffic chan chan struct{}
+	// add gets the runner's protocol.Add lines: more clients on top of
+	// those held.
+	add chan protocol.Add
 }
 
 // watchRunner reads the runner's lines from in until the release, then
 // closes released and calls cancel.
 func watchRunner(in *bufio.Reader, cancel func()) *runnerLines {
-	l := &runnerLines{released: make(chan struct{}), startTraffic: make(chan struct{}, 1), endWindow: make(chan struct{})}
-	var endOnce sync.Once
+	l := &runnerLines{released: make(chan struct{}), startTraffic: make(chan chan struct{}, 1), add: make(chan protocol.Add, 1)}
 	go func() {
+		// The lines are read in order by this goroutine alone: a
+		// phase's end line always finds its own window.
+		var window chan struct{}
 		watchRelease(in, protocol.HeartbeatLost, func(line string) {
 			switch strings.TrimSpace(line) {
 			case protocol.StartTraffic:
+				window = make(chan struct{})
 				select {
-				case l.startTraffic <- struct{}{}:
+				case l.startTraffic <- window:
 				default:
 				}
 			case protocol.EndTrafficWindow:
-				endOnce.Do(func() { close(l.endWindow) })
+				if window != nil {
+					close(window)
+					window = nil
+				}
+			default:
+				if a, ok := protocol.ParseAdd(line); ok {
+					// The runner waits for a step's clients before it
+					// sends the next: this never blocks the reading,
+					// whose silence would count as the runner gone.
+					select {
+					case l.add <- a:
+					default:
+					}
+				}
 			}
 		})
 		close(l.released)
@@ -163,29 +198,36 @@ func watchRunner(in *bufio.Reader, cancel func()) *runnerLines {
 	return l
 }
 
-// holdForRunner runs the traffic phase (run) when the runner asks (every
-// client of the point connected), then holds every connected client
-// until the runner releases them.
+// holdForRunner holds every connected client until the runner releases
+// them, meanwhile running a traffic phase (run) each time the runner
+// asks (every client it holds connected) and adding clients (add) on
+// each of the runner's protocol.Add lines, one at a time in the order
+// the runner sent them.
 func holdForRunner(ctx context.Context, traffic client.TrafficConfig, emit *protocol.Emitter, l *runnerLines,
-	run func(context.Context, client.TrafficConfig) result.Traffic) {
-	if traffic.Duration > 0 {
+	run func(context.Context, client.TrafficConfig) result.Traffic, add func(protocol.Add)) {
+	for {
 		select {
-		case <-l.startTraffic:
+		case window := <-l.startTraffic:
+			if traffic.Duration <= 0 {
+				continue
+			}
 			cfg := traffic
-			cfg.Shared = &client.SharedWindow{End: l.endWindow,
+			cfg.Shared = &client.SharedWindow{End: window,
 				Measured: func() { emit.Emit(protocol.Event{Event: "measured"}) }}
 			cfg.Progress = func(n int64) { emit.Emit(protocol.Event{Event: "traffic-progress", Messages: n}) }
+			// (Traffic returns at once when ctx ends, with what it
+			// measured: an interrupted phase is reported too.)
 			tr := run(ctx, cfg)
 			emit.Emit(protocol.Event{Event: "traffic", Traffic: &tr})
+		case a := <-l.add:
+			if add != nil {
+				add(a)
+			}
 		case <-l.released:
+			return
 		case <-ctx.Done():
+			return
 		}
-	}
-	// (Traffic returns at once when ctx ends, with what it measured:
-	// an interrupted phase is reported too.)
-	select {
-	case <-l.released:
-	case <-ctx.Done():
 	}
 }
 

@@ -102,7 +102,7 @@ func generateCM(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Read
 			<-watched
 		}()
 		lines := watchRunner(in, cancel)
-		holdForRunner(ctx, spec.Traffic, emit, lines, conns.Traffic)
+		holdForRunner(ctx, spec.Traffic, emit, lines, conns.Traffic, nil)
 		return nil
 	}
 	printCounts(out, recs, connected)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/client"
@@ -233,6 +234,35 @@ const StartTraffic = "traffic"
 // EndTrafficWindow is the line that ends the traffic phase's window
 // once every generator said "measured" (client.SharedWindow).
 const EndTrafficWindow = "traffic-end"
+
+// Add is what the runner's AddLine asks of a generator that holds its
+// clients: launch N more, with IDs from IDBase, on top of those it
+// holds (a staircase's step), and report them as a point's "done".
+// FailAllowance is the step's --wall-stop allowance
+// (GeneratorSpec.FailAllowance).
+type Add struct {
+	N, IDBase, FailAllowance int
+}
+
+// addPrefix begins an Add's line.
+const addPrefix = "add "
+
+// Line is a as the runner writes it to a generator's stdin.
+func (a Add) Line() string {
+	return fmt.Sprintf("%s%d %d %d", addPrefix, a.N, a.IDBase, a.FailAllowance)
+}
+
+// ParseAdd reads an Add's line; ok is false for any other line.
+func ParseAdd(line string) (a Add, ok bool) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(line), addPrefix)
+	if !ok {
+		return a, false
+	}
+	if n, err := fmt.Sscanf(rest, "%d %d %d", &a.N, &a.IDBase, &a.FailAllowance); err != nil || n != 3 || a.N < 0 || a.IDBase < 0 {
+		return Add{}, false
+	}
+	return a, true
+}
 
 // ReadSpec reads one JSON line from in into v: how a child gets its
 // ServerSpec or GeneratorSpec from the runner.
