@@ -55,7 +55,7 @@ func TestClimbAddsOnTop(t *testing.T) {
 	}
 	type got struct {
 		clients, held, attempted, connected, records, firstID int
-		passed, cumulative                                   bool
+		passed, cumulative                                    bool
 	}
 	var gots []got
 	for _, p := range steps {
