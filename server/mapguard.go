@@ -24,12 +24,10 @@ func mapHeadroom(limit int) int { return max(16, min(256, limit/50)) }
 // mapGuard refuses new clients once the process is within mapHeadroom
 // mappings of vm.max_map_count. Clients that passed the guard but are
 // still creating their resources are not in a count yet: each is
-// reserved mapsInFlight mappings until it is done (their rings, and a
-// thread with its stack and guard page that the runtime may start for a
-// blocking cgo call).
+// reserved what a client costs until it is done (see perClient).
 //
 // /proc/self/maps is counted again once the clients admitted since the
-// last count could, at mapsInFlight each, have used half of the room that
+// last count could, at that cost each, have used half of the room that
 // count left: rarely far from the limit, at every client near it. Reading
 // the file costs the kernel time in proportion to the mappings, so the
 // earlier rule of a count every 32nd client made the guard cost grow with
@@ -37,6 +35,11 @@ func mapHeadroom(limit int) int { return max(16, min(256, limit/50)) }
 // under TCG, and more at 10,000 (1 mapping per client; 4 in per-client
 // mode). The half left unused is the slack for mappings others add
 // meanwhile (heap arenas, thread stacks).
+//
+// Each count also measures what a client costs (learnLocked), because
+// a fixed worst case (mapsInFlight) made the guard count several times
+// too often in the modes that map fewer, most often near the wall, where
+// a count reads the most lines.
 //
 // A count that refused stands until something could have made room: an
 // admitted client finished creating its resources (its reservation is
@@ -70,9 +73,25 @@ type mapGuard struct {
 	fullAt  int
 	changes int // clients done or freed, ever
 	reads   int // counts taken (ServerStats.MapCounts)
+	// cost is the mappings reserved per client not yet in a count: 0
+	// until measured (mapsInFlight then). done and freed count clients
+	// done and freed ever; doneAt and freedAt are their values at the
+	// last count.
+	cost            int
+	done, freedN    int
+	doneAt, freedAt int
+	// count reads the process's mappings (countMaps; tests plant their
+	// own).
+	count func() (int, error)
 }
 
-const mapsInFlight = 6
+const (
+	mapsInFlight = 6
+	// learnAfter is the fewest clients done between two counts whose
+	// mappings measure a client's cost: fewer are mostly the clients
+	// caught half-created by the first count.
+	learnAfter = 64
+)
 
 func newMapGuard() *mapGuard {
 	b, err := os.ReadFile("/proc/sys/vm/max_map_count")
@@ -81,6 +100,39 @@ func newMapGuard() *mapGuard {
 	}
 	limit, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return &mapGuard{limit: limit}
+}
+
+// countMaps counts the lines of /proc/self/maps, one per mapping.
+func countMaps() (int, error) {
+	b, err := os.ReadFile("/proc/self/maps")
+	return bytes.Count(b, []byte{'\n'}), err
+}
+
+// perClient is the mappings reserved for each client not yet counted:
+// mapsInFlight until a client's cost is measured (its rings, and a thread
+// with its stack and guard page that the runtime may start for a
+// blocking cgo call), then the cost measured. Threads the runtime starts
+// show in the counts, and so in the cost.
+func (g *mapGuard) perClient() int {
+	if g.cost == 0 {
+		return mapsInFlight
+	}
+	return g.cost
+}
+
+// learnLocked measures a client's cost from the count n just taken: the
+// mappings added since the previous count over the clients done since,
+// rounded, 1 to mapsInFlight, when at least learnAfter were done and
+// none was freed meanwhile (a free takes mappings away and would make
+// clients look cheaper than they are). The cost kept is the most any
+// such stretch showed.
+func (g *mapGuard) learnLocked(n int) {
+	done := g.done - g.doneAt
+	if g.counted && done >= learnAfter && g.freedN == g.freedAt {
+		c := min(mapsInFlight, max(1, (n-g.last+done/2)/done))
+		g.cost = max(g.cost, c)
+	}
+	g.doneAt, g.freedAt = g.done, g.freedN
 }
 
 // check admits one client or refuses it; an admitted client calls done
@@ -115,7 +167,11 @@ func (g *mapGuard) check() (done func(), err error) {
 	g.reading = true
 	changes := g.changes
 	g.mu.Unlock()
-	b, rerr := os.ReadFile("/proc/self/maps")
+	count := g.count
+	if count == nil {
+		count = countMaps
+	}
+	n, rerr := count()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.reading = false
@@ -123,11 +179,11 @@ func (g *mapGuard) check() (done func(), err error) {
 		return g.admitLocked(), nil
 	}
 	g.reads++
-	g.counted, g.since = true, 0
-	g.last = bytes.Count(b, []byte{'\n'})
+	g.learnLocked(n)
+	g.counted, g.since, g.last = true, 0, n
 	room := mapHeadroom(g.limit)
-	reserved := g.pending * mapsInFlight
-	if g.last+reserved+mapsInFlight > g.limit-room {
+	reserved := g.pending * g.perClient()
+	if g.last+reserved+g.perClient() > g.limit-room {
 		g.full = &fabric.VerbError{Verb: "ibv_create_qp", Errno: syscall.ENOMEM,
 			Detail: fmt.Sprintf("not attempted: the server holds %d of vm.max_map_count %d mappings, %d more are being created, and it leaves the last %d to the Go runtime", g.last, g.limit, reserved, room)}
 		g.fullAt = changes // a change during the read makes the next client count again
@@ -144,7 +200,7 @@ func (g *mapGuard) decideLocked() (done func(), err error, ok bool) {
 		return nil, g.full, true
 	}
 	room := mapHeadroom(g.limit)
-	if g.counted && g.full == nil && (g.since+g.pending+1)*mapsInFlight <= (g.limit-room-g.last)/2 {
+	if g.counted && g.full == nil && (g.since+g.pending+1)*g.perClient() <= (g.limit-room-g.last)/2 {
 		return g.admitLocked(), nil, true
 	}
 	return nil, nil, false
@@ -162,6 +218,7 @@ func (g *mapGuard) counts() int {
 func (g *mapGuard) freed() {
 	g.mu.Lock()
 	g.changes++
+	g.freedN++
 	g.mu.Unlock()
 }
 
@@ -174,6 +231,7 @@ func (g *mapGuard) admitLocked() func() {
 			g.mu.Lock()
 			g.pending--
 			g.changes++
+			g.done++
 			g.mu.Unlock()
 		})
 	}

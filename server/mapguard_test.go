@@ -193,3 +193,62 @@ func TestMapGuardRefusesFastAtTheWall(t *testing.T) {
 		t.Errorf("%d counts after a client was freed, want 1", g.reads-reads)
 	}
 }
+
+// held drives g as a server does: clients admitted up to inflight at a
+// time, each adding per mappings to a process that starts with base,
+// the oldest done first, until a refusal with none in flight. It
+// returns the clients held and the most mappings the process had.
+func held(g *mapGuard, base, per, inflight int) (n, most int) {
+	maps := base
+	g.count = func() (int, error) { return maps, nil }
+	var queue []func()
+	finish := func() {
+		maps += per
+		most = max(most, maps)
+		queue[0]()
+		queue = queue[1:]
+		n++
+	}
+	for {
+		done, err := g.check()
+		if err != nil {
+			if len(queue) == 0 {
+				return n, most
+			}
+			finish()
+			continue
+		}
+		queue = append(queue, done)
+		if len(queue) > inflight {
+			finish()
+		}
+	}
+}
+
+// Once the guard has measured what a client maps, it reserves that, not
+// the worst case, for the clients it has not counted yet: it reads the
+// file a fraction of the times on the way to the wall, and still stops
+// exactly where the headroom begins, never inside it.
+func TestMapGuardLearnsClientCost(t *testing.T) {
+	const base, limit, inflight = 1000, 65530, 32
+	room := mapHeadroom(limit)
+	for _, per := range []int{1, 4} {
+		g := &mapGuard{limit: limit}
+		n, most := held(g, base, per, inflight)
+		if want := (limit - room - base) / per; n != want {
+			t.Errorf("%d mappings a client: held %d, want %d (the room up to the headroom)", per, n, want)
+		}
+		if most > limit-room {
+			t.Errorf("%d mappings a client: the process reached %d mappings, inside the headroom (%d of %d)", per, most, room, limit)
+		}
+		if g.cost != per {
+			t.Errorf("%d mappings a client: measured %d", per, g.cost)
+		}
+		// Reserving the worst case, the guard read the file several
+		// times more (results/README.md has the figures).
+		if bound := 100; g.reads > bound {
+			t.Errorf("%d mappings a client: %d counts to reach the wall, want at most %d", per, g.reads, bound)
+		}
+		t.Logf("%d mappings a client: held %d, %d counts", per, n, g.reads)
+	}
+}
