@@ -93,9 +93,9 @@ func Diagnose(pt result.Point, before, after result.Limits, maxClients int) *res
 	// the server chose before a bound it met, the bounds a sample shows
 	// at its limit before those only the errno points at.
 	for _, found := range []func(*diagCase) bool{
-		(*diagCase).harness, (*diagCase).generators, (*diagCase).atMaxClients,
+		(*diagCase).harness, (*diagCase).oomKilled, (*diagCase).generators, (*diagCase).atMaxClients,
 		(*diagCase).mapGuard, (*diagCase).mapCount, (*diagCase).openFiles,
-		(*diagCase).deviceCap, (*diagCase).cmEvents, (*diagCase).listenBacklog, (*diagCase).serverError,
+		(*diagCase).deviceCap, (*diagCase).allocFailure, (*diagCase).cmEvents, (*diagCase).listenBacklog, (*diagCase).serverError,
 	} {
 		if found(c) {
 			return c.d

@@ -12,7 +12,7 @@ import (
 )
 
 // SchemaVersion is the version written by this build.
-const SchemaVersion = 13
+const SchemaVersion = 14
 
 // Outcome classes of one client attempt.
 const (
@@ -463,6 +463,10 @@ type Point struct {
 	// the point (absent where none could be read, and before schema
 	// version 9).
 	DeviceCounters *DeviceCounters `json:"device_counters,omitempty"`
+	// KernelMemory is the machine's memory by the kernel's account
+	// before, at full load and after the point, and its OOM kills
+	// (absent off Linux and before schema version 13).
+	KernelMemory *KernelMemory `json:"kernel_memory,omitempty"`
 	// Limits are the limits in force when the server was up; LimitsAfter
 	// are re-read at the end of a failed point (listen counters move).
 	Limits      *Limits `json:"limits,omitempty"`

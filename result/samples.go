@@ -128,3 +128,32 @@ type Cost struct {
 	ServerRSS     float64 `json:"server_rss_bytes_per_client"`
 	RegisteredMem float64 `json:"registered_bytes_per_client,omitempty"`
 }
+
+// KernelMemory is the kernel's account of the machine's memory around a
+// point (/proc/meminfo, in bytes: MemTotal, MemAvailable, Slab,
+// SUnreclaim, VmallocUsed, PageTables, KernelStack), before the server
+// started, with every client connected and held, and after; and the
+// OOM killer's work during it. Linux only; on the vm backend the
+// guest's, whose memory is the machine the point ran on.
+type KernelMemory struct {
+	Before map[string]uint64 `json:"before"`
+	Loaded map[string]uint64 `json:"loaded,omitempty"`
+	After  map[string]uint64 `json:"after,omitempty"`
+	// OOMKills is how much /proc/vmstat's oom_kill rose during the
+	// point: processes the kernel killed for want of memory.
+	OOMKills uint64 `json:"oom_kills,omitempty"`
+	// OOMLog is the kernel's own lines about it during the point (its
+	// log, /dev/kmsg, where readable: "Out of memory: Killed process
+	// 312 (rdmaprobe) ..."), at most five.
+	OOMLog []string `json:"oom_log,omitempty"`
+}
+
+// MemInfoKeys are the /proc/meminfo fields KernelMemory keeps.
+var MemInfoKeys = []string{"MemTotal", "MemAvailable", "Slab", "SUnreclaim", "VmallocUsed", "PageTables", "KernelStack"}
+
+// KernelHeld is the kernel's own memory in a reading of /proc/meminfo:
+// slab, vmalloc, page tables and kernel stacks, what a connection costs
+// the kernel beyond the processes' RSS.
+func KernelHeld(m map[string]uint64) uint64 {
+	return m["Slab"] + m["VmallocUsed"] + m["PageTables"] + m["KernelStack"]
+}

@@ -101,6 +101,10 @@ func TestRunPointCollects(t *testing.T) {
 	if pt.StartupSec <= 0 || pt.ConnectSec <= 0 {
 		t.Errorf("startup %.3f s, connect %.3f s: want both timed", pt.StartupSec, pt.ConnectSec)
 	}
+	// The kernel's memory, before, with the clients held and after.
+	if k := pt.KernelMemory; runtime.GOOS == "linux" && (k == nil || k.Before["MemTotal"] == 0 || k.Loaded["MemAvailable"] == 0 || k.After["Slab"] == 0) {
+		t.Errorf("kernel memory %+v", k)
+	}
 }
 
 // The generators start while the server does, and the connect clock

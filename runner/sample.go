@@ -28,12 +28,13 @@ type sampler struct {
 	byRole    map[string]map[string]int
 	// shared: the server and some of the clients run here, on one device.
 	shared bool
+	kernel *collectors.KernelWatch
 }
 
 // startSampler starts the point's collectors; onSample (may be nil)
 // gets each reading as it is taken.
 func startSampler(ctx context.Context, interval time.Duration, device string, onSample func(result.Sample)) *sampler {
-	s := &sampler{}
+	s := &sampler{kernel: collectors.WatchKernel()}
 	if interval < 0 {
 		return s
 	}
@@ -81,6 +82,7 @@ func (s *sampler) serverElsewhere(dev *result.DeviceInfo) {
 // released: one sample at full load, and the device's objects split by
 // process.
 func (s *sampler) loaded() {
+	s.kernel.Loaded()
 	if s.sess == nil {
 		return
 	}
@@ -100,6 +102,9 @@ func (s *sampler) serverDone() {
 // finish stops sampling and adds samples, cost and, for a failed point,
 // the diagnosis. Call after Summarise.
 func (s *sampler) finish(pt *result.Point, maxClients int) {
+	if s.kernel != nil {
+		pt.KernelMemory, s.kernel = s.kernel.Finish(), nil
+	}
 	if s.sess != nil {
 		var errs []string
 		pt.Samples, pt.Peak, errs = s.sess.Stop()
