@@ -32,6 +32,11 @@ type Model struct {
 	// RateNote says how the rate table was measured.
 	RateNote string
 	Costs    []CostRow
+	// Walls are the walls projected from the per-client costs
+	// (analysis.ProjectWalls), WallCosts those costs in a sentence;
+	// absent when no point held its clients with samples.
+	Walls     []WallRow
+	WallCosts string
 	// PhaseAt is the client count whose connection phases are shown.
 	PhaseAt int
 	Phases  []PhaseRow
@@ -115,6 +120,11 @@ type CostRow struct {
 	Maps string
 }
 
+// WallRow is one projected wall.
+type WallRow struct {
+	Limit, Who, PerClient, Bound, Clients, Note string
+}
+
 // PhaseRow is one connection phase's percentiles in milliseconds.
 type PhaseRow struct {
 	Phase         string
@@ -194,6 +204,7 @@ func NewModel(run *result.Run) *Model {
 	m.rates(run)
 	m.env(run)
 	m.costs(f)
+	m.walls(run)
 	m.phases(run)
 	m.Limit, m.LimitAt, m.Recs = f.Limit, f.LimitAt, f.Recommendations
 	m.method(run)
@@ -361,6 +372,19 @@ func (m *Model) costs(f analysis.Findings) {
 		m.Costs = append(m.Costs, CostRow{Clients: c.Clients, QPs: f2(c.QPs), CQs: f2(c.CQs), MRs: f2(c.MRs), PDs: f2(c.PDs),
 			RegisteredBytes: bytesIEC(c.RegisteredMem), ServerBytes: bytesIEC(c.ServerRSS), Maps: maps})
 	}
+}
+
+// walls fills Walls and WallCosts from analysis.ProjectWalls.
+func (m *Model) walls(run *result.Run) {
+	pr := analysis.ProjectWalls(run)
+	if pr == nil {
+		return
+	}
+	for _, w := range pr.Walls {
+		m.Walls = append(m.Walls, WallRow{Limit: w.Limit, Who: w.Who, PerClient: w.PerText(), Bound: w.BoundText(),
+			Clients: analysis.Thousands(w.Clients), Note: w.Note})
+	}
+	m.WallCosts = pr.Costs()
 }
 
 // phasesByPoint fills PhaseHead and PhaseByPoint: a column per phase

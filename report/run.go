@@ -59,7 +59,7 @@ func (m *Model) Document() Document {
 // Markdown renders the model with templates/report.md.tmpl; tables come
 // from tablewriter's Markdown renderer.
 func Markdown(m *Model) ([]byte, error) {
-	var rows, rates, cost, phases, rtt, steps, env, traffic [][]string
+	var rows, rates, cost, walls, phases, rtt, steps, env, traffic [][]string
 	for _, r := range m.Rows {
 		st := r.Status
 		if r.NonMonotonic {
@@ -76,6 +76,9 @@ func Markdown(m *Model) ([]byte, error) {
 	}
 	for _, c := range m.Costs {
 		cost = append(cost, []string{itoa(c.Clients), c.QPs, c.CQs, c.MRs, c.PDs, c.RegisteredBytes, c.ServerBytes})
+	}
+	for _, w := range m.Walls {
+		walls = append(walls, []string{w.Limit, w.Who, w.PerClient, w.Bound, w.Clients, w.Note})
 	}
 	for _, p := range m.Phases {
 		phases = append(phases, []string{p.Phase, itoa(p.N), p.P50, p.P95, p.P99})
@@ -105,6 +108,7 @@ func Markdown(m *Model) ([]byte, error) {
 		"Table":   mdTable([]string{"Clients", "Connected", "Success", "95% CI", "QPs", "CQs", "MRs", "Status"}, rows),
 		"Rates":   mdTable([]string{"Clients", "Trial", "Connected", "Connect s", "Connects/s", "Start-up s", "Host speed (hs/s)", "Per hs"}, rates),
 		"Cost":    mdTable([]string{"Clients", "QPs", "CQs", "MRs", "PDs", "Registered", "Server RSS"}, cost),
+		"Walls":   mdTable([]string{"Limit", "Whose", "Per client", "Bound", "Runs out at (clients)", "Basis"}, walls),
 		"Phases":  mdTable([]string{"Phase", "n", "p50", "p95", "p99"}, phases),
 		"ByPoint": mdTable(m.PhaseHead, m.PhaseByPoint),
 		"RTT":     mdTable([]string{"Clients", "n", "p50", "p95", "p99", "max"}, rtt),

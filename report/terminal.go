@@ -126,6 +126,9 @@ func terminal(w io.Writer, run *result.Run, width int, verdict bool) error {
 		for _, l := range VerdictLines(analysis.Conclude(run)) {
 			screen.Println(w, width, sim+l)
 		}
+		if pr := analysis.ProjectWalls(run); pr != nil {
+			screen.Println(w, width, pr.Line())
+		}
 	}
 	// How the search got there, when the run recorded why (runs before
 	// reasons were recorded have only the notes, which the table says).
