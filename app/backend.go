@@ -154,8 +154,8 @@ func vmBackend(c *cli.Context, reason string) (*backend, error) {
 		return nil, fmt.Errorf("--backend vm: %s", why)
 	}
 	opts := guestOptions(c)
-	if opts.CPUs < 1 || opts.MemMiB < 256 {
-		return nil, fmt.Errorf("--vm-cpus must be ≥ 1 and --vm-mem ≥ 256 MiB")
+	if err := opts.Check(); err != nil {
+		return nil, err
 	}
 	b := &backend{
 		Backend: result.Backend{Name: "vm", Reason: reason,

@@ -13,7 +13,7 @@ import (
 func vmFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "vm-cpus", Value: 2, Usage: "vm: guest vCPUs"},
-		&cli.IntFlag{Name: "vm-mem", Value: 8192, Usage: "vm: guest memory in MiB"},
+		&cli.IntFlag{Name: "vm-mem", Value: 8192, Usage: "vm: guest memory in MiB; it, or twice it with --vm-peer, must fit in the host's available memory (checked before boot)"},
 		&cli.StringFlag{Name: "vm-cpu-model", Value: vm.DefaultCPUModel, Usage: "vm: QEMU -cpu model of the guest (under emulation qemu64 connected clients fastest of the models measured: results/README.md)"},
 		&cli.IntFlag{Name: "vm-max-map-count", Usage: "vm: set the guest's vm.max_map_count (default: the kernel's 65530)"},
 		&cli.StringFlag{Name: "vm-kernel-args", Usage: "vm: extra guest kernel command line, space-separated (e.g. mitigations=off); recorded in the backend description"},

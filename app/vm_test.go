@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/analysis"
+	"github.com/rdmaprobe/rdmaprobe/collectors"
 	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 	"github.com/rdmaprobe/rdmaprobe/internal/parts"
 	"github.com/rdmaprobe/rdmaprobe/result"
@@ -475,5 +477,30 @@ func TestVMSRQShortageShowsRNR(t *testing.T) {
 	}
 	if b := d.Bend; b != nil && b.BendAt != 0 && b.CauseKind != analysis.BendRNR {
 		t.Errorf("the rate bent at %d, for %s (%s)", b.BendAt, b.CauseKind, b.Cause)
+	}
+}
+
+// --vm-mem is checked against the host's available memory before any
+// guest boots, and --vm-peer's two guests for twice it: a usage error
+// in one line, with nothing saved.
+func TestVMMemCheckedBeforeBoot(t *testing.T) {
+	needVM(t)
+	avail := collectors.MemInfo()["MemAvailable"] >> 20
+	if avail == 0 {
+		t.Skip("no /proc/meminfo")
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--vm-mem", strconv.Itoa(int(avail) * 4)}, "--vm-mem " + analysis.Thousands(int(avail)*4) + " MiB does not fit in this host's memory"},
+		{[]string{"--vm-peer", "--vm-mem", strconv.Itoa(int(avail) * 3 / 4)}, "--vm-peer's two guests of --vm-mem"},
+	} {
+		root := t.TempDir()
+		_, errOut, code := run(t, append([]string{"ramp", "--backend", "vm", "--clients", "5", "--results", root}, c.args...)...)
+		runs, _ := filepath.Glob(filepath.Join(root, "*", result.FileName))
+		if code != ExitUsage || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, c.want) || len(runs) != 0 {
+			t.Errorf("%v: exit %d, stderr %q, runs %v; want %d, one line saying %q", c.args, code, errOut, runs, ExitUsage, c.want)
+		}
 	}
 }

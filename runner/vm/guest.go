@@ -72,6 +72,40 @@ type GuestOptions struct {
 	Shared *Shared
 }
 
+// Check refuses, before anything boots, a guest of fewer than 1 vCPU or
+// 256 MiB, or guests this host has not the memory for: with Peer two
+// guests each take MemMiB (and CPUs), so twice MemMiB must fit in what
+// the host has available.
+func (o GuestOptions) Check() error {
+	if o.CPUs < 1 || o.MemMiB < 256 {
+		return fmt.Errorf("--vm-cpus must be ≥ 1 and --vm-mem ≥ 256 MiB")
+	}
+	return checkHostMemory(o.MemMiB, o.Peer, collectors.MemInfo())
+}
+
+// checkHostMemory compares the guests' memory with the host's
+// /proc/meminfo (no check where there is none). QEMU touches a guest's
+// memory as the guest uses it, so a guest that does not fit in what is
+// available boots, and the host kills it or another process once its
+// clients fill it.
+func checkHostMemory(memMiB int, peer bool, host map[string]uint64) error {
+	avail, total := host["MemAvailable"]>>20, host["MemTotal"]>>20
+	if avail == 0 {
+		return nil
+	}
+	guests := uint64(1)
+	what := fmt.Sprintf("--vm-mem %s MiB does not fit", analysis.Thousands(memMiB))
+	if peer {
+		guests = 2
+		what = fmt.Sprintf("--vm-peer's two guests of --vm-mem %s MiB each do not fit", analysis.Thousands(memMiB))
+	}
+	if guests*uint64(memMiB) <= avail {
+		return nil
+	}
+	return fmt.Errorf("%s in this host's memory: %s MiB available of %s MiB (MemAvailable); lower --vm-mem to at most %s",
+		what, analysis.Thousands(int(avail)), analysis.Thousands(int(total)), analysis.Thousands(int(avail/guests)))
+}
+
 func (o GuestOptions) cpuModel() string {
 	if o.CPUModel == "" {
 		return DefaultCPUModel
@@ -260,8 +294,8 @@ func bootGuestWith(ctx context.Context, opts GuestOptions, simulated bool, cmds 
 	if opts.Out == nil {
 		opts.Out = io.Discard
 	}
-	if opts.CPUs < 1 || opts.MemMiB < 256 {
-		return nil, fmt.Errorf("--vm-cpus must be ≥ 1 and --vm-mem ≥ 256 MiB")
+	if err := opts.Check(); err != nil {
+		return nil, err
 	}
 	exe, err := verbsbin.Path(ctx)
 	if err != nil {

@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
@@ -40,5 +41,29 @@ func TestMergeHostSamples(t *testing.T) {
 	mergeHostSamples(&empty, nil)
 	if len(empty.Samples[0].Procs) != 0 {
 		t.Errorf("no host readings: %+v", empty.Samples[0].Procs)
+	}
+}
+
+// A guest, or --vm-peer's two, that the host's available memory cannot
+// hold is refused in one line that says how much there is; one that fits
+// is not, nor any where the host's memory is unknown.
+func TestCheckHostMemory(t *testing.T) {
+	host := map[string]uint64{"MemTotal": 24 << 30, "MemAvailable": 20 << 30}
+	if err := checkHostMemory(12288, false, host); err != nil {
+		t.Errorf("12 GiB of 20 available: %v", err)
+	}
+	err := checkHostMemory(12288, true, host)
+	if err == nil || err.Error() != "--vm-peer's two guests of --vm-mem 12,288 MiB each do not fit in this host's memory: 20,480 MiB available of 24,576 MiB (MemAvailable); lower --vm-mem to at most 10,240" {
+		t.Errorf("two 12 GiB guests of 20 available: %v", err)
+	}
+	err = checkHostMemory(32768, false, host)
+	if err == nil || !strings.HasPrefix(err.Error(), "--vm-mem 32,768 MiB does not fit in this host's memory: 20,480 MiB available") {
+		t.Errorf("32 GiB of 20 available: %v", err)
+	}
+	if err := checkHostMemory(1<<20, true, nil); err != nil {
+		t.Errorf("no meminfo: %v", err)
+	}
+	if err := (GuestOptions{CPUs: 2, MemMiB: 128}).Check(); err == nil || !strings.Contains(err.Error(), "--vm-mem ≥ 256 MiB") {
+		t.Errorf("128 MiB: %v", err)
 	}
 }
