@@ -22,7 +22,7 @@ func TestDiagnosisNamesLimits(t *testing.T) {
 		// clients.
 		{"device cap, mux", []string{"--clients", "300", "--sim-max-qp", "20", "--mode", "mux", "--mux", "10"}, "device-cap:max_qp",
 			[]string{"100 clients failed (ibv_create_qp: EINVAL), 200 of 300 connected", "20 QPs of max_qp 20"}},
-		{"open files", []string{"--clients", "100", "--nofile", "64", "--timeout", "5s"}, "rlimit-nofile",
+		{"open files", []string{"--clients", "100", "--nofile", "64", "--timeout", "3s"}, "rlimit-nofile",
 			[]string{"RLIMIT_NOFILE 64"}},
 		// A burst of 1,000 connects at a listen queue of 1.
 		{"listen backlog", []string{"--clients", "1000", "--backlog", "1", "--timeout", "3s"}, "listen-backlog",
@@ -31,7 +31,8 @@ func TestDiagnosisNamesLimits(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			root := t.TempDir()
-			args := append([]string{"ramp", "--backend", "sim", "--rounds", "1", "--msg-size", "64", "--results", root}, c.args...)
+			args := append([]string{"ramp", "--backend", "sim", "--rounds", "1", "--msg-size", "64", "--traffic", "0", "--calibrate", "0",
+				"--results", root}, c.args...)
 			out, errOut, code := run(t, args...)
 			if code != 0 {
 				t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
@@ -103,7 +104,7 @@ func TestSamplesAndCostOnSim(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			root := t.TempDir()
 			out, errOut, code := run(t, "ramp", "--backend", "sim", "--clients", "40", "--mode", mode.name,
-				"--rounds", "1", "--msg-size", "64", "--results", root)
+				"--rounds", "1", "--msg-size", "64", "--traffic", "0", "--calibrate", "0", "--results", root)
 			if code != 0 {
 				t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 			}

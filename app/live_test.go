@@ -72,7 +72,7 @@ func rebuild(t *testing.T, evs []live.Event) *result.Run {
 func TestEventsRebuildTable(t *testing.T) {
 	root := t.TempDir()
 	stdout, stderr, code := run(t, "search", "--backend", "sim", "--lo", "4", "--hi", "12", "--sim-max-qp", "8",
-		"--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--results", root, "--events", "-")
+		"--rounds", "1", "--msg-size", "64", "--traffic", "300ms", "--calibrate", "0", "--results", root, "--events", "-")
 	if code != ExitMeasured {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

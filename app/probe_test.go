@@ -53,7 +53,7 @@ func savedPoints(root string) int {
 func TestSearchFindsSimulatedCap(t *testing.T) {
 	root := t.TempDir()
 	out, errOut, code := run(t, "search", "--backend", "sim", "--lo", "300", "--hi", "600",
-		"--sim-max-qp", "450", "--rounds", "1", "--msg-size", "64", "--timeout", "20s", "--results", root)
+		"--sim-max-qp", "450", "--rounds", "1", "--msg-size", "64", "--timeout", "20s", "--traffic", "0", "--calibrate", "0", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
@@ -454,7 +454,7 @@ func runFile(t *testing.T, root string) string {
 func TestAdviceStopsAtTheWall(t *testing.T) {
 	root := t.TempDir()
 	out, errOut, code := run(t, "search", "--backend", "sim", "--lo", "50", "--hi", "300",
-		"--sim-max-qp", "200", "--rounds", "1", "--msg-size", "64", "--timeout", "20s", "--results", root)
+		"--sim-max-qp", "200", "--rounds", "1", "--msg-size", "64", "--timeout", "20s", "--traffic", "0", "--calibrate", "0", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}

@@ -17,7 +17,7 @@ import (
 func TestReportRegeneratesSearchOutput(t *testing.T) {
 	root := t.TempDir()
 	out, errOut, code := run(t, "search", "--backend", "sim", "--lo", "10", "--hi", "30", "--sim-max-qp", "20",
-		"--rounds", "1", "--msg-size", "64", "--results", root)
+		"--rounds", "1", "--msg-size", "64", "--traffic", "300ms", "--calibrate", "0", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}

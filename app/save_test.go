@@ -16,7 +16,7 @@ import (
 func TestLargeRunSavedGzipped(t *testing.T) {
 	root := t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "sim", "--clients", "2500", "--procs", "2", "--mode", "srq",
-		"--detach", "--rounds", "1", "--msg-size", "64", "--results", root)
+		"--detach", "--rounds", "1", "--msg-size", "64", "--traffic", "0", "--calibrate", "0", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -34,7 +34,7 @@ func TestLargeRunSavedGzipped(t *testing.T) {
 	}
 
 	small := t.TempDir()
-	if o, e, code := run(t, "ramp", "--backend", "sim", "--clients", "20", "--rounds", "1", "--msg-size", "64", "--results", small); code != 0 {
+	if o, e, code := run(t, "ramp", "--backend", "sim", "--clients", "20", "--rounds", "1", "--msg-size", "64", "--traffic", "0", "--calibrate", "0", "--results", small); code != 0 {
 		t.Fatalf("small ramp: exit %d\n%s\n%s", code, o, e)
 	}
 	plain, _ := filepath.Glob(filepath.Join(small, "*", result.FileName))

@@ -53,7 +53,8 @@ func onTerminal(t *testing.T, cols int, args ...string) (string, int) {
 // after \r counts on its own).
 func TestSearchFits80Columns(t *testing.T) {
 	t.Chdir(t.TempDir()) // a path is one word: no line can hold a longer one
-	out, code := onTerminal(t, 80, "search", "--backend", "sim", "--lo", "50", "--hi", "300", "--sim-max-qp", "200", "--results", "results")
+	out, code := onTerminal(t, 80, "search", "--backend", "sim", "--lo", "50", "--hi", "300", "--sim-max-qp", "200",
+		"--traffic", "300ms", "--calibrate", "50ms", "--results", "results")
 	if code != ExitMeasured {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
@@ -97,7 +98,7 @@ func fits(t *testing.T, out string, cols int, wants ...string) {
 // whole (a point's lines, the verdict's line), so that a log greps.
 func TestOffTerminalPlainLines(t *testing.T) {
 	out, errOut, code := run(t, "search", "--backend", "sim", "--lo", "4", "--hi", "12", "--sim-max-qp", "8",
-		"--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--results", t.TempDir())
+		"--rounds", "1", "--msg-size", "64", "--traffic", "300ms", "--calibrate", "0", "--results", t.TempDir())
 	if code != ExitMeasured {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

@@ -13,25 +13,25 @@ func udArgs(root string, extra ...string) []string {
 		"--sample-interval", "0", "--results", root}, extra...)
 }
 
-// A ud server holds no QP per client: with the device's max_qp at 1,500
-// it serves 3,000 clients, where per-client mode stops at 1,500.
+// A ud server holds no QP per client: with the device's max_qp at 300
+// it serves 600 clients, where per-client mode stops at 300.
 func TestUDHoldsMoreClientsThanQPs(t *testing.T) {
 	for _, c := range []struct {
 		mode string
 		want int
-	}{{"ud", 3000}, {"per-client", 1500}} {
+	}{{"ud", 600}, {"per-client", 300}} {
 		t.Run(c.mode, func(t *testing.T) {
 			root := t.TempDir()
-			out, errOut, code := run(t, udArgs(root, "--mode", c.mode, "--clients", "3000", "--sim-max-qp", "1500")...)
+			out, errOut, code := run(t, udArgs(root, "--mode", c.mode, "--clients", "600", "--sim-max-qp", "300", "--traffic", "0")...)
 			if code != 0 {
 				t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 			}
 			p := loadOnlyRun(t, root).Points[0]
 			if p.Connected != c.want {
-				t.Fatalf("%s: %d of 3000 connected, want %d; outcomes %v", c.mode, p.Connected, c.want, p.Outcomes)
+				t.Fatalf("%s: %d of 600 connected, want %d; outcomes %v", c.mode, p.Connected, c.want, p.Outcomes)
 			}
-			if c.mode == "ud" && (p.Server.Resources["qp"] != 1 || p.Server.Resources["ah"] != 3000) {
-				t.Errorf("ud server held %v, want 1 QP and 3,000 AHs", p.Server.Resources)
+			if c.mode == "ud" && (p.Server.Resources["qp"] != 1 || p.Server.Resources["ah"] != 600) {
+				t.Errorf("ud server held %v, want 1 QP and 600 AHs", p.Server.Resources)
 			}
 		})
 	}
