@@ -40,7 +40,7 @@ var helpGroups = []struct {
 		"bench soak/max-clients", "bench soak/mode", "bench soak/msg-size",
 		"bench rdmacm/cmtime", "bench rdmacm/cm-port"}},
 	{catBackend, []string{"backend", "device", "device-port", "gid-index"}},
-	{catCounts, []string{"lo", "hi", "clients", "resolution", "max-n", "trials"}},
+	{catCounts, []string{"lo", "hi", "clients", "staircase", "resolution", "max-n", "trials"}},
 	{catBench, []string{"bench/ops", "bench/passes", "bench/concurrency", "bench/warmup", "bench/msg-size",
 		"bench/op-timeout", "bench/tls-kex",
 		"bench rdmacm/connections", "bench rdmacm/passes", "bench rdmacm/cm-modes", "bench rdmacm/op-timeout"}},

@@ -99,12 +99,16 @@ func rampCommand(s Streams) *cli.Command {
 			"rdmaprobe ramp --backend vm --clients 1,10,100,1000 --traffic 10s --busy-poll 2ms\n" +
 			"rdmaprobe ramp --clients 100,500 --require 500",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "clients", Value: "10,50,100,200,300", Usage: "comma-separated client counts"},
+			&cli.StringFlag{Name: "clients", Value: "10,50,100,200,300", Usage: "comma-separated client counts; LO..HI:STEP is a range (20000..500000:20000)"},
+			&cli.BoolFlag{Name: "staircase", Usage: "climb --clients as cumulative steps without releasing anyone, stop at the first step that fails, then confirm the count held with one fresh point (docs/guide.md)"},
 		}, probeFlags()...),
 		Action: func(c *cli.Context) error {
 			list, err := parseCounts(c.String("clients"))
 			if err != nil {
 				return fail(ExitUsage, "--clients: %v", err)
+			}
+			if c.Bool("staircase") {
+				return runProbe(c, s, "ramp", nil)
 			}
 			return runProbe(c, s, "ramp", func(ctx context.Context, designs []string, cfg probe.Config, m probe.DesignMeasure, obs func(probe.Event)) ([]result.Search, []result.Point, error) {
 				return probe.RampDesigns(ctx, designs, list, cfg, m, obs)
@@ -120,6 +124,14 @@ func parseCounts(s string) ([]int, error) {
 		if f == "" {
 			continue
 		}
+		if strings.Contains(f, "..") {
+			r, err := parseRange(f)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r...)
+			continue
+		}
 		n, err := strconv.Atoi(f)
 		if err != nil || n < 1 {
 			return nil, fmt.Errorf("%q is not a positive client count", f)
@@ -128,6 +140,44 @@ func parseCounts(s string) ([]int, error) {
 	}
 	if len(out) == 0 {
 		return nil, errors.New("no client counts given")
+	}
+	return out, nil
+}
+
+// maxRangeCounts bounds the counts one range may list: more is a typo
+// (a step of 1 over a wide range), not a ramp anyone waits for.
+const maxRangeCounts = 10_000
+
+// parseRange reads LO..HI:STEP, the counts LO, LO+STEP, … HI.
+func parseRange(f string) ([]int, error) {
+	bad := func(why string) error {
+		return fmt.Errorf("%q: %s (a range is LO..HI:STEP, like 20000..500000:20000)", f, why)
+	}
+	span, step, ok := strings.Cut(f, ":")
+	if !ok {
+		return nil, bad("no :STEP")
+	}
+	los, his, _ := strings.Cut(span, "..")
+	lo, err1 := strconv.Atoi(los)
+	hi, err2 := strconv.Atoi(his)
+	st, err3 := strconv.Atoi(step)
+	switch {
+	case err1 != nil || err2 != nil || err3 != nil:
+		return nil, bad("LO, HI and STEP must be whole numbers")
+	case lo < 1:
+		return nil, bad("LO must be at least 1")
+	case hi < lo:
+		return nil, bad("HI is below LO")
+	case st < 1:
+		return nil, bad("STEP must be at least 1")
+	case (hi-lo)%st != 0:
+		return nil, bad("HI - LO is not a multiple of STEP")
+	case (hi-lo)/st >= maxRangeCounts:
+		return nil, bad(fmt.Sprintf("more than %d counts", maxRangeCounts))
+	}
+	var out []int
+	for n := lo; n <= hi; n += st {
+		out = append(out, n)
 	}
 	return out, nil
 }
@@ -308,6 +358,7 @@ func (r *probeRun) options() session.Options {
 		o.Lo, o.Hi = c.Int("lo"), c.Int("hi")
 	} else {
 		o.Clients, _ = parseCounts(c.String("clients"))
+		o.Staircase = c.Bool("staircase")
 	}
 	return o
 }

@@ -261,10 +261,16 @@ func (e *example) argv() []string {
 }
 
 // shrink divides a client count by 10, rounding up: the example's
-// proportions (--lo, --hi and the cap between them) stay.
+// proportions (--lo, --hi and the cap between them) stay. A range
+// (LO..HI:STEP) has each of its three divided.
 func shrink(s string) string {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
+		if span, step, ok := strings.Cut(f, ":"); ok {
+			lo, hi, _ := strings.Cut(span, "..")
+			out = append(out, shrink(lo)+".."+shrink(hi)+":"+shrink(step))
+			continue
+		}
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil {
 			return s

@@ -151,7 +151,12 @@ type Conn struct {
 	logical uint32
 	// sent is the logical client's round trips so far: its next message
 	// is round trip sent+1, as the server counts them.
-	sent   uint64
+	sent uint64
+	// recvs is how many receive buffers are posted (0..recvs-1): the
+	// connect posts buffer 0, a traffic phase the rest of its 2·Depth,
+	// and every echo re-posts its buffer, so they stay posted after the
+	// phase for the next one (a staircase runs a phase per step).
+	recvs  int
 	sqDead chan struct{}
 	// ud: the address handle towards the server's UD QP (serverQPN) and
 	// the Q_Key its datagrams must carry.

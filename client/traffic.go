@@ -244,11 +244,14 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 			if f.c.sq != nil {
 				continue
 			}
-			for j := 1; j < 2*cfg.Depth; j++ {
+			j := max(1, f.c.recvs)
+			for ; j < 2*cfg.Depth; j++ {
 				if err := f.c.postRecv(wrid(kindRecv, j), j, e.size); err != nil {
 					f.failLocked(result.TrafficPost, fmt.Errorf("post receive %d: %w", j, err))
+					break
 				}
 			}
+			f.c.recvs = max(f.c.recvs, j)
 		}
 	}
 	e.start = time.Now()

@@ -29,6 +29,12 @@ type Climber interface {
 	Descend() error
 }
 
+// liveStats is a Server that tells its own view while it runs
+// (rdmaprobe's own).
+type liveStats interface {
+	Stats(timeout time.Duration) (result.ServerStats, error)
+}
+
 // climbState is what a Local holds between the steps of a climb.
 type climbState struct {
 	srv     Server
@@ -83,6 +89,13 @@ func (l *Local) Climb(ctx context.Context, n, top int) (result.Point, error) {
 	c.held = cl.heldBy
 	if protocol.RunsTraffic(spec.Traffic, spec.Client, spec.CM) && c.pointErr == "" {
 		pt.Traffic = l.trafficPhase(ctx, c, cl.srv, smp.started)
+	}
+	if ls, ok := cl.srv.(liveStats); ok && c.pointErr == "" && ctx.Err() == nil {
+		// The server's own view (its resources, refusals, failures),
+		// which a point reads as it stops, for the diagnosis.
+		if st, err := ls.Stats(usageTimeout); err == nil {
+			pt.Server = st
+		}
 	}
 	pt.Error = c.pointErr
 	pt.Records = c.records()

@@ -196,6 +196,18 @@ func (s *builtinServer) Usage(timeout time.Duration) (result.ServerUsage, error)
 	return *ev.ServerUsage, nil
 }
 
+// Stats asks the server for its own view so far
+// (protocol.ServerRequestStats), as Usage asks for its CPU: a
+// staircase's step records it, since its server goes on (liveStats).
+func (s *builtinServer) Stats(timeout time.Duration) (result.ServerStats, error) {
+	s.send(protocol.ServerRequestStats)
+	ev, err := s.await(context.Background(), timeout, func(ev protocol.Event) bool { return ev.Event == "server-stats" && ev.Server != nil })
+	if err != nil {
+		return result.ServerStats{}, fmt.Errorf("server's view: %w", err)
+	}
+	return *ev.Server, nil
+}
+
 // ListenAddr is Listen with its defaults: 127.0.0.1, any port.
 func (s Spec) ListenAddr() string {
 	l := s.Listen

@@ -457,3 +457,24 @@ func TestTrafficPeerSilent(t *testing.T) {
 		t.Errorf("error text %q, %d messages before", tr.ErrorText[result.TrafficTimeout], tr.Messages)
 	}
 }
+
+// TestTrafficRepeated: the same clients run one phase after another, as
+// a staircase's held clients do at every step: each phase is as clean
+// as the first (the receive buffers a phase left posted are not posted
+// again).
+func TestTrafficRepeated(t *testing.T) {
+	const n = 3
+	for _, depth := range []int{1, 3} {
+		t.Run(fmt.Sprintf("depth%d", depth), func(t *testing.T) {
+			h := newHarnessOpts(t, n, harnessOpts{mode: server.ModePerClient, depth: depth})
+			conns := connectAll(t, h, n)
+			for phase := 1; phase <= 4; phase++ {
+				tr := h.dialer.Traffic(context.Background(), conns, client.TrafficConfig{
+					Op: result.OpSend, Duration: 100 * time.Millisecond * timeScale, MaxDuration: guard / 4, Depth: depth, Timeout: guard})
+				if tr.Error != "" || tr.ErrorCount() != 0 || tr.ClientsFailed != 0 || tr.Messages < n {
+					t.Fatalf("phase %d: %q, errors %v (%v), %d messages", phase, tr.Error, tr.Errors, tr.ErrorText, tr.Messages)
+				}
+			}
+		})
+	}
+}

@@ -67,7 +67,11 @@ type Options struct {
 	Trials      int
 	StopOnError bool
 	Strategy    Strategy
-	Open        Opener
+	// Staircase, in place of Strategy, climbs Clients as a staircase's
+	// cumulative steps (probe.Staircase); the runner must be a
+	// runner.Climber.
+	Staircase bool
+	Open      Opener
 	// ProfileDir receives the CPU profiles when Spec.Profile is set.
 	ProfileDir string
 	// Target names a server or clients that are commands (recorded).
@@ -194,12 +198,14 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 		mu.Unlock()
 		see.Point(*pt)
 	}
-	record := func(ctx context.Context, design string, n, trial int) (result.Point, error) {
+	// measure runs one point (or a staircase's step) with take and
+	// keeps it in the run.
+	measure := func(ctx context.Context, design string, n, trial int, take func() (result.Point, error)) (result.Point, error) {
 		if setMode != nil {
 			setMode.SetMode(design)
 		}
 		see.PointStarts(design, n, trial)
-		pt, err := r.RunPoint(ctx, n, trial)
+		pt, err := take()
 		pt.Design = design
 		if ctx.Err() != nil && !pt.Interrupted {
 			// Cancelled while the point ran, in whatever phase and
@@ -228,6 +234,25 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 		})
 		return pt, err
 	}
+	record := func(ctx context.Context, design string, n, trial int) (result.Point, error) {
+		return measure(ctx, design, n, trial, func() (result.Point, error) { return r.RunPoint(ctx, n, trial) })
+	}
+	strategy := o.Strategy
+	if o.Staircase {
+		climber, ok := r.(runner.Climber)
+		if !ok {
+			return nil, s.notStarted(errors.New("--staircase: this backend's runner cannot hold clients between steps"))
+		}
+		stair := probe.Stair{
+			Climb: func(ctx context.Context, design string, n, top int) (result.Point, error) {
+				return measure(ctx, design, n, 1, func() (result.Point, error) { return climber.Climb(ctx, n, top) })
+			},
+			Descend: func(string) error { return climber.Descend() },
+		}
+		strategy = func(ctx context.Context, designs []string, cfg probe.Config, m probe.DesignMeasure, obs func(probe.Event)) ([]result.Search, []result.Point, error) {
+			return probe.Staircase(ctx, designs, o.Clients, cfg, stair, m, obs)
+		}
+	}
 	obs := func(ev probe.Event) {
 		of := ""
 		if ev.Design != "" {
@@ -241,7 +266,7 @@ func Run(ctx context.Context, o Options) (*Session, error) {
 		}
 	}
 	cfg := probe.Config{Threshold: o.Spec.Threshold, Trials: o.Trials, StopOnPointError: o.StopOnError, Epsilon: analysis.Epsilon(o.SLOText)}
-	srch, _, perr := o.Strategy(ctx, designs, cfg, record, obs)
+	srch, _, perr := strategy(ctx, designs, cfg, record, obs)
 	if f, ok := r.(runner.Finisher); ok && ctx.Err() == nil && run.Interrupted == nil {
 		f.Finish(ctx)
 		describe()
@@ -364,6 +389,11 @@ func (o Options) Check() error {
 	if o.Trials < 1 {
 		return fmt.Errorf("--trials must be at least 1")
 	}
+	if o.Staircase {
+		if err := o.checkStaircase(); err != nil {
+			return err
+		}
+	}
 	if err := o.checkCriterion(); err != nil {
 		return err
 	}
@@ -388,6 +418,22 @@ func (o Options) Check() error {
 		return nil
 	}
 	return o.Spec.Check()
+}
+
+// checkStaircase refuses what a staircase cannot climb: it is one pass
+// of built-in clients held by one set of load generators.
+func (o Options) checkStaircase() error {
+	sp := o.Spec
+	switch {
+	case o.Trials > 1:
+		return fmt.Errorf("--trials %d with --staircase: a staircase is one pass (its steps are cumulative), so it has no trials to pool", o.Trials)
+	case sp.Server != nil || sp.Client != nil || sp.CM != nil:
+		return fmt.Errorf("--staircase adds clients to rdmaprobe's own TLS clients and server: not with --server-cmd, --client-cmd or --cm")
+	}
+	if err := probe.CheckSteps(o.Clients); err != nil {
+		return fmt.Errorf("--clients with --staircase: %v", err)
+	}
+	return nil
 }
 
 // checkCriterion refuses a criterion or a --require that is not one,

@@ -148,10 +148,14 @@ func Serve(ctx context.Context, spec protocol.ServerSpec, in *bufio.Reader, out 
 func answerRequests(in *bufio.Reader, emit *protocol.Emitter, srv *server.Server) {
 	for {
 		line, err := in.ReadString('\n')
-		if strings.TrimSpace(line) == protocol.ServerRequestUsage {
+		switch strings.TrimSpace(line) {
+		case protocol.ServerRequestUsage:
 			cpu, sys := collectors.SelfCPU()
 			emit.Emit(protocol.Event{Event: "usage", ServerUsage: &result.ServerUsage{
 				CPUSec: cpu.Seconds(), SysSec: sys.Seconds(), SpinSec: srv.Spun().Seconds()}})
+		case protocol.ServerRequestStats:
+			st := srv.Stats()
+			emit.Emit(protocol.Event{Event: "server-stats", Server: &st})
 		}
 		if err != nil {
 			return

@@ -103,6 +103,12 @@ func (s ServerSpec) Check() error {
 // waiting, on any host the server runs on.
 const ServerRequestUsage = "usage"
 
+// ServerRequestStats is the line that asks a running `serve` for its
+// own view so far (result.ServerStats, what it says as it stops): it
+// answers with a "server-stats" event. A staircase asks at every step,
+// whose server goes on.
+const ServerRequestStats = "stats"
+
 // GeneratorSpec is the whole configuration of a load generator (`clients`):
 // what a Launcher's process reads as the first line of its stdin, and
 // what `clients`' flags build when it is run by hand.

@@ -1,0 +1,100 @@
+package app
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// A staircase against a planted QP cap finds the exact wall in one
+// pass: its steps hold their clients, the step past the cap holds the
+// wall's count with the cap named, and one fresh point at that count
+// confirms it, which the verdict takes.
+func TestStaircaseFindsSimulatedWall(t *testing.T) {
+	root := t.TempDir()
+	out, errOut, code := run(t, "ramp", "--backend", "sim", "--staircase", "--clients", "100..400:100",
+		"--sim-max-qp", "250", "--traffic", "300ms", "--timeout", "20s", "--results", root)
+	if code != ExitMeasured {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	r := loadOnlyRun(t, root)
+	type got struct {
+		clients, attempted, connected, held int
+		cumulative, passed                  bool
+	}
+	var gots []got
+	for _, p := range r.Points {
+		gots = append(gots, got{p.Clients, p.Attempted, p.Connected, p.Held, p.Cumulative, p.Passed})
+	}
+	want := []got{
+		{100, 100, 100, 0, true, true},
+		{200, 200, 200, 100, true, true},
+		{300, 300, 250, 200, true, false}, // the wall: 250 held at once
+		{250, 250, 250, 0, false, true},   // the fresh point confirms it
+	}
+	if !reflect.DeepEqual(gots, want) {
+		t.Fatalf("points (clients, attempted, connected, held, cumulative, passed):\n got %v\nwant %v", gots, want)
+	}
+	wall := r.Points[2]
+	if len(wall.Records) != 100 || wall.Records[0].ID != 200 {
+		t.Errorf("the step to 300 records %d clients from ID %d: want only the 100 it added, from 200", len(wall.Records), wall.Records[0].ID)
+	}
+	if d := wall.Diagnosis; d == nil || d.Limit != "device-cap:max_qp" {
+		t.Errorf("the failing step's diagnosis %+v: want the device's max_qp named", d)
+	}
+	if tr := r.Points[1].Traffic; tr == nil || tr.Clients != 200 {
+		t.Errorf("the step to 200's traffic phase %+v: want it over all 200 clients held", tr)
+	}
+	if v := r.Verdict; v == nil || len(v.Designs) != 1 || v.Designs[0].Capacity != 250 || v.Designs[0].FirstFail != 300 ||
+		v.Designs[0].Limit != "device-cap:max_qp" {
+		t.Errorf("verdict %+v: want capacity 250, first failure 300, max_qp named", v)
+	}
+	if !strings.Contains(out, "   300 clients (step, cumulative), 200 held before it: 250/300 connected") ||
+		!strings.Contains(out, "confirm 250 with a fresh point") {
+		t.Errorf("output does not show the steps and the confirmation:\n%s", out)
+	}
+}
+
+// What a staircase cannot climb is refused in one line before anything
+// starts.
+func TestStaircaseRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--clients", "10,20", "--trials", "2"}, "--trials 2 with --staircase: a staircase is one pass"},
+		{[]string{"--clients", "10,30,20"}, "--clients with --staircase: steps are the clients held after each, so they must increase: 20 after 30"},
+		{[]string{"--clients", "10..30:7"}, `--clients: "10..30:7": HI - LO is not a multiple of STEP`},
+	} {
+		out, errOut, code := run(t, append([]string{"ramp", "--backend", "sim", "--staircase", "--results", t.TempDir()}, tc.args...)...)
+		if code != ExitUsage || !strings.Contains(errOut, tc.want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q: want one line with %q", tc.args, code, errOut, out, tc.want)
+		}
+	}
+}
+
+func TestParseCountsRanges(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+		err  string
+	}{
+		{in: "20000..100000:20000", want: []int{20000, 40000, 60000, 80000, 100000}},
+		{in: "5, 10..30:10, 50", want: []int{5, 10, 20, 30, 50}},
+		{in: "1_000..1_000:1", want: []int{1000}},
+		{in: "10..30", err: "no :STEP"},
+		{in: "0..30:10", err: "LO must be at least 1"},
+		{in: "30..10:10", err: "HI is below LO"},
+		{in: "10..30:0", err: "STEP must be at least 1"},
+		{in: "10..x:5", err: "whole numbers"},
+		{in: "1..100000:1", err: "more than 10000 counts"},
+	} {
+		got, err := parseCounts(tc.in)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("parseCounts(%q) = %v, %v: want an error saying %q", tc.in, got, err, tc.err)
+		case tc.err == "" && (err != nil || !reflect.DeepEqual(got, tc.want)):
+			t.Errorf("parseCounts(%q) = %v, %v: want %v", tc.in, got, err, tc.want)
+		}
+	}
+}
