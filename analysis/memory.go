@@ -2,6 +2,8 @@ package analysis
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
@@ -51,7 +53,8 @@ func (c *diagCase) allocFailure() bool {
 	}
 	_, verb := capOfVerb[c.f.verb]
 	low, lowWhen := memoryLow(c.pt.KernelMemory)
-	if said == "" && !(verb && c.f.errno == "ENOMEM" && low) {
+	asked, over := askedOver(c.f.text, c.pt.KernelMemory)
+	if said == "" && !(verb && c.f.errno == "ENOMEM" && (low || over)) {
 		return false
 	}
 	c.d.Limit = "memory"
@@ -60,8 +63,10 @@ func (c *diagCase) allocFailure() bool {
 		c.d.Summary = fmt.Sprintf("%s; an allocation failed (%s): %s", c.failedAt, said, firstLine(c.pt.Error, c.pt.Server.ExitError))
 	case said != "":
 		c.d.Summary = fmt.Sprintf("an allocation failed (%s): %s", said, firstLine(c.pt.Error, c.pt.Server.ExitError))
-	default:
+	case low:
 		c.d.Summary = fmt.Sprintf("%s; the machine had %s of memory available when the verbs failed", c.failedAt, bytesText(lowWhen))
+	default:
+		c.d.Summary = fmt.Sprintf("%s; the verb asked for %s, more than the %s the machine had available", c.failedAt, bytesText(asked), bytesText(c.pt.KernelMemory.Before["MemAvailable"]))
 	}
 	c.memoryEvidence()
 	c.d.Suggestion = memoryAdvice
@@ -107,6 +112,21 @@ func memoryLow(k *result.KernelMemory) (bool, uint64) {
 		}
 	}
 	return low, lowest
+}
+
+// bytesRE reads the size a verb's error names ("ibv_reg_mr: ENOMEM
+// (cannot allocate memory): 805306368 bytes").
+var bytesRE = regexp.MustCompile(`\b(\d+) bytes\b`)
+
+// askedOver is the size the failing verb's error names and whether it
+// was more than the machine had available before the point.
+func askedOver(text string, k *result.KernelMemory) (uint64, bool) {
+	m := bytesRE.FindStringSubmatch(text)
+	if m == nil || k == nil || k.Before["MemAvailable"] == 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(m[1], 10, 64)
+	return n, err == nil && n > k.Before["MemAvailable"]
 }
 
 // killedBy names the process of the point whose end text has sig: the

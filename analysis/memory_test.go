@@ -58,6 +58,15 @@ func TestDiagnoseAllocationFailure(t *testing.T) {
 		t.Errorf("700 MiB of 1 GiB available, yet %+v", d)
 	}
 
+	// A registration larger than all the machine had (a 384 MiB guest,
+	// 64 clients' 12 MiB buffers at once), with plenty left after.
+	pt = failedPoint(100, 0, result.OutcomeQPCreate, "ENOMEM", "register buffers for 64 clients (805306368 bytes): ibv_reg_mr: ENOMEM (cannot allocate memory): 805306368 bytes")
+	pt.KernelMemory = &result.KernelMemory{Before: meminfo(331, 254, 19), Loaded: meminfo(331, 234, 20)}
+	d = Diagnose(pt, result.Limits{MemlockBytes: -1}, result.Limits{MemlockBytes: -1}, 100)
+	if d == nil || d.Limit != "memory" || !strings.Contains(d.Summary, "100 clients failed (ibv_reg_mr: ENOMEM), 0 of 100 connected; the verb asked for 768 MiB, more than the 254 MiB the machine had available") {
+		t.Fatalf("diagnosis %+v", d)
+	}
+
 	pt = failedPoint(1000, 0, result.OutcomeTimeout, "", "server died during the point")
 	pt.Error = "server died during the point: server exited: exit status 2: fatal error: runtime: out of memory"
 	d = Diagnose(pt, result.Limits{}, result.Limits{}, 1000)

@@ -504,3 +504,38 @@ func TestVMMemCheckedBeforeBoot(t *testing.T) {
 		}
 	}
 }
+
+// A point that fills the guest's memory is the memory wall, named with
+// the kernel's evidence, not a dead process with no diagnosis: in a
+// 384 MiB guest 300 per-client clients with 256 KiB messages register
+// (and so pin) more than the guest has, and the OOM killer ends the
+// load generator or the server.
+//
+// Own boot: a guest of its own size, the OOM killer's run inside it.
+func TestVMOutOfMemoryIsMemory(t *testing.T) {
+	needVM(t)
+	ownGuest(t)
+	root := t.TempDir()
+	_, errOut, code := run(t, "ramp", "--backend", "vm", "--vm-mem", "384", "--clients", "300", "--msg-size", "262144",
+		"--rounds", "1", "--traffic", "0", "--results", root)
+	runs, _ := filepath.Glob(filepath.Join(root, "*", result.FileName))
+	if code != ExitMeasured || len(runs) != 1 {
+		t.Fatalf("exit %d, runs %v\n%s", code, runs, errOut)
+	}
+	r, err := result.Load(runs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt := r.Points[0]
+	if k := pt.KernelMemory; k == nil || k.OOMKills == 0 || k.Before["MemTotal"] > 384<<20 {
+		t.Fatalf("kernel memory %+v", k)
+	}
+	d := pt.Diagnosis
+	if d == nil || d.Limit != "memory" || !strings.Contains(d.Summary, "OOM killer killed") || !strings.Contains(d.Summary, "signal: killed") {
+		t.Fatalf("diagnosis %+v", d)
+	}
+	if ev := strings.Join(d.Evidence, "\n"); !strings.Contains(ev, "oom_kill rose by") || !strings.Contains(ev, "the kernel said: Out of memory: Killed process") {
+		t.Errorf("evidence:\n%s", ev)
+	}
+	noChildren(t)
+}
