@@ -25,11 +25,16 @@ func Path(ctx context.Context) (string, error) {
 	if dir == "" {
 		return "", fmt.Errorf("this rdmaprobe has no verbs fabric and no source tree to build one from: build it with `make build` (needs libibverbs-dev)")
 	}
+	return EnsureBinary(ctx, dir, CacheDir())
+}
+
+// CacheDir is where Path keeps the binaries it builds.
+func CacheDir() string {
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		cache = os.TempDir()
 	}
-	return EnsureBinary(ctx, dir, filepath.Join(cache, "rdmaprobe"))
+	return filepath.Join(cache, "rdmaprobe")
 }
 
 // ModuleDir finds rdmaprobe's go.mod above the working directory or the
