@@ -192,7 +192,7 @@ func TestFaultGuestDies(t *testing.T) {
 	needVM(t)
 	ownGuest(t)
 	root := t.TempDir()
-	done := runAsync(t, "ramp", "--backend", "vm", "--clients", "8,2000", "--rounds", "1",
+	done := runAsync(t, "ramp", "--backend", "vm", "--clients", "8,2000", "--rounds", "1", "--traffic", "0", "--calibrate", "0",
 		"--vm-mem", "2048", "--results", root)
 	// Wait until the first point is saved, then kill QEMU.
 	eventually.True(t, 3*time.Minute, "the first point is saved", func() bool { return savedPoints(root) == 1 })

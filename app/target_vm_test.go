@@ -124,7 +124,7 @@ func TestVMTargetServeAgrees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	common := []string{"ramp", "--backend", "vm", "--clients", "4", "--max-clients", "3", "--calibrate", "0",
+	common := []string{"ramp", "--backend", "vm", "--clients", "4", "--max-clients", "3", "--calibrate", "0", "--traffic", "0",
 		"--rounds", "1", "--msg-size", "64", "--vm-mem", "2048"}
 	builtinRoot, cmdRoot := t.TempDir(), t.TempDir()
 	if _, errOut, code := run(t, append(common, "--results", builtinRoot)...); code != 0 {

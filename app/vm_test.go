@@ -172,7 +172,8 @@ func TestVMRealLimits(t *testing.T) {
 		// Eight attempts in flight per generator keep a loaded host from
 		// timing clients out while they queue, so every failure below is
 		// the wall's.
-		"--procs", "3", "--inflight", "8", "--vm-mem", "2048", "--vm-max-map-count", "1000", "--results", root)
+		"--procs", "3", "--inflight", "8", "--vm-mem", "2048", "--vm-max-map-count", "1000", "--traffic", "0", "--calibrate", "0",
+		"--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -212,7 +213,7 @@ func TestSimInVM(t *testing.T) {
 	needVM(t)
 	root := t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "sim", "--sim-in-vm", "--clients", "40", "--mode", "srq",
-		"--vm-mem", "2048", "--results", root)
+		"--traffic", "0", "--calibrate", "0", "--vm-mem", "2048", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -310,7 +311,7 @@ func TestVMInterruptedPointComesBack(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "vm", "--clients", "3000", "--connect-rate", "40",
-			"--rounds", "1", "--vm-mem", "2048", "--results", root, "--events", "-"}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errOut})
+			"--rounds", "1", "--traffic", "0", "--calibrate", "0", "--vm-mem", "2048", "--results", root, "--events", "-"}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errOut})
 	}()
 	// The event stream's progress (once a second, where the human
 	// output has a line every 30 s): clients connected in the guest.
