@@ -12,7 +12,7 @@ import (
 )
 
 // SchemaVersion is the version written by this build.
-const SchemaVersion = 14
+const SchemaVersion = 15
 
 // Outcome classes of one client attempt.
 const (
@@ -438,9 +438,12 @@ type Point struct {
 	// trip) in milliseconds.
 	Connect Percentiles `json:"connect_ms"`
 	// RTT is the message round-trip time in microseconds.
-	RTT     Percentiles    `json:"rtt_us"`
-	Server  ServerStats    `json:"server"`
-	Records []ClientRecord `json:"records,omitempty"`
+	RTT    Percentiles `json:"rtt_us"`
+	Server ServerStats `json:"server"`
+	// Records are the clients' attempts, saved as columns
+	// (RecordColumns) since schema version 15, an array of
+	// ClientRecord before.
+	Records Records `json:"records,omitempty"`
 	// Error is set when the point itself failed (server died, generator
 	// crashed); the counts above then hold what was collected.
 	Error string `json:"error,omitempty"`

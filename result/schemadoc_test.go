@@ -192,6 +192,8 @@ func typeName(e ast.Expr) (string, string) {
 			return "number", ""
 		case "GID":
 			return "string (GID)", ""
+		case "Records":
+			return "RecordColumns", "RecordColumns" // its MarshalJSON
 		}
 		return x.Name, x.Name
 	case *ast.StarExpr:

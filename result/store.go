@@ -37,11 +37,9 @@ func NewRunDir(root, backend string, t time.Time) (string, error) {
 }
 
 // GzipAbove is the size of a run's JSON above which SaveRun compresses
-// it (run.json.gz). Per-client records make a run about 500 bytes per
-// client attempted: 5 MB for 10,000 clients, 48 MB for 100,000, which
-// gzip makes 6-8 times smaller. Up to 1 MB (about 2,000 clients, the
-// size of `make run`'s search) a run stays plain JSON, to read with jq
-// or an editor; Load reads either.
+// it (run.json.gz): the per-client records grow a run with its clients
+// (results/README.md has the bytes a client). A smaller run stays
+// plain, indented JSON, to read with jq or an editor; Load reads either.
 const GzipAbove = 1_000_000
 
 // SaveRun saves run in dir as FileName, or as FileName+".gz" when its
@@ -51,17 +49,25 @@ const GzipAbove = 1_000_000
 // removed only once the new one is in place, so the directory always
 // holds a complete run.
 func SaveRun(dir string, run *Run) (string, error) {
-	b, err := encode(run)
+	b, err := json.Marshal(run)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("encode run: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
 	stale := path + ".gz"
 	if len(b) > GzipAbove {
-		if b, err = gzipBytes(b); err != nil {
+		// Compact: indented, a record column is a line per value, and
+		// the file is for jq more than for an editor.
+		if b, err = gzipBytes(append(b, '\n')); err != nil {
 			return "", fmt.Errorf("save %s: gzip: %w", stale, err)
 		}
 		path, stale = stale, path
+	} else {
+		var ind bytes.Buffer
+		if err := json.Indent(&ind, b, "", " "); err != nil {
+			return "", fmt.Errorf("encode run: %w", err)
+		}
+		b = append(ind.Bytes(), '\n')
 	}
 	if err := WriteFileAtomic(path, b, 0o644); err != nil {
 		return "", err
@@ -193,7 +199,8 @@ func ReadKind(path string) (string, []byte, error) {
 	return h.Kind, b, nil
 }
 
-// maxRunBytes bounds a decompressed run (a 100,000-client run is ~50 MB).
+// maxRunBytes bounds a decompressed run, far above what millions of
+// clients' records take.
 const maxRunBytes = 1 << 32
 
 func gunzip(b []byte) ([]byte, error) {

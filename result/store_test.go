@@ -208,9 +208,9 @@ func TestReadKind(t *testing.T) {
 // few thousand clients is.
 func large() *Run {
 	run := sample()
-	recs := make([]ClientRecord, 8000)
+	recs := make([]ClientRecord, 50000)
 	for i := range recs {
-		recs[i] = ClientRecord{ID: i, Outcome: OutcomeOK,
+		recs[i] = ClientRecord{ID: i, Outcome: OutcomeOK, LocalPSN: uint32(i * 7919 % (1 << 24)),
 			PhasesUS: map[string]int64{PhaseTLS: int64(500 + i%97)}, RTTsUS: []float64{12.5, float64(i % 31)}}
 	}
 	run.Points[0].Records = recs

@@ -214,3 +214,37 @@ func search(pts []result.Point, thr float64) result.Search {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// Clients returns n connected clients' records spread over procs load
+// generators, with the spread of values a sim or rxe run at thousands of
+// clients records: phase times of microseconds to a quarter second,
+// three round trips to the nanosecond, QPNs in creation order and PSNs
+// of 24 random bits. Tests and benchmarks of a run's size and reading
+// time hold them.
+func Clients(r *rand.Rand, n, procs int) []result.ClientRecord {
+	recs := make([]result.ClientRecord, n)
+	qpn := make([]uint32, procs)
+	for i := range recs {
+		proc := i * procs / n
+		qpn[proc]++
+		us := func(lo, hi int) int64 { return int64(lo + r.IntN(hi-lo+1)) }
+		ph := map[string]int64{
+			result.PhaseTCP: us(500, 60_000), result.PhaseTLS: us(3_000, 250_000), result.PhasePSN: us(1, 9),
+			result.PhaseQPCreate: us(1, 1_000), result.PhaseInit: us(0, 3), result.PhaseExchange: us(8_000, 150_000),
+			result.PhaseRTR: us(0, 1), result.PhaseRTS: us(0, 1), result.PhaseFirstRTT: us(100, 80_000),
+		}
+		var connect int64
+		for _, v := range ph {
+			connect += v
+		}
+		rtts := []float64{float64(ph[result.PhaseFirstRTT]) + float64(r.IntN(1000))/1000}
+		for range 2 {
+			rtts = append(rtts, float64(r.IntN(80_000_000))/1000)
+		}
+		recs[i] = result.ClientRecord{ID: i, Proc: proc, Outcome: result.OutcomeOK, PhasesUS: ph,
+			ConnectUS: connect + us(0, 100), RTTsUS: rtts,
+			LocalQPN: 16 + qpn[proc] + uint32(r.IntN(8)), RemoteQPN: 16 + uint32(i) + uint32(r.IntN(64)),
+			LocalPSN: uint32(r.IntN(1 << 24)), RemotePSN: uint32(r.IntN(1 << 24))}
+	}
+	return recs
+}
