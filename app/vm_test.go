@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -539,4 +541,44 @@ func TestVMOutOfMemoryIsMemory(t *testing.T) {
 		t.Errorf("evidence:\n%s", ev)
 	}
 	noChildren(t)
+}
+
+// A staircase on rxe in the shared guest: the guest's agent holds the
+// climb's server and load generators between the steps, each step adds
+// its clients on top of those held (the server's own view counts them
+// all at once), a fresh point confirms the top, and the guest is left
+// as the climb found it (needVM checks).
+func TestVMStaircase(t *testing.T) {
+	needVM(t)
+	root := t.TempDir()
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--staircase", "--clients", "5,10,20", "--traffic", "1s",
+		"--msg-size", "64", "--calibrate", "0", "--vm-mem", "2048", "--results", root)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	r := loadOnlyRun(t, root)
+	var got []string
+	for _, p := range r.Points {
+		got = append(got, fmt.Sprintf("%d %v %d/%d held %d, peak %d, %d records, traffic over %d",
+			p.Clients, p.Cumulative, p.Connected, p.Attempted, p.Held, p.Server.PeakActive, len(p.Records), trafficClients(p)))
+	}
+	want := []string{
+		"5 true 5/5 held 0, peak 5, 5 records, traffic over 5",
+		"10 true 10/10 held 5, peak 10, 5 records, traffic over 10",
+		"20 true 20/20 held 10, peak 20, 10 records, traffic over 20",
+		"20 false 20/20 held 0, peak 20, 20 records, traffic over 20",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("points\n got %q\nwant %q\n%s", got, want, out)
+	}
+	if ids := r.Points[1].Records; len(ids) == 0 || ids[0].ID != 5 {
+		t.Errorf("the second step's records %+v: want its own clients, from ID 5", ids)
+	}
+}
+
+func trafficClients(p result.Point) int {
+	if p.Traffic == nil {
+		return 0
+	}
+	return p.Traffic.Clients
 }

@@ -45,6 +45,11 @@ type agent struct {
 	// ssh starts generators in a peer guest, prepared at the first point
 	// that asks for one.
 	ssh *launch.SSH
+	// climber holds a staircase's server and load generators between
+	// its steps (vm.OpClimb), until vm.OpDescend; climbProgress is
+	// where the step being taken reports.
+	climber       *runner.Local
+	climbProgress func(any)
 }
 
 func (a *agent) handle(ctx context.Context, op string, payload json.RawMessage, progress func(any)) (any, error) {
@@ -55,6 +60,14 @@ func (a *agent) handle(ctx context.Context, op string, payload json.RawMessage, 
 			return nil, err
 		}
 		return a.point(ctx, req, progress)
+	case vm.OpClimb:
+		var req vm.GuestClimbRequest
+		if err := json.Unmarshal(payload, &req); err != nil {
+			return nil, err
+		}
+		return a.climb(ctx, req, progress)
+	case vm.OpDescend:
+		return nil, a.descend()
 	case vm.OpDevice:
 		return vm.GuestDevice{Device: a.last}, nil
 	case vm.OpHosts:
@@ -94,15 +107,78 @@ func (a *agent) handle(ctx context.Context, op string, payload json.RawMessage, 
 	return nil, fmt.Errorf("unknown op %q", op)
 }
 
-func (a *agent) point(ctx context.Context, req vm.GuestPointRequest, progress func(any)) (any, error) {
+// climb takes a staircase's step with the Local the agent holds for the
+// climb, created at its first step.
+func (a *agent) climb(ctx context.Context, req vm.GuestClimbRequest, progress func(any)) (any, error) {
+	a.climbProgress = progress
+	if a.climber == nil {
+		opts, err := a.options(ctx, req.Spec, req.Peer)
+		if err != nil {
+			return nil, err
+		}
+		opts.Progress = (&throttle{send: func(v any) { a.climbProgress(v) }, now: time.Now}).progress
+		if a.climber, err = runner.NewLocal(req.Spec, opts); err != nil {
+			return nil, err
+		}
+	}
+	pt, err := a.climber.Climb(ctx, req.N, req.Top)
+	if d := a.climber.Device(); d != nil {
+		a.last = d
+	}
+	if err != nil && !pt.Interrupted {
+		return nil, err
+	}
+	return pt, nil
+}
+
+// descend releases the climb the agent holds, if any.
+func (a *agent) descend() error {
+	if a.climber == nil {
+		return nil
+	}
+	err := a.climber.Descend()
+	a.climber = nil
+	return err
+}
+
+// options are a Local's options in the guest: the guest's certificate
+// pairs, its profile directory, and the peer guest's launcher.
+func (a *agent) options(ctx context.Context, spec runner.Spec, peer *vm.PeerPlacement) (runner.LocalOptions, error) {
 	if a.certs == nil {
 		p, err := certs.NewPairs()
 		if err != nil {
-			return nil, err
+			return runner.LocalOptions{}, err
 		}
 		a.certs = &p
 	}
 	opts := runner.LocalOptions{Certs: *a.certs}
+	if spec.Profile {
+		opts.ProfileDir = vm.GuestProfileDir
+		if err := os.MkdirAll(vm.GuestProfileDir, 0o755); err != nil {
+			return opts, err
+		}
+	}
+	if p := peer; p != nil {
+		if a.ssh == nil {
+			exe, err := os.Executable()
+			if err != nil {
+				return opts, err
+			}
+			if a.ssh, err = launch.NewSSH(ctx, launch.SSHConfig{Hosts: p.Hosts, Command: p.SSH, Exe: exe,
+				Fabric: spec.Fabric, Procs: spec.Procs}); err != nil {
+				return opts, fmt.Errorf("the peer guest: %w", err)
+			}
+		}
+		opts.Launcher = a.ssh
+	}
+	return opts, nil
+}
+
+func (a *agent) point(ctx context.Context, req vm.GuestPointRequest, progress func(any)) (any, error) {
+	opts, err := a.options(ctx, req.Spec, req.Peer)
+	if err != nil {
+		return nil, err
+	}
 	if req.Spec.Server != nil || req.Spec.Client != nil {
 		// The commands' {dir}: nothing in it goes back to the host, so it
 		// goes with the point, and the guest is left as the point found it.
@@ -121,26 +197,7 @@ func (a *agent) point(ctx context.Context, req vm.GuestPointRequest, progress fu
 			return req.Build, nil
 		}
 	}
-	if req.Spec.Profile {
-		opts.ProfileDir = vm.GuestProfileDir
-		if err := os.MkdirAll(vm.GuestProfileDir, 0o755); err != nil {
-			return nil, err
-		}
-	}
 	opts.Progress = (&throttle{send: progress, now: time.Now}).progress
-	if p := req.Peer; p != nil {
-		if a.ssh == nil {
-			exe, err := os.Executable()
-			if err != nil {
-				return nil, err
-			}
-			if a.ssh, err = launch.NewSSH(ctx, launch.SSHConfig{Hosts: p.Hosts, Command: p.SSH, Exe: exe,
-				Fabric: req.Spec.Fabric, Procs: req.Spec.Procs}); err != nil {
-				return nil, fmt.Errorf("the peer guest: %w", err)
-			}
-		}
-		opts.Launcher = a.ssh
-	}
 	r, err := runner.NewLocal(req.Spec, opts)
 	if err != nil {
 		return nil, err

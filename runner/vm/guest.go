@@ -468,9 +468,29 @@ func (g *Guest) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 	if n == 1 && len(g.dataRef) > 0 && ctx.Err() == nil {
 		ref = g.latencyReference(ctx)
 	}
-	pt, err := g.runPoint(ctx, req)
+	pt, err := g.runPoint(ctx, OpPoint, req, n, trial)
 	pt.LatencyReference = ref
 	return pt, err
+}
+
+// Climb takes a staircase's step inside the guest (runner.Climber),
+// whose agent holds the climb's server and load generators between
+// steps.
+func (g *Guest) Climb(ctx context.Context, n, top int) (result.Point, error) {
+	req := GuestClimbRequest{N: n, Top: top, Spec: g.spec}
+	if g.peer != nil {
+		req.Peer = &g.peer.placement
+	}
+	return g.runPoint(ctx, OpClimb, req, n, 1)
+}
+
+// Descend has the guest's agent release the climb's clients and stop
+// its server (runner.Climber).
+func (g *Guest) Descend() error {
+	if _, err := g.g.Call(context.Background(), OpDescend, nil, nil); err != nil {
+		return fmt.Errorf("guest: %w", err)
+	}
+	return nil
 }
 
 // prepareBuild runs the server's build for n clients (--server-build),
@@ -533,8 +553,7 @@ func (g *Guest) latencyReference(ctx context.Context) *result.Reference {
 
 // runPoint runs the point req asks for in the guest, QEMU sampled from
 // the host meanwhile.
-func (g *Guest) runPoint(ctx context.Context, req GuestPointRequest) (result.Point, error) {
-	n, trial := req.N, req.Trial
+func (g *Guest) runPoint(ctx context.Context, op string, req any, n, trial int) (result.Point, error) {
 	var qemu *collectors.Session
 	if g.spec.SampleInterval >= 0 {
 		qemu = collectors.Start(ctx, collectors.Config{Interval: g.spec.SampleInterval,
@@ -542,7 +561,7 @@ func (g *Guest) runPoint(ctx context.Context, req GuestPointRequest) (result.Poi
 	}
 	started := time.Now()
 	var last runner.Progress // how far the point got, by the guest's last report
-	raw, err := g.g.Call(ctx, OpPoint, req, func(m json.RawMessage) {
+	raw, err := g.g.Call(ctx, op, req, func(m json.RawMessage) {
 		var p runner.Progress
 		if json.Unmarshal(m, &p) == nil {
 			last = p
@@ -568,7 +587,7 @@ func (g *Guest) runPoint(ctx context.Context, req GuestPointRequest) (result.Poi
 		// The guest died (or did not answer its cancellation): what it
 		// measured is lost with it but for how far its last progress
 		// report said it got, and the host's samples of QEMU.
-		pt := result.Point{Clients: n, Trial: trial, StartedAt: started.UTC(), Interrupted: true,
+		pt := result.Point{Clients: n, Trial: trial, StartedAt: started.UTC(), Interrupted: true, Cumulative: op == OpClimb,
 			Attempted: last.Done, Connected: last.OK, Outcomes: map[string]int{},
 			Samples: host, DurationSec: time.Since(started).Seconds(), Error: "guest: " + err.Error()}
 		if ctx.Err() != nil {

@@ -45,7 +45,27 @@ const (
 	// OpForget drops what the agent kept of the runs before (the last
 	// device), for a guest the next run shares: → nothing.
 	OpForget = "forget"
+	// OpClimb takes a staircase's step (runner.Climber.Climb):
+	// GuestClimbRequest → result.Point, with runner.Progress messages
+	// meanwhile. The agent holds the climb's server and load generators
+	// between steps.
+	OpClimb = "climb"
+	// OpDescend releases the climb's clients and stops its server
+	// (runner.Climber.Descend): → nothing.
+	OpDescend = "descend"
 )
+
+// GuestClimbRequest asks the guest's agent for a staircase's step
+// (OpClimb): clients on top of those held until N, the server sized for
+// Top at the first step.
+type GuestClimbRequest struct {
+	N    int         `json:"n"`
+	Top  int         `json:"top"`
+	Spec runner.Spec `json:"spec"`
+	// Peer, when set, places the load generators in a peer guest over
+	// SSH (GuestOptions.Peer).
+	Peer *PeerPlacement `json:"peer,omitempty"`
+}
 
 // GuestState is what a run could leave behind in the guest. A shared
 // guest must show after each run what it showed after its boot.
