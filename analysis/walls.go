@@ -238,7 +238,12 @@ func growth(from, to uint64) float64 {
 	return float64(to - from)
 }
 
+// trim2 is x to two decimals, or two significant digits below 0.01
+// (a CQ shared by thousands of clients is not 0 per client).
 func trim2(x float64) string {
+	if x > 0 && x < 0.01 {
+		return fmt.Sprintf("%.2g", x)
+	}
 	s := fmt.Sprintf("%.2f", x)
 	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
 	return s

@@ -79,6 +79,9 @@ func TestProjectWalls(t *testing.T) {
 			t.Errorf("line %q lacks %q", line, s)
 		}
 	}
+	if w := pr.Walls[len(pr.Walls)-1]; w.PerText() != "0.0008 CQs" {
+		t.Errorf("8 CQs among 10,000 clients: %q per client", w.PerText())
+	}
 	if strings.Contains(line, "simulated") {
 		t.Errorf("a vm run's line says simulated: %q", line)
 	}
