@@ -1,9 +1,14 @@
 package app
 
 import (
+	"bytes"
+	"context"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/rdmaprobe/rdmaprobe/internal/eventually"
 )
 
 // A staircase against a planted QP cap finds the exact wall in one
@@ -96,5 +101,36 @@ func TestParseCountsRanges(t *testing.T) {
 		case tc.err == "" && (err != nil || !reflect.DeepEqual(got, tc.want)):
 			t.Errorf("parseCounts(%q) = %v, %v: want %v", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+// Ctrl-C mid-climb: the steps done are kept, the step cut short is the
+// run's interrupted point (never a pass), and every process of the
+// climb is reaped.
+func TestStaircaseInterrupted(t *testing.T) {
+	root := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb bytes.Buffer
+	done := make(chan int)
+	go func() {
+		done <- MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "sim", "--staircase", "--clients", "20,40,60",
+			"--traffic", "2s", "--msg-size", "64", "--calibrate", "0", "--results", root}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errb})
+	}()
+	// Interrupt once the first step is on disk: the second is climbing.
+	eventually.True(t, time.Minute, "the first step is saved", func() bool { return savedPoints(root) > 0 })
+	cancel()
+	if code := <-done; code != ExitInterrupted {
+		t.Fatalf("exit %d, want %d\n%s", code, ExitInterrupted, errb.String())
+	}
+	r := loadOnlyRun(t, root)
+	if len(r.Points) != 1 || r.Points[0].Clients != 20 || !r.Points[0].Cumulative {
+		t.Errorf("points %+v: want the first step alone", r.Points)
+	}
+	if p := r.Interrupted; p == nil || p.Clients != 40 || !p.Cumulative || p.Passed {
+		t.Errorf("interrupted point %+v: want the step to 40, cut short, not passed", p)
+	}
+	if kids := children(t); len(kids) != 0 {
+		t.Errorf("child processes left after the interrupt: %v", kids)
 	}
 }
