@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -109,6 +110,10 @@ func Generate(ctx context.Context, spec protocol.GeneratorSpec, in *bufio.Reader
 		done := func(recs []result.ClientRecord, ok, unlaunched int) {
 			usage := selfUsage(spec.Proc, dev.Name(), spec.Fabric.Backend)
 			emit.Emit(protocol.Event{Event: "done", OK: ok, Records: recs, Unlaunched: unlaunched, Usage: &usage})
+			// The connects' garbage (handshakes, records) goes back to
+			// the machine: held, the process is what its clients keep,
+			// which the samples' RSS then shows.
+			debug.FreeOSMemory()
 		}
 		done(recs, len(conns), unlaunched)
 		holdForRunner(ctx, spec.Traffic, emit, lines, func(ctx context.Context, cfg client.TrafficConfig) result.Traffic {
