@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
@@ -131,6 +132,10 @@ func (pr *Projection) project(run *result.Run, p result.Point) {
 		pr.add("vm.max_map_count", who, maps, limits.MaxMapCount, int(base), len(gens), "mappings",
 			fmt.Sprintf("vm.max_map_count per process; --procs P holds N/P clients each, so N clients need --procs ≥ N × %s / %s", trim2(maps), Thousands(int(limits.MaxMapCount))))
 		pr.add("rlimit-nofile", who, fds, limits.NoFile, int(baseFDs), len(gens), "fds", "RLIMIT_NOFILE per process, as the server's")
+	}
+
+	if len(gens) == 0 {
+		pr.remoteGenerators(p, n)
 	}
 
 	// The device's objects, against its caps.
@@ -320,4 +325,37 @@ func (pr *Projection) Costs() string {
 		s += " Simulated: the sim's costs, not an RDMA device's."
 	}
 	return s
+}
+
+// remoteGenerators projects the walls of load generators on other hosts
+// (--hosts, --vm-peer's second guest) from their own readings of
+// themselves with every client held (result.GeneratorUsage): no reading
+// before the clients, so a process's start-up counts per client too.
+func (pr *Projection) remoteGenerators(p result.Point, n float64) {
+	var us []result.GeneratorUsage
+	for _, h := range p.Hosts {
+		us = append(us, h.Usage...)
+	}
+	if len(us) == 0 {
+		return
+	}
+	pr.Procs = len(us)
+	per := n / float64(len(us))
+	var maps, fds float64
+	var mapLimit, fdLimit int64
+	for _, u := range us {
+		pr.GeneratorRSS += float64(u.RSS) / n
+		maps, fds = math.Max(maps, float64(u.Maps)/per), math.Max(fds, float64(u.FDs)/per)
+		if v, err := strconv.ParseInt(u.Limits["vm.max_map_count"], 10, 64); err == nil && (mapLimit == 0 || v < mapLimit) {
+			mapLimit = v
+		}
+		if v, err := strconv.ParseInt(u.Limits["RLIMIT_NOFILE"], 10, 64); err == nil && (fdLimit == 0 || v < fdLimit) {
+			fdLimit = v
+		}
+	}
+	pr.GeneratorMaps, pr.GeneratorFDs = maps, fds
+	who := fmt.Sprintf("each of %d load generators on their hosts", len(us))
+	pr.add("vm.max_map_count", who, maps, mapLimit, 0, len(us), "mappings",
+		fmt.Sprintf("vm.max_map_count of their hosts, per process; start-up mappings counted per client; N clients need --procs ≥ N × %s / %s", trim2(maps), Thousands(int(mapLimit))))
+	pr.add("rlimit-nofile", who, fds, fdLimit, 0, len(us), "fds", "RLIMIT_NOFILE of their hosts, per process")
 }

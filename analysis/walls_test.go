@@ -102,3 +102,34 @@ func TestProjectWallsSimulatedOrNone(t *testing.T) {
 		t.Errorf("no point passed, yet %+v", pr)
 	}
 }
+
+// Load generators on other hosts (--vm-peer's guest) are projected from
+// their own readings with the clients held, against their hosts' limits.
+func TestProjectWallsRemoteGenerators(t *testing.T) {
+	run := wallsRun()
+	pt := &run.Points[1]
+	var procs []result.ProcSample
+	for _, ps := range pt.Samples[1].Procs {
+		if ps.Role == "server" {
+			procs = append(procs, ps)
+		}
+	}
+	pt.Samples[1].Procs = procs
+	pt.Samples[0].Procs = pt.Samples[0].Procs[:1]
+	lim := map[string]string{"vm.max_map_count": "65530", "RLIMIT_NOFILE": "1048576"}
+	pt.Hosts = []result.HostPoint{{Host: "peer", Usage: []result.GeneratorUsage{
+		{RSS: 100 << 20, Maps: 5000, FDs: 5010, Limits: lim}, {RSS: 100 << 20, Maps: 5000, FDs: 5010, Limits: lim}}}}
+	pr := ProjectWalls(run)
+	if pr == nil || pr.Procs != 2 || pr.GeneratorMaps != 1 {
+		t.Fatalf("projection %+v", pr)
+	}
+	var found bool
+	for _, w := range pr.Walls {
+		if w.Limit == "vm.max_map_count" && w.Who == "each of 2 load generators on their hosts" {
+			found = w.Clients == 2*65530
+		}
+	}
+	if !found {
+		t.Errorf("no generator map wall at 131,060: %+v", pr.Walls)
+	}
+}
