@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -326,5 +327,18 @@ func TestStepMarked(t *testing.T) {
 	}
 	if rows != 2 {
 		t.Errorf("%d rows of 10 and 20 in:\n%s", rows, b.String())
+	}
+	// The traffic table: a step is marked, and at a count with a fresh
+	// point too the fresh point's phase is the count's.
+	run.Points = []result.Point{
+		{Clients: 10, Cumulative: true, Attempted: 10, Connected: 10, Traffic: &result.Traffic{MsgRate: 1}},
+		{Clients: 20, Cumulative: true, Attempted: 20, Connected: 20, Traffic: &result.Traffic{MsgRate: 2}},
+		{Clients: 20, Attempted: 20, Connected: 20, Traffic: &result.Traffic{MsgRate: 3}}}
+	var got []string
+	for _, r := range trafficRows(run) {
+		got = append(got, fmt.Sprintf("%d %s %s", r.Clients, r.MsgRate, r.Success))
+	}
+	if want := []string{"10 1 0% " + StepMark, "20 3 0%"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("traffic rows %q, want %q", got, want)
 	}
 }

@@ -49,7 +49,14 @@ func trafficRows(run *result.Run) []TrafficRow {
 	var rows []TrafficRow
 	seen := map[int]bool{}
 	pts := append([]result.Point(nil), run.Points...)
-	sort.SliceStable(pts, func(i, j int) bool { return pts[i].Clients < pts[j].Clients })
+	// At a count with both, the fresh point's phase is the count's
+	// (analysis.Pool); a staircase's step is marked.
+	sort.SliceStable(pts, func(i, j int) bool {
+		if pts[i].Clients != pts[j].Clients {
+			return pts[i].Clients < pts[j].Clients
+		}
+		return !pts[i].Cumulative && pts[j].Cumulative
+	})
 	for _, p := range pts {
 		t := p.Traffic
 		if t == nil || seen[p.Clients] {
@@ -63,6 +70,9 @@ func trafficRows(run *result.Run) []TrafficRow {
 			PerClient: ClientRate(t.PerClient.Min) + " / " + ClientRate(t.PerClient.Median) + " / " + ClientRate(t.PerClient.Max),
 			ServerMem: "–", ServerCPU: "–", GenCPU: "–", HostCPU: "–", Errors: "–", SLO: "–", Harness: t.HarnessLimit,
 			Window: fmt.Sprintf("%.1f", t.DurationSec), Unmeasured: "–"}
+		if p.Cumulative {
+			r.Success += " " + StepMark
+		}
 		if t.MinDurationSec > 0 {
 			r.Unmeasured = fmt.Sprint(t.Unmeasured)
 			if t.DurationSec > t.MinDurationSec+0.05 {
