@@ -57,9 +57,11 @@ type Event struct {
 	// stats
 	Server *result.ServerStats `json:"server,omitempty"`
 	// progress, done
-	Done    int                   `json:"done,omitempty"`
-	OK      int                   `json:"ok,omitempty"`
-	Records []result.ClientRecord `json:"records,omitempty"`
+	Done int `json:"done,omitempty"`
+	OK   int `json:"ok,omitempty"`
+	// Records travel as a run saves them (result.RecordColumns): a
+	// generator's done line carries every client it ran.
+	Records result.Records `json:"records,omitempty"`
 	// done: the clients never launched (client.Load.WallStop)
 	Unlaunched int `json:"unlaunched,omitempty"`
 	// progress: the failed clients so far by outcome class, cumulative
