@@ -103,7 +103,7 @@ func TestFaultServerKilledMidPoint(t *testing.T) {
 		t.Run("stop-on-error="+strconv.FormatBool(stop), func(t *testing.T) {
 			root := t.TempDir()
 			args := []string{"ramp", "--backend", "sim", "--clients", "200,20", "--connect-rate", "100",
-				"--rounds", "1", "--msg-size", "64", "--timeout", "10s", "--results", root}
+				"--rounds", "1", "--msg-size", "64", "--timeout", "10s", "--traffic", "0", "--calibrate", "0", "--results", root}
 			if stop {
 				args = append(args, "--stop-on-error")
 			}
@@ -176,7 +176,8 @@ func TestFaultResultsUnwritable(t *testing.T) {
 		t.Skipf("cannot mount a small tmpfs to fill (%v); needs root", err)
 	}
 	defer syscall.Unmount(full, 0)
-	_, errOut, code = run(t, "ramp", "--backend", "sim", "--clients", "200", "--rounds", "1", "--msg-size", "64", "--results", full)
+	_, errOut, code = run(t, "ramp", "--backend", "sim", "--clients", "200", "--rounds", "1", "--msg-size", "64",
+		"--traffic", "0", "--calibrate", "0", "--results", full)
 	if code == 0 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "no space left") {
 		t.Errorf("full disk: exit %d, stderr %q", code, errOut)
 	}

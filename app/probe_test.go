@@ -145,7 +145,7 @@ func clientsOf(r *result.Run) []int {
 func TestRampClassifiesRefusals(t *testing.T) {
 	root := t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "sim", "--clients", "10,30", "--max-clients", "20",
-		"--rounds", "2", "--msg-size", "64", "--timeout", "20s", "--results", root)
+		"--rounds", "2", "--msg-size", "64", "--timeout", "20s", "--traffic", "0", "--calibrate", "0", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -192,7 +192,7 @@ func TestTLSResumeResumes(t *testing.T) {
 	for _, resume := range []bool{true, false} {
 		root := t.TempDir()
 		args := []string{"ramp", "--backend", "sim", "--clients", "12", "--procs", "2",
-			"--rounds", "1", "--msg-size", "64", "--timeout", "20s", "--results", root}
+			"--rounds", "1", "--msg-size", "64", "--timeout", "20s", "--traffic", "0", "--calibrate", "0", "--results", root}
 		if resume {
 			args = append(args, "--tls-resume")
 		}
@@ -295,7 +295,7 @@ func TestMain_NoStrayProcesses(t *testing.T) {
 	// process is left.
 	root := t.TempDir()
 	if _, e, code := run(t, "ramp", "--backend", "sim", "--clients", "5", "--procs", "2", "--rounds", "1",
-		"--msg-size", "64", "--results", root); code != 0 {
+		"--msg-size", "64", "--traffic", "0", "--calibrate", "0", "--results", root); code != 0 {
 		t.Fatal(e)
 	}
 	if kids := children(t); len(kids) != 0 {
@@ -343,7 +343,7 @@ func TestInterruptSavesCompletedPoints(t *testing.T) {
 	done := make(chan int)
 	go func() {
 		done <- MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "5,10,20,40,80,160,320,640,1280,2560,5120",
-			"--rounds", "1", "--msg-size", "64", "--results", root}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errb})
+			"--rounds", "1", "--msg-size", "64", "--traffic", "0", "--calibrate", "0", "--results", root}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errb})
 	}()
 	// Interrupt as soon as the first point is on disk.
 	eventually.True(t, 30*time.Second, "the first point is saved", func() bool { return savedPoints(root) > 0 })
