@@ -54,7 +54,7 @@ func ProjectWalls(run *result.Run) *Projection {
 	var from *result.Point
 	for i := range run.Points {
 		p := &run.Points[i]
-		if p.Cumulative || p.Interrupted || !p.Passed || p.Error != "" || p.Connected == 0 || p.Peak == nil {
+		if p.Cumulative || p.Interrupted || !p.Passed || p.Error != "" || p.Connected == 0 || p.Peak == nil || len(p.Samples) == 0 {
 			continue
 		}
 		if from == nil || p.Connected > from.Connected {
