@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 		}
 		defer os.RemoveAll(dir)
 		sharedGuest = &vm.Shared{Shape: vm.GuestOptions{CPUs: 2, MemMiB: 2048}, Dir: dir}
+		bootedGuests = sharedGuest
 	}
 	code := m.Run()
 	if sharedGuest != nil {
@@ -49,6 +50,11 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// bootedGuests is the shared guest TestMain made, kept while a test
+// that boots its own guest (ownGuest) has sharedGuest unset: its QEMU
+// processes outlive every run and are no run's leftovers (children).
+var bootedGuests *vm.Shared
 
 // run executes a whole command in-process.
 func run(t *testing.T, args ...string) (stdout, stderr string, code int) {

@@ -308,7 +308,7 @@ func children(t *testing.T) []string {
 	t.Helper()
 	self := os.Getpid()
 	// The shared guest's QEMU outlives the runs; it is not left by one.
-	shared := sharedGuest.PIDs()
+	shared := bootedGuests.PIDs()
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Skip("no /proc")

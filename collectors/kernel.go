@@ -87,7 +87,9 @@ func WatchKernel() *KernelWatch {
 	w := &KernelWatch{mem: result.KernelMemory{Before: m}, kmsg: -1}
 	w.oom, w.hasOOM = oomKills()
 	// The log's reader starts at its end: what the kernel says from now.
-	if fd, err := syscall.Open("/dev/kmsg", syscall.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+	// Close-on-exec, or the point's server command inherits it and it
+	// counts against that server's RLIMIT_NOFILE.
+	if fd, err := syscall.Open("/dev/kmsg", syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0); err == nil {
 		if _, err := syscall.Seek(fd, 0, io.SeekEnd); err == nil {
 			w.kmsg = fd
 		} else {

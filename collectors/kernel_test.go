@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
+	"golang.org/x/sys/unix"
 )
 
 // A guest's /proc/meminfo (Linux 6.1): the kept fields in bytes, the
@@ -61,5 +62,22 @@ func TestWatchKernel(t *testing.T) {
 		if m["MemTotal"] == 0 || m["MemAvailable"] == 0 || m["MemAvailable"] > m["MemTotal"] {
 			t.Errorf("%s: %v", name, m)
 		}
+	}
+}
+
+// The kernel log's descriptor is not inherited by the processes a point
+// starts: a server command under a low RLIMIT_NOFILE counts every fd.
+func TestKernelWatchLogClosedOnExec(t *testing.T) {
+	w := WatchKernel()
+	if w == nil || w.kmsg < 0 {
+		t.Skip("/dev/kmsg is not readable here")
+	}
+	defer w.Finish()
+	flags, err := unix.FcntlInt(uintptr(w.kmsg), unix.F_GETFD, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flags&unix.FD_CLOEXEC == 0 {
+		t.Errorf("/dev/kmsg's fd %d has flags %#x, want FD_CLOEXEC", w.kmsg, flags)
 	}
 }
