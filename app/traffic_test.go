@@ -14,23 +14,25 @@ import (
 )
 
 // The done-when of the traffic phase, on a planted capacity: a simulated
-// server whose device serves one frame per 5 ms once it holds 5 QPs, so
-// that a closed loop's p99 jumps from well under 2 ms at 4 clients to
-// over 10 ms at 5. search --criterion traffic --slo p99<=2ms must report
+// server whose device serves one frame per 20 ms once it holds 5 QPs, so
+// that a closed loop's p99 jumps from well under 10 ms at 4 clients to
+// over 20 ms at 5. search --criterion traffic --slo p99<=10ms must report
 // exactly 4, and --require 5 must make the command exit 3, while every
 // count connected (max connected above).
 //
-// The passing side needs the sim's own p99 under 2 ms at up to 4
-// clients: a few hundred microseconds on an idle 2-core host (CI), but a
-// host running other work at a load of many times its CPUs deschedules
-// the sim's goroutines for milliseconds. When a count below the planted
+// The passing side needs the sim's own p99 under 10 ms at up to 4
+// clients: a few hundred microseconds on an idle 2-core host, 2.3 ms in
+// a CI run where a guest test ran beside it (2 ms was the bound then),
+// and a host running other work at a load of many times its CPUs
+// deschedules the sim's goroutines for longer. The planted delay is 20
+// ms, twice the bound. When a count below the planted
 // one misses the SLO on such a host, the test says so and skips rather
 // than blame the search.
 func TestSearchFindsPlantedSustainableCapacity(t *testing.T) {
 	root := t.TempDir()
 	out, errOut, code := run(t, "search", "--backend", "sim", "--lo", "1", "--hi", "12",
-		"--criterion", "traffic", "--slo", "p99<=2ms", "--traffic", "1s",
-		"--sim-service-delay", "5ms", "--sim-service-delay-from", "5",
+		"--criterion", "traffic", "--slo", "p99<=10ms", "--traffic", "1s",
+		"--sim-service-delay", "20ms", "--sim-service-delay-from", "5",
 		"--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--results", root, "--require", "5")
 	r := loadOnlyRun(t, root)
 	for _, pt := range r.Points {
@@ -42,10 +44,10 @@ func TestSearchFindsPlantedSustainableCapacity(t *testing.T) {
 	if code != ExitRequirement {
 		t.Fatalf("exit %d, want %d (requirement not met)\nstdout:\n%s\nstderr:\n%s", code, ExitRequirement, out, errOut)
 	}
-	if !strings.Contains(errOut, "requirement not met: 5 clients by traffic") || !strings.Contains(errOut, "max sustainable (--slo p99<=2ms) among the counts tested: 4") {
+	if !strings.Contains(errOut, "requirement not met: 5 clients by traffic") || !strings.Contains(errOut, "max sustainable (--slo p99<=10ms) among the counts tested: 4") {
 		t.Errorf("stderr %q", errOut)
 	}
-	if r.Config.Criterion != result.CriterionTraffic || r.Config.SLO != "p99<=2ms" || r.Config.Traffic == nil || r.Config.Traffic.DurationSec != 1 {
+	if r.Config.Criterion != result.CriterionTraffic || r.Config.SLO != "p99<=10ms" || r.Config.Traffic == nil || r.Config.Traffic.DurationSec != 1 {
 		t.Errorf("config %+v", r.Config)
 	}
 	for _, pt := range r.Points {
@@ -65,7 +67,7 @@ func TestSearchFindsPlantedSustainableCapacity(t *testing.T) {
 			t.Errorf("%d clients: server %.2f cores (%.2f system), generator %.2f (%.2f system)", pt.Clients,
 				tr.ServerCPU, tr.ServerSys, tr.GeneratorCPU, tr.GeneratorSys)
 		}
-		if pt.Clients >= 5 && (pt.Passed || tr.SLOPassed || tr.Latency.P99 < 5000) {
+		if pt.Clients >= 5 && (pt.Passed || tr.SLOPassed || tr.Latency.P99 < 20000) {
 			t.Errorf("%d clients (delay planted): passed %v, p99 %.0f us", pt.Clients, pt.Passed, tr.Latency.P99)
 		}
 		if pt.Clients < 5 && !pt.Passed {
