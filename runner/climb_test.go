@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/result"
 )
@@ -38,6 +39,10 @@ done`
 // step's, records only its own clients and counts the climb's totals;
 // the step past the wall counts what it held at once.
 func TestClimbAddsOnTop(t *testing.T) {
+	// The fake server never answers a step's request for its own view:
+	// each step would wait the whole usageTimeout for it.
+	defer func(d time.Duration) { usageTimeout = d }(usageTimeout)
+	usageTimeout = 300 * time.Millisecond
 	pids := t.TempDir() + "/pids"
 	t.Setenv("PIDS", pids)
 	r := newRunner(t, fake(t, goodServer, climbingClients), 2)
