@@ -77,9 +77,10 @@ func ReferenceLatency(ctx context.Context, p Pair) PerftestResult {
 	return perftest(ctx, p, "ib_write_lat", referencePort+1)
 }
 
-// ErrPerftestClock: perftest printed inf or nan, its cycle counter
-// uncalibrated.
-var ErrPerftestClock = errors.New("perftest printed inf/nan: its cycle-counter calibration failed")
+// ErrPerftestClock: perftest printed inf or nan, or a bandwidth of zero
+// after its iterations ran, its cycle counter uncalibrated (under TCG its
+// clock estimate can fail: "Correlation coefficient r^2 ... < 0.9").
+var ErrPerftestClock = errors.New("perftest printed inf/nan or a zero rate: its cycle-counter calibration failed")
 
 // DataPathTools are perftest's latency and bandwidth tools for an
 // operation of the traffic phase: "send" (also ""), "write", "read".
@@ -270,7 +271,7 @@ func ParsePerftestLat(out string) (map[string]float64, error) { return ParsePerf
 // Mpps; "bytes", "iterations"). A column name may hold spaces ("BW
 // peak[MB/sec]", "99% percentile[usec]"), so the header is split after
 // each unit; the leading "#bytes #iterations" are separate columns. A
-// value of inf or nan is ErrPerftestClock.
+// value of inf or nan, or a bandwidth row of zeros, is ErrPerftestClock.
 func ParsePerftest(out string) (map[string]float64, error) {
 	lines := strings.Split(out, "\n")
 	for i, l := range lines {
@@ -309,6 +310,9 @@ func ParsePerftest(out string) (map[string]float64, error) {
 				return nil, fmt.Errorf("perftest column %s is %s: %w", n, vals[j], ErrPerftestClock)
 			}
 			figs[strings.TrimPrefix(n, "#")] = v
+		}
+		if bw, ok := figs["BW average"]; ok && bw == 0 && figs["MsgRate"] == 0 && figs["iterations"] > 0 {
+			return nil, fmt.Errorf("perftest read 0 MB/s over %v iterations: %w", figs["iterations"], ErrPerftestClock)
 		}
 		return figs, nil
 	}

@@ -537,6 +537,11 @@ func TestParsePerftestBW(t *testing.T) {
 	if _, err := ParsePerftest(strings.Replace(out, "0.018417", "-nan", 1)); !errors.Is(err, ErrPerftestClock) {
 		t.Errorf("nan message rate: %v, want ErrPerftestClock", err)
 	}
+	// Seen in CI: the clock estimate failed and every rate read zero.
+	zero := strings.NewReplacer("72.04", "0.00", "71.94", "0.00", "0.018417", "0.000000").Replace(out)
+	if _, err := ParsePerftest(zero); !errors.Is(err, ErrPerftestClock) {
+		t.Errorf("zero rates: %v, want ErrPerftestClock", err)
+	}
 	if _, err := ParsePerftest(strings.Replace(out, "0.018417", "", 1)); err == nil || !strings.Contains(err.Error(), "4 values for 5 columns") {
 		t.Errorf("short row: %v", err)
 	}
