@@ -331,7 +331,10 @@ func (d *Dialer) Connect(ctx context.Context, id, proc int) (*Conn, result.Clien
 
 func (d *Dialer) connect(ctx context.Context, a *attempt) (*Conn, error) {
 	c := &Conn{id: a.rec.ID, bufs: d.bufs, msg: d.cfg.MsgSize, groups: d.groups, wcs: make(chan fabric.WC, 2*d.wr+2)}
-	nd := net.Dialer{LocalAddr: loopbackSource(d.cfg.Addr, a.rec.ID)}
+	// No keepalive from this end: Go's default probes every socket
+	// after 15 s idle, and a held client's socket is idle for good; the
+	// server probes (rarely) for the clients that vanish.
+	nd := net.Dialer{LocalAddr: loopbackSource(d.cfg.Addr, a.rec.ID), KeepAlive: -1}
 	raw, err := nd.DialContext(ctx, "tcp", d.cfg.Addr)
 	if err != nil {
 		a.fail(ctx, result.OutcomeTCPConnect, err)
