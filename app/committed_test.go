@@ -37,7 +37,9 @@ func committedRuns(t *testing.T) []string {
 // Every committed run and bench file renders with this build (report
 // regenerates what the repository does not keep), and every earlier
 // schema version has a committed run among them: a build that stops
-// reading an old run fails here.
+// reading an old run fails here. The reports render in parallel
+// subtests: each is in-process work on one file, which starts no
+// process (noChildren's concern) and runs beside no other test.
 func TestCommittedRunsRender(t *testing.T) {
 	versions := map[int]bool{}
 	for i, p := range committedRuns(t) {
@@ -52,17 +54,19 @@ func TestCommittedRunsRender(t *testing.T) {
 		if h.Kind == result.KindRun {
 			versions[h.SchemaVersion] = true
 		}
-		out := filepath.Join(t.TempDir(), "r")
-		stdout, errOut, code := run(t, "report", p, "--report-dir", out)
-		if code != ExitMeasured {
-			t.Errorf("report %s: exit %d\n%s\n%s", p, code, stdout, errOut)
-			continue
-		}
-		for _, f := range []string{"report.md", "report.html"} {
-			if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
-				t.Errorf("report %s wrote no %s: %v", p, f, err)
+		t.Run(strings.TrimPrefix(p, "../results/"), func(t *testing.T) {
+			t.Parallel()
+			out := filepath.Join(t.TempDir(), "r")
+			stdout, errOut, code := run(t, "report", p, "--report-dir", out)
+			if code != ExitMeasured {
+				t.Fatalf("report %s: exit %d\n%s\n%s", p, code, stdout, errOut)
 			}
-		}
+			for _, f := range []string{"report.md", "report.html"} {
+				if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+					t.Errorf("report %s wrote no %s: %v", p, f, err)
+				}
+			}
+		})
 		if testing.Short() && i > 3 {
 			break
 		}
