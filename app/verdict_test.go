@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rdmaprobe/rdmaprobe/analysis"
@@ -27,219 +28,246 @@ import (
 // --require gate state the figures analysis.Conclude derives, and those
 // figures keep the rules: a point cut short counts nowhere, advice stops
 // at a hard limit, the table's status and the steps say the same word.
+//
+// The seeds are split among parallel subtests, two at a time on two
+// cores: the views are in-process work that starts no process
+// (noChildren's concern), and parallel subtests run beside no other test.
 func TestViewsStateOneVerdict(t *testing.T) {
-	const runs = 1000
+	const runs, parts = 1000, 4
 	// seen counts the kinds of run generated: each must come up.
 	seen := map[string]int{}
-	defer func() {
-		for _, k := range []string{"cut " + rungen.CutConnect, "cut " + rungen.CutTraffic, "cut " + rungen.CutHold,
-			"wall", "designs", "traffic", "slo", "criterion traffic", "require met", "require not met", "non-monotonic", "trials", "performant", "bend", "peak slo"} {
-			if seen[k] < 10 {
-				t.Errorf("%d of %d runs had %s, want at least 10: the generator misses a case", seen[k], runs, k)
-			}
-		}
-	}()
-	for seed := range uint64(runs) {
-		g := rungen.Run(rand.New(rand.NewPCG(seed, 49)))
-		run := g.Run
-		if g.Cut != "" {
-			seen["cut "+g.Cut]++
-		}
-		if g.Cap > 0 {
-			seen["wall"]++
-		}
-		if run.DesignModes() != nil {
-			seen["designs"]++
-		}
-		if c := run.Config; c.Traffic != nil {
-			seen["traffic"]++
-			if c.SLO != "" {
-				seen["slo"]++
-			}
-			if c.Criterion == result.CriterionTraffic {
-				seen["criterion traffic"]++
-			}
-		}
-		if r := run.Verdict.Require; r != nil && r.Met {
-			seen["require met"]++
-		} else if r != nil {
-			seen["require not met"]++
-		}
-		for _, d := range run.Verdict.Designs {
-			if len(d.NonMonotonic) > 0 {
-				seen["non-monotonic"]++
-				break
-			}
-		}
-		if run.Config.Trials > 1 {
-			seen["trials"]++
-		}
-		if strings.Contains(run.Config.SLO, "peak") {
-			seen["peak slo"]++
-		}
-		for _, d := range run.Verdict.Designs {
-			if d.Bend != nil {
-				seen["performant"]++
-				if d.Bend.BendAt > 0 {
-					seen["bend"]++
-				}
-				break
-			}
-		}
-		want := analysis.Conclude(run)
-		fail := func(format string, a ...any) {
-			t.Helper()
-			t.Errorf("seed %d: "+format, append([]any{seed}, a...)...)
-		}
-		lines := report.VerdictLines(want)
-
-		// Off a terminal (width 0) each line is whole; on one of 80
-		// columns every line fits and says the same words.
-		var term, narrow bytes.Buffer
-		if err := report.Terminal(&term, run, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := report.Terminal(&narrow, run, screen.MinWidth); err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range strings.Split(narrow.String(), "\n") {
-			if screen.Cols(l) > screen.MinWidth {
-				fail("a line of %d columns at %d:\n%s", screen.Cols(l), screen.MinWidth, l)
-			}
-		}
-		words := strings.Join(strings.Fields(narrow.String()), " ")
-		docs := report.Documents(run, false)
-		overview := docs[len(docs)-1]
-		md, err := overview.Markdown()
-		if err != nil {
-			t.Fatal(err)
-		}
-		page, err := overview.HTML()
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The probe's own sentence (search.verdict, which old runs
-		// carry) is a second derivation: no view prints it.
-		if s := run.Search; s != nil && s.Verdict != "" {
-			if strings.Contains(term.String(), s.Verdict) || strings.Contains(string(md), s.Verdict) {
-				fail("a view prints search.verdict %q beside the verdict", s.Verdict)
-			}
-		}
-		for _, l := range lines {
-			if !strings.Contains(term.String(), l) {
-				fail("the terminal lacks %q:\n%s", l, term.String())
-			}
-			if !strings.Contains(words, strings.Join(strings.Fields(l), " ")) {
-				fail("the terminal at %d columns lacks %q:\n%s", screen.MinWidth, l, narrow.String())
-			}
-			if !strings.Contains(string(md), l) {
-				fail("report.md lacks %q", l)
-			}
-			if !strings.Contains(string(page), html.EscapeString(l)) {
-				fail("report.html lacks %q", l)
-			}
-		}
-
-		// The findings line names each design's limiting factor where
-		// the verdict does, and no other.
-		var found bytes.Buffer
-		report.PrintFindings(&found, run, 0)
-		nfound := strings.Count(found.String(), "limiting factor")
-		for _, d := range want.Designs {
-			if d.Limit == "" {
-				continue
-			}
-			nfound--
-			of := ""
-			if d.Design != "" {
-				of = " of " + d.Design
-			}
-			if !regexp.MustCompile(`(?m)^limiting factor` + regexp.QuoteMeta(of) + `: .*\(` + regexp.QuoteMeta(d.Limit) + ` at ` + strconv.Itoa(d.LimitAt) + ` clients\)`).MatchString(found.String()) {
-				fail("the findings lack design %q's %s at %d:\n%s", d.Design, d.Limit, d.LimitAt, found.String())
-			}
-		}
-		if nfound != 0 {
-			fail("the findings name %d limiting factors the verdict does not:\n%s", nfound, found.String())
-		}
-
-		// run.json: encoded as saved, read back and derived again, the
-		// same figures.
-		b, err := json.Marshal(run)
-		if err != nil {
-			t.Fatal(err)
-		}
-		loaded, err := result.Parse(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(*loaded.Verdict, want) || !reflect.DeepEqual(analysis.Conclude(loaded), want) {
-			fail("run.json's verdict %+v, derived again %+v; want %+v", *loaded.Verdict, analysis.Conclude(loaded), want)
-		}
-
-		// run_end.
-		var ev bytes.Buffer
-		live.NewEvents(&ev).RunEnds(run, "run.json", nil)
-		var end live.Event
-		if err := json.Unmarshal(ev.Bytes(), &end); err != nil || end.Verdict == nil || !reflect.DeepEqual(*end.Verdict, want) {
-			fail("run_end's verdict %+v (%v), want %+v", end.Verdict, err, want)
-		}
-
-		// The capacity metric.
-		m := live.NewRegistry(live.Labels{RunID: "r", Backend: "sim", Command: "ramp"})
-		m.RunEnds(run.Verdict)
-		got := map[string]float64{}
-		mfs, err := m.Registry().Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != "rdmaprobe_capacity_clients" {
-				continue
-			}
-			for _, s := range mf.GetMetric() {
-				var d, f string
-				for _, l := range s.GetLabel() {
-					switch l.GetName() {
-					case "design":
-						d = l.GetValue()
-					case "figure":
-						f = l.GetValue()
+	var mu sync.Mutex
+	t.Run("seeds", func(t *testing.T) {
+		for part := range uint64(parts) {
+			t.Run(strconv.FormatUint(part, 10), func(t *testing.T) {
+				t.Parallel()
+				for seed := part; seed < runs; seed += parts {
+					kinds := viewsStateOneVerdict(t, seed)
+					mu.Lock()
+					for _, k := range kinds {
+						seen[k]++
 					}
+					mu.Unlock()
 				}
-				got[d+"/"+f] = s.GetGauge().GetValue()
-			}
+			})
 		}
-		for _, d := range want.Designs {
-			for f, n := range map[string]int{"capacity": d.Capacity, "max_connected": d.MaxConnected, "first_failure": d.FirstFail} {
-				if got[d.Design+"/"+f] != float64(n) {
-					fail("metric %s of %q is %v, want %d", f, d.Design, got[d.Design+"/"+f], n)
-				}
-			}
-			if v, ok := got[d.Design+"/max_sustainable"]; ok != (d.MaxSustainable >= 0) || ok && v != float64(d.MaxSustainable) {
-				fail("metric max_sustainable of %q: %v (%v), want %d", d.Design, v, ok, d.MaxSustainable)
-			}
-			if v, ok := got[d.Design+"/performant"]; ok != (d.Bend != nil) || ok && v != float64(d.Bend.Performant) {
-				fail("metric performant of %q: %v (%v), want %+v", d.Design, v, ok, d.Bend)
-			}
+	})
+	for _, k := range []string{"cut " + rungen.CutConnect, "cut " + rungen.CutTraffic, "cut " + rungen.CutHold,
+		"wall", "designs", "traffic", "slo", "criterion traffic", "require met", "require not met", "non-monotonic", "trials", "performant", "bend", "peak slo"} {
+		if seen[k] < 10 {
+			t.Errorf("%d of %d runs had %s, want at least 10: the generator misses a case", seen[k], runs, k)
 		}
-
-		// The --require gate.
-		if r := want.Require; r != nil {
-			if _, met := report.RequireLine(run); met != r.Met {
-				fail("--require %d:%s: the gate says met=%v, the verdict %v", r.Clients, r.Criterion, met, r.Met)
-			}
-		}
-
-		// The design table states each design's performant count.
-		for i, row := range report.DesignRows(run) {
-			b := want.Designs[i].Bend
-			if b == nil && row.Performant != "–" || b != nil && strings.TrimPrefix(row.Performant, "≥ ") != strconv.Itoa(b.Performant) {
-				fail("design %s's table row says performant %q, the verdict %+v", row.Design, row.Performant, b)
-			}
-		}
-
-		checkRules(t, seed, g, want, term.String(), string(md))
 	}
+}
+
+// viewsStateOneVerdict checks the run of seed (TestViewsStateOneVerdict)
+// and returns the kinds of run it is.
+func viewsStateOneVerdict(t *testing.T, seed uint64) []string {
+	seen := map[string]int{}
+	g := rungen.Run(rand.New(rand.NewPCG(seed, 49)))
+	run := g.Run
+	if g.Cut != "" {
+		seen["cut "+g.Cut]++
+	}
+	if g.Cap > 0 {
+		seen["wall"]++
+	}
+	if run.DesignModes() != nil {
+		seen["designs"]++
+	}
+	if c := run.Config; c.Traffic != nil {
+		seen["traffic"]++
+		if c.SLO != "" {
+			seen["slo"]++
+		}
+		if c.Criterion == result.CriterionTraffic {
+			seen["criterion traffic"]++
+		}
+	}
+	if r := run.Verdict.Require; r != nil && r.Met {
+		seen["require met"]++
+	} else if r != nil {
+		seen["require not met"]++
+	}
+	for _, d := range run.Verdict.Designs {
+		if len(d.NonMonotonic) > 0 {
+			seen["non-monotonic"]++
+			break
+		}
+	}
+	if run.Config.Trials > 1 {
+		seen["trials"]++
+	}
+	if strings.Contains(run.Config.SLO, "peak") {
+		seen["peak slo"]++
+	}
+	for _, d := range run.Verdict.Designs {
+		if d.Bend != nil {
+			seen["performant"]++
+			if d.Bend.BendAt > 0 {
+				seen["bend"]++
+			}
+			break
+		}
+	}
+	want := analysis.Conclude(run)
+	fail := func(format string, a ...any) {
+		t.Helper()
+		t.Errorf("seed %d: "+format, append([]any{seed}, a...)...)
+	}
+	lines := report.VerdictLines(want)
+
+	// Off a terminal (width 0) each line is whole; on one of 80
+	// columns every line fits and says the same words.
+	var term, narrow bytes.Buffer
+	if err := report.Terminal(&term, run, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := report.Terminal(&narrow, run, screen.MinWidth); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(narrow.String(), "\n") {
+		if screen.Cols(l) > screen.MinWidth {
+			fail("a line of %d columns at %d:\n%s", screen.Cols(l), screen.MinWidth, l)
+		}
+	}
+	words := strings.Join(strings.Fields(narrow.String()), " ")
+	docs := report.Documents(run, false)
+	overview := docs[len(docs)-1]
+	md, err := overview.Markdown()
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := overview.HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The probe's own sentence (search.verdict, which old runs
+	// carry) is a second derivation: no view prints it.
+	if s := run.Search; s != nil && s.Verdict != "" {
+		if strings.Contains(term.String(), s.Verdict) || strings.Contains(string(md), s.Verdict) {
+			fail("a view prints search.verdict %q beside the verdict", s.Verdict)
+		}
+	}
+	for _, l := range lines {
+		if !strings.Contains(term.String(), l) {
+			fail("the terminal lacks %q:\n%s", l, term.String())
+		}
+		if !strings.Contains(words, strings.Join(strings.Fields(l), " ")) {
+			fail("the terminal at %d columns lacks %q:\n%s", screen.MinWidth, l, narrow.String())
+		}
+		if !strings.Contains(string(md), l) {
+			fail("report.md lacks %q", l)
+		}
+		if !strings.Contains(string(page), html.EscapeString(l)) {
+			fail("report.html lacks %q", l)
+		}
+	}
+
+	// The findings line names each design's limiting factor where
+	// the verdict does, and no other.
+	var found bytes.Buffer
+	report.PrintFindings(&found, run, 0)
+	nfound := strings.Count(found.String(), "limiting factor")
+	for _, d := range want.Designs {
+		if d.Limit == "" {
+			continue
+		}
+		nfound--
+		of := ""
+		if d.Design != "" {
+			of = " of " + d.Design
+		}
+		if !regexp.MustCompile(`(?m)^limiting factor` + regexp.QuoteMeta(of) + `: .*\(` + regexp.QuoteMeta(d.Limit) + ` at ` + strconv.Itoa(d.LimitAt) + ` clients\)`).MatchString(found.String()) {
+			fail("the findings lack design %q's %s at %d:\n%s", d.Design, d.Limit, d.LimitAt, found.String())
+		}
+	}
+	if nfound != 0 {
+		fail("the findings name %d limiting factors the verdict does not:\n%s", nfound, found.String())
+	}
+
+	// run.json: encoded as saved, read back and derived again, the
+	// same figures.
+	b, err := json.Marshal(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := result.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(*loaded.Verdict, want) || !reflect.DeepEqual(analysis.Conclude(loaded), want) {
+		fail("run.json's verdict %+v, derived again %+v; want %+v", *loaded.Verdict, analysis.Conclude(loaded), want)
+	}
+
+	// run_end.
+	var ev bytes.Buffer
+	live.NewEvents(&ev).RunEnds(run, "run.json", nil)
+	var end live.Event
+	if err := json.Unmarshal(ev.Bytes(), &end); err != nil || end.Verdict == nil || !reflect.DeepEqual(*end.Verdict, want) {
+		fail("run_end's verdict %+v (%v), want %+v", end.Verdict, err, want)
+	}
+
+	// The capacity metric.
+	m := live.NewRegistry(live.Labels{RunID: "r", Backend: "sim", Command: "ramp"})
+	m.RunEnds(run.Verdict)
+	got := map[string]float64{}
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "rdmaprobe_capacity_clients" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			var d, f string
+			for _, l := range s.GetLabel() {
+				switch l.GetName() {
+				case "design":
+					d = l.GetValue()
+				case "figure":
+					f = l.GetValue()
+				}
+			}
+			got[d+"/"+f] = s.GetGauge().GetValue()
+		}
+	}
+	for _, d := range want.Designs {
+		for f, n := range map[string]int{"capacity": d.Capacity, "max_connected": d.MaxConnected, "first_failure": d.FirstFail} {
+			if got[d.Design+"/"+f] != float64(n) {
+				fail("metric %s of %q is %v, want %d", f, d.Design, got[d.Design+"/"+f], n)
+			}
+		}
+		if v, ok := got[d.Design+"/max_sustainable"]; ok != (d.MaxSustainable >= 0) || ok && v != float64(d.MaxSustainable) {
+			fail("metric max_sustainable of %q: %v (%v), want %d", d.Design, v, ok, d.MaxSustainable)
+		}
+		if v, ok := got[d.Design+"/performant"]; ok != (d.Bend != nil) || ok && v != float64(d.Bend.Performant) {
+			fail("metric performant of %q: %v (%v), want %+v", d.Design, v, ok, d.Bend)
+		}
+	}
+
+	// The --require gate.
+	if r := want.Require; r != nil {
+		if _, met := report.RequireLine(run); met != r.Met {
+			fail("--require %d:%s: the gate says met=%v, the verdict %v", r.Clients, r.Criterion, met, r.Met)
+		}
+	}
+
+	// The design table states each design's performant count.
+	for i, row := range report.DesignRows(run) {
+		b := want.Designs[i].Bend
+		if b == nil && row.Performant != "–" || b != nil && strings.TrimPrefix(row.Performant, "≥ ") != strconv.Itoa(b.Performant) {
+			fail("design %s's table row says performant %q, the verdict %+v", row.Design, row.Performant, b)
+		}
+	}
+
+	checkRules(t, seed, g, want, term.String(), string(md))
+	var kinds []string
+	for k := range seen {
+		kinds = append(kinds, k)
+	}
+	return kinds
 }
 
 // checkRules checks the verdict against what the run was generated
