@@ -1,8 +1,6 @@
 package app
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -42,18 +40,11 @@ func TestExitStatuses(t *testing.T) {
 
 	// Interrupted mid-point: cancelling MainContext's context is what
 	// SIGINT does to the probe's.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan int, 1)
-	var errOut bytes.Buffer
-	go func() {
-		done <- MainContext(ctx, append([]string{"rdmaprobe", "ramp", "--clients", "500", "--connect-rate", "50"}, cheap...),
-			Streams{In: bytes.NewReader(nil), Out: &bytes.Buffer{}, Err: &errOut})
-	}()
+	cmd := runAsync(t, append([]string{"ramp", "--clients", "500", "--connect-rate", "50"}, cheap...)...)
 	serving(t, childPID(t, "serve"), 5)
-	cancel()
-	if got := <-done; got != ExitInterrupted || !strings.Contains(errOut.String(), "interrupted") {
-		t.Errorf("interrupted ramp: exit %d, stderr %q; want %d", got, errOut.String(), ExitInterrupted)
+	cmd.interrupt()
+	if r := <-cmd.done; r.code != ExitInterrupted || !strings.Contains(r.errOut, "interrupted") {
+		t.Errorf("interrupted ramp: exit %d, stderr %q; want %d", r.code, r.errOut, ExitInterrupted)
 	}
 	noChildren(t)
 	cases[ExitInterrupted] = nil

@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -57,6 +58,22 @@ func startTime(pid int) uint64 {
 	return v
 }
 
+// progressConnected is the most clients connected that a run's progress
+// events (JSON lines, docs/events.md) report.
+func progressConnected(events string) int {
+	most := 0
+	for _, line := range strings.Split(events, "\n") {
+		var ev struct {
+			Type      string `json:"type"`
+			Connected int    `json:"connected"`
+		}
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Type == "progress" {
+			most = max(most, ev.Connected)
+		}
+	}
+	return most
+}
+
 // serving waits until process pid holds more than n sockets: a server
 // with clients connected (the generators start before it is ready, so
 // their existence says nothing).
@@ -79,13 +96,24 @@ type runResult struct {
 	code        int
 }
 
-func runAsync(t *testing.T, args ...string) chan runResult {
-	done := make(chan runResult, 1)
+// background is a whole command running in-process, started by
+// runAsync: interrupt does to it what Ctrl-C does, done delivers its
+// result once it exits, and out and errOut can be read while it runs.
+type background struct {
+	done        chan runResult
+	interrupt   context.CancelFunc
+	out, errOut lockedBuffer
+}
+
+func runAsync(t *testing.T, args ...string) *background {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	b := &background{done: make(chan runResult, 1), interrupt: cancel}
 	go func() {
-		out, errOut, code := run(t, args...)
-		done <- runResult{out, errOut, code}
+		code := MainContext(ctx, append([]string{"rdmaprobe"}, args...), Streams{In: bytes.NewReader(nil), Out: &b.out, Err: &b.errOut})
+		b.done <- runResult{b.out.String(), b.errOut.String(), code}
 	}()
-	return done
+	return b
 }
 
 func noChildren(t *testing.T) {
@@ -107,13 +135,13 @@ func TestFaultServerKilledMidPoint(t *testing.T) {
 			if stop {
 				args = append(args, "--stop-on-error")
 			}
-			done := runAsync(t, args...)
+			cmd := runAsync(t, args...)
 			srv := childPID(t, "serve")
 			serving(t, srv, 5) // the point is under way
 			if err := syscall.Kill(srv, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			r := <-done
+			r := <-cmd.done
 			run := loadOnlyRun(t, root)
 			if len(run.Points) == 0 || !strings.Contains(run.Points[0].Error, "server died") || run.Points[0].Passed {
 				t.Fatalf("first point %+v", run.Points)
@@ -139,14 +167,14 @@ func TestFaultServerKilledMidPoint(t *testing.T) {
 // clients' deadline, its clients recorded as timeouts, and it is reaped.
 func TestFaultGeneratorHangs(t *testing.T) {
 	root := t.TempDir()
-	done := runAsync(t, "ramp", "--backend", "sim", "--clients", "300", "--connect-rate", "100", "--rounds", "1",
+	cmd := runAsync(t, "ramp", "--backend", "sim", "--clients", "300", "--connect-rate", "100", "--rounds", "1",
 		"--msg-size", "64", "--timeout", "2s", "--results", root)
 	gen := childPID(t, "clients")
 	serving(t, childPID(t, "serve"), 5) // released: the clients are connecting
 	if err := syscall.Kill(gen, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	r := <-done
+	r := <-cmd.done
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.errOut)
 	}
@@ -193,7 +221,7 @@ func TestFaultGuestDies(t *testing.T) {
 	needVM(t)
 	ownGuest(t)
 	root := t.TempDir()
-	done := runAsync(t, "ramp", "--backend", "vm", "--clients", "8,2000", "--rounds", "1", "--traffic", "0", "--calibrate", "0",
+	cmd := runAsync(t, "ramp", "--backend", "vm", "--clients", "8,2000", "--rounds", "1", "--traffic", "0", "--calibrate", "0",
 		"--vm-mem", "2048", "--results", root)
 	// Wait until the first point is saved, then kill QEMU.
 	eventually.True(t, 3*time.Minute, "the first point is saved", func() bool { return savedPoints(root) == 1 })
@@ -201,7 +229,7 @@ func TestFaultGuestDies(t *testing.T) {
 	if err := syscall.Kill(qemu, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	r := <-done
+	r := <-cmd.done
 	run := loadOnlyRun(t, root)
 	if r.code == 0 || !strings.Contains(r.errOut, "guest") || strings.Count(strings.TrimSpace(r.errOut), "\n") != 0 {
 		t.Errorf("exit %d, stderr %q", r.code, r.errOut)
@@ -232,33 +260,19 @@ func TestFaultGuestDies(t *testing.T) {
 // count it as a failed count, the exit is 130 and no process is left.
 func TestFaultInterruptedPointIsKept(t *testing.T) {
 	root := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan runResult, 1)
-	go func() {
-		var out, errOut bytes.Buffer
-		code := MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "10,3000", "--connect-rate", "300",
-			"--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--sample-interval", "100ms", "--results", root},
-			Streams{In: bytes.NewReader(nil), Out: &out, Err: &errOut})
-		done <- runResult{out.String(), errOut.String(), code}
-	}()
-	// The first point saved, then the second's server holding 50 clients.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		runs, _ := filepath.Glob(filepath.Join(root, "*", result.FileName))
-		if len(runs) == 1 {
-			if r, err := result.Load(runs[0]); err == nil && len(r.Points) == 1 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("first point never saved")
-		}
-		time.Sleep(20 * time.Millisecond) // polling the results directory
-	}
-	serving(t, childPID(t, "serve"), 50)
-	cancel()
-	r := <-done
+	events := filepath.Join(t.TempDir(), "events.jsonl")
+	cmd := runAsync(t, "ramp", "--backend", "sim", "--clients", "10,3000", "--connect-rate", "300",
+		"--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--sample-interval", "100ms", "--results", root,
+		"--events", events)
+	// 50 clients of the second point connected, by its progress: a count
+	// of the server's sockets also counts handshakes under way, which
+	// under load can outnumber the clients done.
+	eventually.True(t, 2*time.Minute, "50 clients of the 3000 point are connected", func() bool {
+		b, _ := os.ReadFile(events)
+		return progressConnected(string(b)) >= 50
+	})
+	cmd.interrupt()
+	r := <-cmd.done
 	if r.code != ExitInterrupted || !strings.Contains(r.errOut, "and the one cut short (3000 clients:") {
 		t.Errorf("exit %d, stderr %q; want %d naming the point cut short", r.code, r.errOut, ExitInterrupted)
 	}

@@ -1,8 +1,6 @@
 package app
 
 import (
-	"bytes"
-	"context"
 	"io"
 	"net/http"
 	"os"
@@ -337,23 +335,13 @@ func children(t *testing.T) []string {
 // marked incomplete, and a non-zero exit.
 func TestInterruptSavesCompletedPoints(t *testing.T) {
 	root := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errb bytes.Buffer
-	done := make(chan int)
-	go func() {
-		done <- MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "5,10,20,40,80,160,320,640,1280,2560,5120",
-			"--rounds", "1", "--msg-size", "64", "--traffic", "0", "--calibrate", "0", "--results", root}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errb})
-	}()
+	cmd := runAsync(t, "ramp", "--backend", "sim", "--clients", "5,10,20,40,80,160,320,640,1280,2560,5120",
+		"--rounds", "1", "--msg-size", "64", "--traffic", "0", "--calibrate", "0", "--results", root)
 	// Interrupt as soon as the first point is on disk.
 	eventually.True(t, 30*time.Second, "the first point is saved", func() bool { return savedPoints(root) > 0 })
-	cancel()
-	code := <-done
-	if code != 130 {
-		t.Errorf("exit %d, want 130\n%s", code, errb.String())
-	}
-	if !strings.Contains(errb.String(), "interrupted") {
-		t.Errorf("stderr %q", errb.String())
+	cmd.interrupt()
+	if res := <-cmd.done; res.code != ExitInterrupted || !strings.Contains(res.errOut, "interrupted") {
+		t.Errorf("exit %d, stderr %q; want %d saying interrupted", res.code, res.errOut, ExitInterrupted)
 	}
 	r := loadOnlyRun(t, root)
 	if r.Complete || r.Error != "interrupted" || len(r.Points) == 0 || len(r.Points) == 11 {
@@ -371,15 +359,8 @@ func TestInterruptSavesCompletedPoints(t *testing.T) {
 func TestInterruptInTrafficCountsNowhere(t *testing.T) {
 	root := t.TempDir()
 	metrics := freePort(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errb bytes.Buffer
-	done := make(chan int)
-	go func() {
-		done <- MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "100,300",
-			"--traffic", "5s", "--msg-size", "64", "--calibrate", "0", "--results", root,
-			"--metrics-addr", metrics}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errb})
-	}()
+	cmd := runAsync(t, "ramp", "--backend", "sim", "--clients", "100,300",
+		"--traffic", "5s", "--msg-size", "64", "--calibrate", "0", "--results", root, "--metrics-addr", metrics)
 	// The 300 point's traffic window is open once a scrape shows it
 	// moved messages.
 	line := regexp.MustCompile(`(?m)^rdmaprobe_traffic_messages\{[^}]*point="300"[^}]*\} ([0-9.e+]+)$`)
@@ -393,9 +374,10 @@ func TestInterruptInTrafficCountsNowhere(t *testing.T) {
 		m := line.FindSubmatch(b)
 		return m != nil && string(m[1]) != "0"
 	})
-	cancel()
-	if code := <-done; code != ExitInterrupted {
-		t.Fatalf("exit %d, want %d\n%s", code, ExitInterrupted, errb.String())
+	cmd.interrupt()
+	res := <-cmd.done
+	if res.code != ExitInterrupted {
+		t.Fatalf("exit %d, want %d\n%s", res.code, ExitInterrupted, res.errOut)
 	}
 	r := loadOnlyRun(t, root)
 	if p := r.Interrupted; p == nil || p.Clients != 300 || p.Passed {
@@ -410,7 +392,7 @@ func TestInterruptInTrafficCountsNowhere(t *testing.T) {
 	if v := r.Verdict; v == nil || v.Interrupted != 300 || v.Designs[0].Capacity != 100 || v.Designs[0].MaxConnected != 100 || v.Designs[0].Highest != 100 {
 		t.Errorf("saved verdict %+v: want capacity and max connected 100, 300 interrupted", v)
 	}
-	term := out.String()
+	term := res.out
 	for _, bad := range []*regexp.Regexp{
 		regexp.MustCompile(`│\s*300\s*│[^\n]*✅`),
 		regexp.MustCompile(`Max connected: \**300`),

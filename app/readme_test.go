@@ -3,7 +3,6 @@ package app
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -467,21 +466,15 @@ func serveExample(t *testing.T, e example, tmp string) {
 	e.set("backend", "sim")
 	e.set("listen", "127.0.0.1:0")
 	e.set("ready-file", ready)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan int, 1)
-	var out, errOut bytes.Buffer
-	go func() {
-		done <- MainContext(ctx, append([]string{"rdmaprobe"}, e.argv()...), Streams{In: bytes.NewReader(nil), Out: &out, Err: &errOut})
-	}()
+	cmd := runAsync(t, e.argv()...)
 	if !eventually.Within(30*time.Second, func() bool { b, _ := os.ReadFile(ready); return len(b) > 0 }) {
-		cancel()
-		<-done
-		t.Fatalf("%q never ready:\n%s\n%s", e.argv(), out.String(), errOut.String())
+		cmd.interrupt()
+		r := <-cmd.done
+		t.Fatalf("%q never ready:\n%s\n%s", e.argv(), r.out, r.errOut)
 	}
-	cancel()
-	if code := <-done; code != ExitMeasured {
-		t.Fatalf("%q: exit %d\n%s", e.argv(), code, errOut.String())
+	cmd.interrupt()
+	if r := <-cmd.done; r.code != ExitMeasured {
+		t.Fatalf("%q: exit %d\n%s", e.argv(), r.code, r.errOut)
 	}
 	for _, f := range outs {
 		if _, err := os.Stat(f); err != nil {

@@ -1,8 +1,6 @@
 package app
 
 import (
-	"bytes"
-	"context"
 	"reflect"
 	"strings"
 	"testing"
@@ -109,19 +107,13 @@ func TestParseCountsRanges(t *testing.T) {
 // climb is reaped.
 func TestStaircaseInterrupted(t *testing.T) {
 	root := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errb bytes.Buffer
-	done := make(chan int)
-	go func() {
-		done <- MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "sim", "--staircase", "--clients", "20,40,60",
-			"--traffic", "2s", "--msg-size", "64", "--calibrate", "0", "--results", root}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errb})
-	}()
+	cmd := runAsync(t, "ramp", "--backend", "sim", "--staircase", "--clients", "20,40,60",
+		"--traffic", "2s", "--msg-size", "64", "--calibrate", "0", "--results", root)
 	// Interrupt once the first step is on disk: the second is climbing.
 	eventually.True(t, time.Minute, "the first step is saved", func() bool { return savedPoints(root) > 0 })
-	cancel()
-	if code := <-done; code != ExitInterrupted {
-		t.Fatalf("exit %d, want %d\n%s", code, ExitInterrupted, errb.String())
+	cmd.interrupt()
+	if r := <-cmd.done; r.code != ExitInterrupted {
+		t.Fatalf("exit %d, want %d\n%s", r.code, ExitInterrupted, r.errOut)
 	}
 	r := loadOnlyRun(t, root)
 	if len(r.Points) != 1 || r.Points[0].Clients != 20 || !r.Points[0].Cumulative {

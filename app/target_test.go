@@ -232,14 +232,14 @@ func TestTargetServeAsCommand(t *testing.T) {
 	// launched one a second, the last ones are still to come then (all
 	// at once, the point could end before the kill).
 	root := t.TempDir()
-	done := runAsync(t, "ramp", "--backend", "sim", "--clients", "6", "--connect-rate", "1", "--calibrate", "0", "--rounds", "1", "--msg-size", "64",
+	cmd := runAsync(t, "ramp", "--backend", "sim", "--clients", "6", "--connect-rate", "1", "--calibrate", "0", "--rounds", "1", "--msg-size", "64",
 		"--timeout", "20s", "--results", root, "--server-cmd", server, "--client-cmd", client, "--client-ok", `^1/1 clients connected`)
 	srv := childPID(t, "serve")
 	serving(t, srv, 3)
 	if err := syscall.Kill(srv, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	r := <-done
+	r := <-cmd.done
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.errOut)
 	}

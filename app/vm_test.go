@@ -2,8 +2,6 @@ package app
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -307,36 +305,19 @@ func (l *lockedBuffer) String() string {
 func TestVMInterruptedPointComesBack(t *testing.T) {
 	needVM(t)
 	root := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errOut lockedBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "vm", "--clients", "3000", "--connect-rate", "40",
-			"--rounds", "1", "--traffic", "0", "--calibrate", "0", "--vm-mem", "2048", "--results", root, "--events", "-"}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errOut})
-	}()
+	cmd := runAsync(t, "ramp", "--backend", "vm", "--clients", "3000", "--connect-rate", "40",
+		"--rounds", "1", "--traffic", "0", "--calibrate", "0", "--vm-mem", "2048", "--results", root, "--events", "-")
 	// The event stream's progress (once a second, where the human
 	// output has a line every 30 s): clients connected in the guest.
-	connected := func() bool {
-		for _, line := range strings.Split(out.String(), "\n") {
-			var ev struct {
-				Type      string `json:"type"`
-				Connected int    `json:"connected"`
-			}
-			if json.Unmarshal([]byte(line), &ev) == nil && ev.Type == "progress" && ev.Connected >= 10 {
-				return true
-			}
-		}
-		return false
-	}
+	connected := func() bool { return progressConnected(cmd.out.String()) >= 10 }
 	if !eventually.Within(5*time.Minute, connected) {
-		cancel()
-		<-done
-		t.Fatalf("no progress from the guest's point:\n%s\n%s", out.String(), errOut.String())
+		cmd.interrupt()
+		r := <-cmd.done
+		t.Fatalf("no progress from the guest's point:\n%s\n%s", r.out, r.errOut)
 	}
-	cancel()
-	if code := <-done; code != ExitInterrupted {
-		t.Errorf("exit %d, want %d\n%s", code, ExitInterrupted, errOut.String())
+	cmd.interrupt()
+	if r := <-cmd.done; r.code != ExitInterrupted {
+		t.Errorf("exit %d, want %d\n%s", r.code, ExitInterrupted, r.errOut)
 	}
 	run := loadOnlyRun(t, root)
 	p := run.Interrupted
