@@ -281,8 +281,8 @@ func shrink(s string) string {
 
 // trafficCap bounds an example's traffic phase: its window still
 // stretches until every client has completed a message (--traffic-max),
-// so each client is measured, in an eighth of the default phase.
-const trafficCap = 250 * time.Millisecond
+// so each client is measured, in a twentieth of the default phase.
+const trafficCap = 100 * time.Millisecond
 
 // needsMore are the flags of examples that need more than this host's
 // sim backend: the Soft-RoCE guest with the commands they name
