@@ -127,8 +127,22 @@ const (
 	remoteMaxUnused = 24 * time.Hour
 )
 
+// prepare logs in to h once to learn its system and address, and to
+// find (touch) the copy of this binary it keeps from an earlier run;
+// only a host without one gets a second login that copies it. A login
+// to each host is the preparation's cost: seconds where sshd is busy.
 func (s *SSH) prepare(ctx context.Context, h *sshHost, cfg SSHConfig) error {
-	out, err := s.run(ctx, h.Name, nil, `uname -s; uname -m; echo "$SSH_CONNECTION"`)
+	script := `uname -s; uname -m; echo "$SSH_CONNECTION"`
+	var base string
+	if h.Exe == "" {
+		sum, err := command.FileSHA256(cfg.Exe)
+		if err != nil {
+			return fmt.Errorf("host %s: copy %s: %w", h.Name, cfg.Exe, err)
+		}
+		base = "rdmaprobe-" + sum[:16]
+		script += "\n" + cacheScript(base, false)
+	}
+	out, err := s.run(ctx, h.Name, nil, script)
 	if err != nil {
 		return fmt.Errorf("host %s: %w", h.Name, err)
 	}
@@ -146,10 +160,12 @@ func (s *SSH) prepare(ctx context.Context, h *sshHost, cfg SSHConfig) error {
 			return fmt.Errorf("host %s runs %s %s and this rdmaprobe is %s/%s: give its own rdmaprobe in a hostfile (%s exe=/path/to/rdmaprobe)",
 				h.Name, osName, arch, runtime.GOOS, runtime.GOARCH, h.Name)
 		}
-		if h.exe, err = s.copyBinary(ctx, h.Name, cfg.Exe); err != nil {
-			return fmt.Errorf("host %s: copy %s: %w", h.Name, cfg.Exe, err)
+		h.exe, h.copied = remoteCacheDir+"/"+base, true
+		if len(lines) > 3 && strings.TrimSpace(lines[3]) == "missing" {
+			if h.exe, err = s.copyBinary(ctx, h.Name, cfg.Exe); err != nil {
+				return fmt.Errorf("host %s: copy %s: %w", h.Name, cfg.Exe, err)
+			}
 		}
-		h.copied = true
 	}
 	f := cfg.Fabric.Generators()
 	f.Addr = h.addr
@@ -180,22 +196,32 @@ func (s *SSH) copyBinary(ctx context.Context, host, exe string) (string, error) 
 	}
 	defer f.Close()
 	base := "rdmaprobe-" + sum[:16]
-	// Written under a temporary name and renamed, so a copy cut short is
-	// never taken for a binary. The prune's failures are ignored: it
-	// leaves a file.
-	script := fmt.Sprintf(`d=%s; b=%s; f="$d/$b"
-if [ -x "$f" ]; then touch "$f" || exit 1; else mkdir -p "$d" && cat >"$f.$$" && chmod 755 "$f.$$" && mv -f "$f.$$" "$f" || exit 1; fi
-cd "$d" 2>/dev/null || exit 0
-find . -maxdepth 1 -name 'rdmaprobe-*.*' -mmin +%[3]d -exec rm -f {} + 2>/dev/null
-find . -maxdepth 1 -name 'rdmaprobe-*' ! -name "$b" -mmin +%[4]d -exec rm -f {} + 2>/dev/null
-ls -t 2>/dev/null | grep '^rdmaprobe-[0-9a-f]*$' | tail -n +%[5]d | while read -r o; do
-	[ "$o" = "$b" ] || find "./$o" -maxdepth 0 -mmin +%[3]d -exec rm -f {} + 2>/dev/null
-done
-exit 0`, shellQuote(remoteCacheDir), shellQuote(base), int(remoteInUse.Minutes()), int(remoteMaxUnused.Minutes()), remoteKeep+1)
-	if _, err := s.run(ctx, host, f, script); err != nil {
+	if _, err := s.run(ctx, host, f, cacheScript(base, true)); err != nil {
 		return "", err
 	}
 	return remoteCacheDir + "/" + base, nil
+}
+
+// cacheScript touches the copy named base under remoteCacheDir, if the
+// host has it; if not, it writes it from stdin (write) or prints
+// "missing". Then it prunes the host's other copies (remoteKeep). A copy
+// is written under a temporary name and renamed, so a copy cut short is
+// never taken for a binary. The prune's failures are ignored: it leaves
+// a file.
+func cacheScript(base string, write bool) string {
+	absent := `echo missing`
+	if write {
+		absent = `mkdir -p "$d" && cat >"$f.$$" && chmod 755 "$f.$$" && mv -f "$f.$$" "$f" || exit 1`
+	}
+	return fmt.Sprintf(`d=%s; b=%s; f="$d/$b"
+if [ -x "$f" ]; then touch "$f" || exit 1; else %s; fi
+cd "$d" 2>/dev/null || exit 0
+find . -maxdepth 1 -name 'rdmaprobe-*.*' -mmin +%[4]d -exec rm -f {} + 2>/dev/null
+find . -maxdepth 1 -name 'rdmaprobe-*' ! -name "$b" -mmin +%[5]d -exec rm -f {} + 2>/dev/null
+ls -t 2>/dev/null | grep '^rdmaprobe-[0-9a-f]*$' | tail -n +%[6]d | while read -r o; do
+	[ "$o" = "$b" ] || find "./$o" -maxdepth 0 -mmin +%[4]d -exec rm -f {} + 2>/dev/null
+done
+exit 0`, shellQuote(remoteCacheDir), shellQuote(base), absent, int(remoteInUse.Minutes()), int(remoteMaxUnused.Minutes()), remoteKeep+1)
 }
 
 // run runs a command line on host and returns its stdout; an error

@@ -409,3 +409,37 @@ func TestSSHBinaryCache(t *testing.T) {
 	}
 	want("used again", append(recent, filepath.Base(path)), []string{"rdmaprobe-00000000000000b2"})
 }
+
+// TestSSHPrepareLogins: preparing a host takes two logins when it keeps
+// this binary's copy from an earlier run (its system, address and copy
+// in one, hostinfo in the other), and three when it has none (the copy
+// between them). A counting wrapper stands in for the ssh command.
+func TestSSHPrepareLogins(t *testing.T) {
+	hosts := testhosts.StartSSH(t, 1)
+	exe := testhosts.Binary(t)
+	defer func(d string) { remoteCacheDir = d }(remoteCacheDir)
+	remoteCacheDir = t.TempDir()
+	logins := filepath.Join(t.TempDir(), "logins")
+	cmd := append([]string{"sh", "-c", `echo >>"$0"; exec ssh "$@"`, logins}, hosts.SSHCommand()[1:]...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, want := range []struct {
+		copy   string
+		logins int
+	}{{"none on the host", 3}, {"the one copied before", 2}} {
+		os.Remove(logins)
+		l, err := NewSSH(ctx, SSHConfig{Hosts: []Host{{Name: hosts.Hosts[0], Slots: 1}}, Command: cmd, Exe: exe,
+			Fabric: protocol.Fabric{Backend: "sim", GIDIndex: -1}, Procs: 1})
+		if err != nil {
+			t.Fatalf("%s: %v", want.copy, err)
+		}
+		b, _ := os.ReadFile(logins)
+		h := l.Hosts()[0]
+		if n := strings.Count(string(b), "\n"); n != want.logins || !h.Copied || h.Environment == nil {
+			t.Errorf("%s: %d logins, host %+v; want %d logins, the binary copied, an environment", want.copy, n, h, want.logins)
+		}
+		if out, err := hosts.Command(ctx, hosts.Hosts[0], h.Exe, "--version").Output(); err != nil {
+			t.Errorf("%s: %s --version on the host: %v %s", want.copy, h.Exe, err, out)
+		}
+	}
+}
