@@ -25,7 +25,7 @@ func TestSearchOnSSHHosts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, "search", "--backend", "sim", "--hosts", "h1,h2",
-		"--ssh", "ssh -F "+hosts.Config, "--lo", "20", "--hi", "40", "--calibrate", "0", "--results", dir)
+		"--ssh", "ssh -F "+hosts.Config, "--lo", "20", "--hi", "40", "--traffic", "0", "--calibrate", "0", "--results", dir)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -140,7 +140,7 @@ func TestScalePastOneHost(t *testing.T) {
 		t.Helper()
 		dir := t.TempDir()
 		cmd := exec.Command(exe, "ramp", "--backend", "sim", "--hosts", hostList, "--ssh", "ssh -F "+hosts.Config,
-			"--clients", "120", "--timeout", "20s", "--calibrate", "0", "--results", dir)
+			"--clients", "120", "--timeout", "20s", "--traffic", "0", "--calibrate", "0", "--results", dir)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		cmd.Run()
