@@ -107,7 +107,10 @@ func TestRemoteBadInput(t *testing.T) {
 		if err := hosts.SetLink("h2", false); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(exe, "ramp", "--backend", "sim", "--hosts", "h1,h2", "--ssh", "ssh -F "+hosts.Config,
+		// h2's link is down, so its login waits out ssh's ConnectTimeout:
+		// the 5 s the hosts' own ssh_config gives, not the launcher's 10 s
+		// (options given in --ssh come first and win).
+		cmd := exec.Command(exe, "ramp", "--backend", "sim", "--hosts", "h1,h2", "--ssh", "ssh -F "+hosts.Config+" -o ConnectTimeout=5",
 			"--clients", "10", "--calibrate", "0", "--results", t.TempDir())
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
