@@ -1,6 +1,8 @@
 package app
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -14,12 +16,13 @@ import (
 // wall's count with the cap named, and one fresh point at that count
 // confirms it, which the verdict takes.
 func TestStaircaseFindsSimulatedWall(t *testing.T) {
-	root := t.TempDir()
+	root, profiles := t.TempDir(), t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "sim", "--staircase", "--clients", "100..400:100",
-		"--sim-max-qp", "250", "--traffic", "300ms", "--timeout", "20s", "--results", root)
+		"--sim-max-qp", "250", "--traffic", "300ms", "--timeout", "20s", "--results", root, "--profile", profiles)
 	if code != ExitMeasured {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
+	climbProfiled(t, profiles, "250-1-server.pprof")
 	r := loadOnlyRun(t, root)
 	type got struct {
 		clients, attempted, connected, held int
@@ -124,5 +127,23 @@ func TestStaircaseInterrupted(t *testing.T) {
 	}
 	if kids := children(t); len(kids) != 0 {
 		t.Errorf("child processes left after the interrupt: %v", kids)
+	}
+}
+
+// climbProfiled checks that dir holds the CPU profiles (gzipped, as Go
+// writes them) of a climb's server and first load generator, under the
+// climb's names, beside the confirming point's server profile, named.
+func climbProfiled(t *testing.T, dir, confirm string) {
+	t.Helper()
+	for _, name := range []string{"climb-server.pprof", "climb-clients-0.pprof", confirm} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			ents, _ := os.ReadDir(dir)
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			t.Errorf("profile %s: %d bytes, %v; the directory holds %v", name, len(b), err, names)
+		}
 	}
 }

@@ -531,12 +531,14 @@ func TestVMOutOfMemoryIsMemory(t *testing.T) {
 // as the climb found it (needVM checks).
 func TestVMStaircase(t *testing.T) {
 	needVM(t)
-	root := t.TempDir()
+	root, profiles := t.TempDir(), t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "vm", "--staircase", "--clients", "5,10,20", "--traffic", "1s",
-		"--msg-size", "64", "--calibrate", "0", "--vm-mem", "2048", "--results", root)
+		"--msg-size", "64", "--calibrate", "0", "--vm-mem", "2048", "--results", root, "--profile", profiles)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
+	// Copied out of the guest once the climb's processes exited.
+	climbProfiled(t, profiles, "20-1-server.pprof")
 	r := loadOnlyRun(t, root)
 	var got []string
 	for _, p := range r.Points {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/analysis"
@@ -50,6 +52,9 @@ type climbState struct {
 	outcomes    map[string]int
 	// broken says why the climb cannot take another step.
 	broken string
+	// first and top are the first step's clients and the climb's
+	// largest, which name its processes' CPU profiles.
+	first, top int
 }
 
 // Climb adds clients on top of those held until n (Climber).
@@ -157,7 +162,7 @@ func (l *Local) climbFirst(ctx context.Context, n, top int, smp *sampler, feed *
 	}
 	l.device = dev
 	cl := &climbState{srv: srv, addr: addr, gens: gens, dev: dev, heldBy: make([]int, len(gens)),
-		outcomes: map[string]int{}, restore: func() {}}
+		outcomes: map[string]int{}, restore: func() {}, first: n, top: top}
 	l.climb = cl
 	l.sampleProcesses(smp, srv, gens, dev)
 	c := newCollection(spec, n, gens, feed.send)
@@ -209,8 +214,24 @@ func (l *Local) Descend() error {
 	}
 	_, exitErr := cl.srv.Stop(30 * time.Second)
 	cl.restore()
+	l.nameClimbProfiles(cl)
 	if exitErr != "" {
 		return fmt.Errorf("server: %s", exitErr)
 	}
 	return nil
+}
+
+// nameClimbProfiles renames the CPU profiles of the climb's processes,
+// written as they exit, to climb-server.pprof and climb-clients-I.pprof:
+// under the point names they started with (the top's server, the first
+// step's generators), the confirming point's would overwrite them.
+func (l *Local) nameClimbProfiles(cl *climbState) {
+	dir := l.opts.ProfileDir
+	if !l.spec.Profile || dir == "" {
+		return
+	}
+	os.Rename(filepath.Join(dir, fmt.Sprintf("%d-1-server.pprof", cl.top)), filepath.Join(dir, "climb-server.pprof"))
+	for i := range cl.gens {
+		os.Rename(filepath.Join(dir, fmt.Sprintf("%d-1-clients-%d.pprof", cl.first, i)), filepath.Join(dir, fmt.Sprintf("climb-clients-%d.pprof", i)))
+	}
 }

@@ -490,6 +490,9 @@ func (g *Guest) Descend() error {
 	if _, err := g.g.Call(context.Background(), OpDescend, nil, nil); err != nil {
 		return fmt.Errorf("guest: %w", err)
 	}
+	if g.spec.Profile && g.opts.ProfileDir != "" {
+		return g.fetchProfiles(context.Background())
+	}
 	return nil
 }
 
@@ -599,7 +602,8 @@ func (g *Guest) runPoint(ctx context.Context, op string, req any, n, trial int) 
 		analysis.Judge(&pt, g.spec.Threshold)
 		return pt, fmt.Errorf("guest: %w", err)
 	}
-	if g.spec.Profile && g.opts.ProfileDir != "" {
+	// A climb's processes write their profiles as they exit, at Descend.
+	if g.spec.Profile && g.opts.ProfileDir != "" && op != OpClimb {
 		if err := g.fetchProfiles(ctx); err != nil {
 			fmt.Fprintf(g.opts.Out, "profiles: %v\n", err)
 		}
