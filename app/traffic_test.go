@@ -136,18 +136,18 @@ func TestUnmeasuredClientsAreNotSustainable(t *testing.T) {
 	const n = 12
 	args := func(root, max string) []string {
 		return []string{"search", "--backend", "sim", "--lo", itoa(n), "--hi", itoa(n), "--procs", "2",
-			"--criterion", "traffic", "--traffic", "1s", "--traffic-max", max,
-			"--sim-service-delay", "100ms", "--sim-service-delay-from", "5",
+			"--criterion", "traffic", "--traffic", "500ms", "--traffic-max", max,
+			"--sim-service-delay", "50ms", "--sim-service-delay-from", "5",
 			"--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--results", root}
 	}
 
 	root := t.TempDir()
-	out, errOut, code := run(t, args(root, "1s")...)
+	out, errOut, code := run(t, args(root, "500ms")...)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	r := loadOnlyRun(t, root)
-	if r.SchemaVersion != result.SchemaVersion || r.Config.Traffic == nil || r.Config.Traffic.MaxDurationSec != 1 {
+	if r.SchemaVersion != result.SchemaVersion || r.Config.Traffic == nil || r.Config.Traffic.MaxDurationSec != 0.5 {
 		t.Errorf("schema %d, traffic config %+v", r.SchemaVersion, r.Config.Traffic)
 	}
 	if len(r.Points) != 1 || r.Points[0].Traffic == nil {
@@ -157,8 +157,8 @@ func TestUnmeasuredClientsAreNotSustainable(t *testing.T) {
 	if pt.Connected != n || tr.Clients != n {
 		t.Fatalf("%d connected, %d in the phase; the planted delay must slow the echoes, not the connects", pt.Connected, tr.Clients)
 	}
-	if tr.Unmeasured <= n/2 || len(tr.UnmeasuredIDs) == 0 || tr.DurationSec > 1.05 || tr.MinDurationSec != 1 {
-		t.Fatalf("unmeasured %d %v in a %.2f s window (minimum %g s): the planted delay leaves most clients without an echo in 1 s",
+	if tr.Unmeasured <= n/2 || len(tr.UnmeasuredIDs) == 0 || tr.DurationSec > 0.55 || tr.MinDurationSec != 0.5 {
+		t.Fatalf("unmeasured %d %v in a %.2f s window (minimum %g s): the planted delay leaves most clients without an echo in 0.5 s",
 			tr.Unmeasured, tr.UnmeasuredIDs, tr.DurationSec, tr.MinDurationSec)
 	}
 	verdict := fmt.Sprintf("not measured: %d of %d clients completed no message", tr.Unmeasured, n)
@@ -182,7 +182,7 @@ func TestUnmeasuredClientsAreNotSustainable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if names := tr.UnmeasuredNames(); !strings.Contains(string(md), verdict+" inside the 1.0 s window ("+names+")") || !strings.HasPrefix(names, "client") {
+	if names := tr.UnmeasuredNames(); !strings.Contains(string(md), verdict+" inside the 0.5 s window ("+names+")") || !strings.HasPrefix(names, "client") {
 		t.Errorf("the report does not name the unmeasured clients (%s):\n%s", names, md)
 	}
 
@@ -193,8 +193,8 @@ func TestUnmeasuredClientsAreNotSustainable(t *testing.T) {
 	}
 	r = loadOnlyRun(t, root)
 	pt, tr = r.Points[0], r.Points[0].Traffic
-	if tr == nil || tr.Clients != n || tr.Unmeasured != 0 || tr.DurationSec <= 1.05 || tr.DurationSec >= 20 {
-		t.Fatalf("traffic %+v: the window must extend past 1 s until every client is measured", tr)
+	if tr == nil || tr.Clients != n || tr.Unmeasured != 0 || tr.DurationSec <= 0.55 || tr.DurationSec >= 20 {
+		t.Fatalf("traffic %+v: the window must extend past 0.5 s until every client is measured", tr)
 	}
 	for _, v := range tr.SLO {
 		if strings.Contains(v.Text, "not measured") {
@@ -205,7 +205,7 @@ func TestUnmeasuredClientsAreNotSustainable(t *testing.T) {
 	if !pt.Passed || !tr.SLOPassed || r.Search == nil || r.Search.Capacity != n {
 		t.Errorf("passed %v, SLO %+v, search %+v", pt.Passed, tr.SLO, r.Search)
 	}
-	if !strings.Contains(out, "(extended from 1 s), unmeasured 0; ") || !strings.Contains(out, "; SLO met") {
+	if !strings.Contains(out, "(extended from 0.5 s), unmeasured 0; ") || !strings.Contains(out, "; SLO met") {
 		t.Errorf("the traffic line does not show the window used:\n%s", out)
 	}
 }
