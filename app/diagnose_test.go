@@ -22,10 +22,10 @@ func TestDiagnosisNamesLimits(t *testing.T) {
 		// clients.
 		{"device cap, mux", []string{"--clients", "300", "--sim-max-qp", "20", "--mode", "mux", "--mux", "10"}, "device-cap:max_qp",
 			[]string{"100 clients failed (ibv_create_qp: EINVAL), 200 of 300 connected", "20 QPs of max_qp 20"}},
-		{"open files", []string{"--clients", "100", "--nofile", "64", "--timeout", "3s"}, "rlimit-nofile",
+		{"open files", []string{"--clients", "100", "--nofile", "64", "--timeout", "1500ms"}, "rlimit-nofile",
 			[]string{"RLIMIT_NOFILE 64"}},
 		// A burst of 1,000 connects at a listen queue of 1.
-		{"listen backlog", []string{"--clients", "1000", "--backlog", "1", "--timeout", "3s"}, "listen-backlog",
+		{"listen backlog", []string{"--clients", "1000", "--backlog", "1", "--timeout", "1500ms"}, "listen-backlog",
 			[]string{"listen queue overflowed"}},
 	}
 	for _, c := range cases {

@@ -99,7 +99,7 @@ func TestSearchFindsSimulatedCap(t *testing.T) {
 func TestSearchFollowsSimulatedWall(t *testing.T) {
 	root := t.TempDir()
 	out, errOut, code := run(t, "search", "--backend", "sim", "--lo", "100",
-		"--sim-max-qp", "450", "--traffic", "0", "--timeout", "20s", "--results", root)
+		"--sim-max-qp", "450", "--traffic", "0", "--calibrate", "0", "--timeout", "20s", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
