@@ -167,8 +167,8 @@ func TestFaultServerKilledMidPoint(t *testing.T) {
 // clients' deadline, its clients recorded as timeouts, and it is reaped.
 func TestFaultGeneratorHangs(t *testing.T) {
 	root := t.TempDir()
-	cmd := runAsync(t, "ramp", "--backend", "sim", "--clients", "300", "--connect-rate", "100", "--rounds", "1",
-		"--msg-size", "64", "--timeout", "2s", "--results", root)
+	cmd := runAsync(t, "ramp", "--backend", "sim", "--clients", "100", "--connect-rate", "100", "--rounds", "1",
+		"--msg-size", "64", "--timeout", "1s", "--calibrate", "0", "--results", root)
 	gen := childPID(t, "clients")
 	serving(t, childPID(t, "serve"), 5) // released: the clients are connecting
 	if err := syscall.Kill(gen, syscall.SIGSTOP); err != nil {
@@ -179,7 +179,7 @@ func TestFaultGeneratorHangs(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.errOut)
 	}
 	p := loadOnlyRun(t, root).Points[0]
-	if !strings.Contains(p.Error, "hung") || p.Outcomes[result.OutcomeTimeout] == 0 || p.Attempted != 300 {
+	if !strings.Contains(p.Error, "hung") || p.Outcomes[result.OutcomeTimeout] == 0 || p.Attempted != 100 {
 		t.Errorf("point error %q outcomes %v attempted %d", p.Error, p.Outcomes, p.Attempted)
 	}
 	noChildren(t)
