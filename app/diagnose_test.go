@@ -69,7 +69,7 @@ func TestDiagnosisNamesLimits(t *testing.T) {
 // under the limit.)
 func TestDetachPassesOpenFilesLimit(t *testing.T) {
 	root := t.TempDir()
-	out, errOut, code := run(t, "ramp", "--backend", "sim", "--rounds", "1", "--msg-size", "64", "--results", root,
+	out, errOut, code := run(t, "ramp", "--backend", "sim", "--rounds", "1", "--msg-size", "64", "--traffic", "0", "--calibrate", "0", "--results", root,
 		"--clients", "100", "--nofile", "64", "--timeout", "20s", "--detach", "--inflight", "16", "--mode", "srq", "--sample-interval", "50ms")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)

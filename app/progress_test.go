@@ -61,7 +61,7 @@ func TestProgressLinesOffATerminal(t *testing.T) {
 func TestQuietPrintsTheVerdict(t *testing.T) {
 	root := t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "sim", "--clients", "5,10", "--sim-max-qp", "8", "--rounds", "1",
-		"--msg-size", "64", "--traffic", "0", "--quiet", "--results", root)
+		"--msg-size", "64", "--traffic", "0", "--calibrate", "0", "--quiet", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}

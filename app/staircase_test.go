@@ -18,7 +18,7 @@ import (
 func TestStaircaseFindsSimulatedWall(t *testing.T) {
 	root, profiles := t.TempDir(), t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "sim", "--staircase", "--clients", "100..400:100",
-		"--sim-max-qp", "250", "--traffic", "300ms", "--timeout", "20s", "--results", root, "--profile", profiles)
+		"--sim-max-qp", "250", "--traffic", "300ms", "--calibrate", "0", "--timeout", "20s", "--results", root, "--profile", profiles)
 	if code != ExitMeasured {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
