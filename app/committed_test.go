@@ -42,35 +42,40 @@ func committedRuns(t *testing.T) []string {
 // process (noChildren's concern) and runs beside no other test.
 func TestCommittedRunsRender(t *testing.T) {
 	versions := map[int]bool{}
-	for i, p := range committedRuns(t) {
-		b, err := result.ReadFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := result.ParseHead(b)
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		if h.Kind == result.KindRun {
-			versions[h.SchemaVersion] = true
-		}
-		t.Run(strings.TrimPrefix(p, "../results/"), func(t *testing.T) {
-			t.Parallel()
-			out := filepath.Join(t.TempDir(), "r")
-			stdout, errOut, code := run(t, "report", p, "--report-dir", out)
-			if code != ExitMeasured {
-				t.Fatalf("report %s: exit %d\n%s\n%s", p, code, stdout, errOut)
+	// The parallel reports run inside a group, so that this test's time
+	// (go test -json) includes theirs: a test's own leaves out its
+	// parallel subtests'.
+	t.Run("report", func(t *testing.T) {
+		for i, p := range committedRuns(t) {
+			b, err := result.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
 			}
-			for _, f := range []string{"report.md", "report.html"} {
-				if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
-					t.Errorf("report %s wrote no %s: %v", p, f, err)
+			h, err := result.ParseHead(b)
+			if err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			if h.Kind == result.KindRun {
+				versions[h.SchemaVersion] = true
+			}
+			t.Run(strings.TrimPrefix(p, "../results/"), func(t *testing.T) {
+				t.Parallel()
+				out := filepath.Join(t.TempDir(), "r")
+				stdout, errOut, code := run(t, "report", p, "--report-dir", out)
+				if code != ExitMeasured {
+					t.Fatalf("report %s: exit %d\n%s\n%s", p, code, stdout, errOut)
 				}
+				for _, f := range []string{"report.md", "report.html"} {
+					if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+						t.Errorf("report %s wrote no %s: %v", p, f, err)
+					}
+				}
+			})
+			if testing.Short() && i > 3 {
+				break
 			}
-		})
-		if testing.Short() && i > 3 {
-			break
 		}
-	}
+	})
 	for v := 1; v < result.SchemaVersion; v++ {
 		if !versions[v] {
 			t.Errorf("no committed run of schema version %d: keep one under results/ so that this build is tested against it", v)
