@@ -230,8 +230,16 @@ func (l *Local) nameClimbProfiles(cl *climbState) {
 	if !l.spec.Profile || dir == "" {
 		return
 	}
-	os.Rename(filepath.Join(dir, fmt.Sprintf("%d-1-server.pprof", cl.top)), filepath.Join(dir, "climb-server.pprof"))
+	os.Rename(filepath.Join(dir, serverProfile(cl.top, 1)), filepath.Join(dir, "climb-server.pprof"))
 	for i := range cl.gens {
-		os.Rename(filepath.Join(dir, fmt.Sprintf("%d-1-clients-%d.pprof", cl.first, i)), filepath.Join(dir, fmt.Sprintf("climb-clients-%d.pprof", i)))
+		os.Rename(filepath.Join(dir, clientsProfile(cl.first, 1, i)), filepath.Join(dir, fmt.Sprintf("climb-clients-%d.pprof", i)))
 	}
+}
+
+// serverProfile and clientsProfile name the CPU profiles (--profile) of
+// a point's server and of its i-th load generator.
+func serverProfile(n, trial int) string { return fmt.Sprintf("%d-%d-server.pprof", n, trial) }
+
+func clientsProfile(n, trial, i int) string {
+	return fmt.Sprintf("%d-%d-clients-%d.pprof", n, trial, i)
 }

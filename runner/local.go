@@ -389,7 +389,7 @@ func (l *Local) startGenerators(n, trial int, build string) ([]*process, error) 
 			gs.Rate = spec.Rate / float64(procs)
 		}
 		if spec.Profile && l.opts.ProfileDir != "" {
-			gs.CPUProfile = filepath.Join(l.opts.ProfileDir, fmt.Sprintf("%d-%d-clients-%d.pprof", n, trial, i))
+			gs.CPUProfile = filepath.Join(l.opts.ProfileDir, clientsProfile(n, trial, i))
 		}
 		genv := env
 		if r := l.remote(); r != nil {

@@ -56,7 +56,7 @@ func (t *builtinTarget) Start(ctx context.Context, n, trial int) (Server, error)
 		ss.SRQDepth = s.SRQDepth
 	}
 	if s.Profile && t.profileDir != "" {
-		ss.CPUProfile = filepath.Join(t.profileDir, fmt.Sprintf("%d-%d-server.pprof", n, trial))
+		ss.CPUProfile = filepath.Join(t.profileDir, serverProfile(n, trial))
 	}
 	if t.remote != nil {
 		// On its own host the server shares the CPUs with no generator.
