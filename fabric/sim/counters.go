@@ -35,8 +35,11 @@ func (d *device) Counters() map[string]uint64 {
 // cache waits, in the device's transmit queue (delay.go), as a NIC
 // fetching the context from host memory stalls its pipeline. It is set
 // well above the time the sim itself takes to move a message, so a
-// working set past the cache costs the device at least half its rate.
-const QPCacheMiss = 50 * time.Microsecond
+// working set past the cache costs the device at least half its rate:
+// misses wait one after another, so past the cache the device sends at
+// most 4,000 frames a second, under half of what a 2-core host's sim
+// moves at its peak even when it runs slow.
+const QPCacheMiss = 250 * time.Microsecond
 
 // qpCache is an LRU set of QP numbers: the QP contexts a NIC holds on
 // chip. Guarded by the device's delayMu.
