@@ -542,14 +542,23 @@ func TestVMStaircase(t *testing.T) {
 	r := loadOnlyRun(t, root)
 	var got []string
 	for _, p := range r.Points {
-		got = append(got, fmt.Sprintf("%d %v %d/%d held %d, peak %d, %d records, traffic over %d",
-			p.Clients, p.Cumulative, p.Connected, p.Attempted, p.Held, p.Server.PeakActive, len(p.Records), trafficClients(p)))
+		split := p.Peak != nil && p.Peak.ByRole["server"] != nil
+		qps := 0
+		if p.Peak != nil {
+			qps = p.Peak.RDMA["qp"] + p.Peak.Baseline["qp"]
+		}
+		got = append(got, fmt.Sprintf("%d %v %d/%d held %d, peak %d, %d records, traffic over %d, split %v, device's QPs %d",
+			p.Clients, p.Cumulative, p.Connected, p.Attempted, p.Held, p.Server.PeakActive, len(p.Records), trafficClients(p),
+			split, qps))
 	}
+	// Only the first step and the fresh point split the device's
+	// objects by process; the device's count (two QPs a client and its
+	// own QP 1) covers every step.
 	want := []string{
-		"5 true 5/5 held 0, peak 5, 5 records, traffic over 5",
-		"10 true 10/10 held 5, peak 10, 5 records, traffic over 10",
-		"20 true 20/20 held 10, peak 20, 10 records, traffic over 20",
-		"20 false 20/20 held 0, peak 20, 20 records, traffic over 20",
+		"5 true 5/5 held 0, peak 5, 5 records, traffic over 5, split true, device's QPs 11",
+		"10 true 10/10 held 5, peak 10, 5 records, traffic over 10, split false, device's QPs 21",
+		"20 true 20/20 held 10, peak 20, 10 records, traffic over 20, split false, device's QPs 41",
+		"20 false 20/20 held 0, peak 20, 20 records, traffic over 20, split true, device's QPs 41",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("points\n got %q\nwant %q\n%s", got, want, out)

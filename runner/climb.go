@@ -76,7 +76,8 @@ func (l *Local) Climb(ctx context.Context, n, top int) (result.Point, error) {
 	feed.phase(PhaseStart, n)
 	smp := startSampler(ctx, spec.SampleInterval, l.sampleDevice, feed.sample)
 	var c *collection
-	if cl == nil {
+	first := cl == nil
+	if first {
 		var err error
 		if cl, c, err = l.climbFirst(ctx, n, top, smp, feed); err != nil {
 			smp.finish(&pt, max)
@@ -90,7 +91,12 @@ func (l *Local) Climb(ctx context.Context, n, top int) (result.Point, error) {
 	if !c.released.IsZero() {
 		pt.ConnectSec = time.Since(c.released).Seconds()
 	}
-	smp.loaded()
+	// Only the first step splits the device's objects by process: a
+	// later step's dump would read every object of every client held,
+	// a cost that grows with each step, to find the first step's
+	// objects per client again. Later steps have the device's count of
+	// every process's objects, which the samples read.
+	smp.loaded(first)
 	c.held = cl.heldBy
 	if protocol.RunsTraffic(spec.Traffic, spec.Client, spec.CM) && c.pointErr == "" {
 		pt.Traffic = l.trafficPhase(ctx, c, cl.srv, smp.started)

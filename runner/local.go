@@ -249,7 +249,7 @@ func (l *Local) RunPoint(ctx context.Context, n, trial int) (result.Point, error
 		pt.StartupSec = c.released.Sub(started).Seconds()
 		pt.ConnectSec = time.Since(c.released).Seconds()
 	}
-	smp.loaded()
+	smp.loaded(true)
 	if l.calib != nil && !c.interrupted {
 		// The clients are connected and idle: the server is not working.
 		// After the full-load sample, whose CPU figures must not include

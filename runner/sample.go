@@ -79,15 +79,18 @@ func (s *sampler) serverElsewhere(dev *result.DeviceInfo) {
 }
 
 // loaded is called when every client has reported and before they are
-// released: one sample at full load, and the device's objects split by
-// process.
-func (s *sampler) loaded() {
+// released: one sample at full load and, with split, the device's
+// objects split by process. The split dumps every object of the device
+// one by one, so its cost grows with all the clients held.
+func (s *sampler) loaded(split bool) {
 	s.kernel.Loaded()
 	if s.sess == nil {
 		return
 	}
 	s.sess.Sample()
-	s.byRole = s.sess.Split(s.list())
+	if split {
+		s.byRole = s.sess.Split(s.list())
+	}
 }
 
 // serverDone re-reads the limits while the server still runs, so
