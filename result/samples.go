@@ -73,7 +73,9 @@ type Peak struct {
 	Baseline map[string]int `json:"rdma_baseline,omitempty"`
 	// ByRole splits the device's resources at full load by the process
 	// that holds them ("server", "clients"), from the per-object
-	// resource dump; empty when that dump was unavailable.
+	// resource dump; empty when that dump was unavailable, and on a
+	// staircase's steps after the first, which skip the dump (its cost
+	// grows with every client held).
 	ByRole map[string]map[string]int `json:"rdma_by_role,omitempty"`
 	// Resources are the counts the server itself reports holding (the
 	// only source on sim, where the device lives in the server process).
