@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,6 +129,40 @@ func TestStaircaseInterrupted(t *testing.T) {
 	if kids := children(t); len(kids) != 0 {
 		t.Errorf("child processes left after the interrupt: %v", kids)
 	}
+}
+
+// The server killed during a step, as the guest's OOM killer ends it at
+// rxe's memory wall: that step is the wall, its failure recorded, and the
+// climb still descends and confirms the count it held with a fresh
+// point; the run is a measurement (exit 0) and every process is reaped.
+func TestStaircaseServerKilled(t *testing.T) {
+	root := t.TempDir()
+	cmd := runAsync(t, "ramp", "--backend", "sim", "--staircase", "--clients", "20,200", "--connect-rate", "100",
+		"--traffic", "0", "--msg-size", "64", "--calibrate", "0", "--timeout", "10s", "--results", root)
+	eventually.True(t, time.Minute, "the first step is saved", func() bool { return savedPoints(root) > 0 })
+	srv := childPID(t, "serve")
+	serving(t, srv, 25) // the second step is under way
+	if err := syscall.Kill(srv, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r := <-cmd.done
+	if r.code != ExitMeasured {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, ExitMeasured, r.out, r.errOut)
+	}
+	run := loadOnlyRun(t, root)
+	if len(run.Points) != 3 {
+		t.Fatalf("points %v: want two steps and the confirming point", clientsOf(run))
+	}
+	wall, fresh := run.Points[1], run.Points[2]
+	if !wall.Cumulative || wall.Passed || !strings.Contains(wall.Error, "server died") || wall.Connected < 20 {
+		t.Errorf("the step to 200: cumulative %v, passed %v, %d connected, error %q: want a failed step, the server's death named",
+			wall.Cumulative, wall.Passed, wall.Connected, wall.Error)
+	}
+	if fresh.Cumulative || fresh.Clients != wall.Connected || !fresh.Passed {
+		t.Errorf("confirming point: %d clients, cumulative %v, passed %v: want a fresh point of the %d held, passed",
+			fresh.Clients, fresh.Cumulative, fresh.Passed, wall.Connected)
+	}
+	noChildren(t)
 }
 
 // climbProfiled checks that dir holds the CPU profiles (gzipped, as Go

@@ -50,8 +50,10 @@ type climbState struct {
 	asked, held int
 	heldBy      []int
 	outcomes    map[string]int
-	// broken says why the climb cannot take another step.
-	broken string
+	// broken says why the climb cannot take another step; serverDied,
+	// that the server exited during a step, which that step recorded.
+	broken     string
+	serverDied bool
 	// first and top are the first step's clients and the climb's
 	// largest, which name its processes' CPU profiles.
 	first, top int
@@ -130,6 +132,7 @@ func (l *Local) Climb(ctx context.Context, n, top int) (result.Point, error) {
 	if pt.Error != "" {
 		cl.broken = pt.Error
 	}
+	cl.serverDied = cl.serverDied || c.serverDied
 	smp.serverDone()
 	smp.finish(&pt, max)
 	pt.DurationSec = time.Since(pt.StartedAt).Seconds()
@@ -221,7 +224,11 @@ func (l *Local) Descend() error {
 	_, exitErr := cl.srv.Stop(30 * time.Second)
 	cl.restore()
 	l.nameClimbProfiles(cl)
-	if exitErr != "" {
+	// A server that died during a step (the guest's OOM killer ending
+	// it at the memory wall) is that step's recorded failure, the wall
+	// the climb found, not a failure to descend: the confirming point
+	// still runs.
+	if exitErr != "" && !cl.serverDied {
 		return fmt.Errorf("server: %s", exitErr)
 	}
 	return nil

@@ -43,7 +43,10 @@ type collection struct {
 	held   []int
 
 	pointErr string
-	released time.Time // zero until the release
+	// serverDied is set when the server exited during the point, which
+	// pointErr then says.
+	serverDied bool
+	released   time.Time // zero until the release
 	// interrupted is set when ctx ended the point before every
 	// generator was done (Point.Interrupted).
 	interrupted bool
@@ -125,6 +128,7 @@ func (c *collection) run(ctx context.Context, srv Server, addr string) {
 					continue
 				}
 				c.setErr("server died during the point: " + srv.ExitText())
+				c.serverDied = true
 				if c.released.IsZero() {
 					// No server to release the clients at.
 					c.failAll("not started: "+c.pointErr, "")
@@ -138,6 +142,7 @@ func (c *collection) run(ctx context.Context, srv Server, addr string) {
 		for _, r := range c.records() {
 			if r.Outcome != result.OutcomeOK {
 				c.setErr("server died during the point: " + srv.ExitText())
+				c.serverDied = true
 				break
 			}
 		}
