@@ -201,7 +201,7 @@ func TestVMRDMACMEcho(t *testing.T) {
 // A server that drops every held connection a moment after it holds
 // them all (the fixture's -D), during the traffic phase, after each
 // generator reported its clients connected: the point reports each as
-// DISCONNECTED and fails.
+// DISCONNECTED and fails, its traffic phase ended by the drop.
 //
 // Guest, shared netdev: DISCONNECTED is rxe's rdma_cm event.
 func TestVMRDMACMDropped(t *testing.T) {
@@ -225,6 +225,12 @@ func TestVMRDMACMDropped(t *testing.T) {
 		if !strings.Contains(r.Error, "while held") || r.RemoteQPN == 0 {
 			t.Errorf("record %+v: want the drop while held, on a connection that was made", r)
 		}
+	}
+	// The generator answers the drop (rdma_disconnect), which flushes
+	// the QP's posted messages: the phase ends with its clients, not at
+	// its 4 s or the 30 s --timeout.
+	if tr := p.Traffic; tr == nil || tr.DurationSec >= 4 || p.DurationSec >= 30 {
+		t.Errorf("traffic %+v, point %.1f s: want the phase ended by the drop, before its 4 s", tr, p.DurationSec)
 	}
 	noChildren(t)
 }

@@ -83,7 +83,8 @@ func (h *Conns) Traffic(ctx context.Context, cfg client.TrafficConfig) result.Tr
 // (DISCONNECTED, or its device or address gone) is given to dropped as
 // its client's record with outcome DISCONNECTED, once. A connection the
 // server dropped while held is a failure of the point, whenever it
-// came. The connection itself is left to Close. Watch returns when ctx
+// came. Its QP is moved to the error state (rdma_disconnect); the
+// connection itself is left to Close. Watch returns when ctx
 // ends or the channel fails.
 func (h *Conns) Watch(ctx context.Context, dropped func(result.ClientRecord)) {
 	seen := map[int]bool{}
@@ -102,6 +103,11 @@ func (h *Conns) Watch(ctx context.Context, dropped func(result.ClientRecord)) {
 		switch ev.Type {
 		case fabric.CMDisconnected, fabric.CMDeviceRemoval, fabric.CMAddrChange:
 			seen[i] = true
+			// Answer the disconnect as librdmacm's examples do: the QP
+			// goes to the error state and its posted work requests
+			// flush, so a traffic phase in progress ends this client's
+			// messages at once instead of waiting out --timeout.
+			h.conns[i].id.Disconnect()
 			dropped(result.ClientRecord{ID: h.idBase + i, Proc: h.proc, Outcome: result.OutcomeDisconnected,
 				Error: ev.Type.String() + " while held, after every connection of the generator was made"})
 		}
