@@ -52,6 +52,12 @@ type collection struct {
 	interrupted bool
 }
 
+// serverExited records that the server exited during the point.
+func (c *collection) serverExited(srv Server) {
+	c.setErr("server died during the point: " + srv.ExitText())
+	c.serverDied = true
+}
+
 // Interrupted is the Error of a point cut short by its context (Ctrl-C).
 const Interrupted = "interrupted"
 
@@ -127,8 +133,7 @@ func (c *collection) run(ctx context.Context, srv Server, addr string) {
 					finished = true // judged by its clients, below
 					continue
 				}
-				c.setErr("server died during the point: " + srv.ExitText())
-				c.serverDied = true
+				c.serverExited(srv)
 				if c.released.IsZero() {
 					// No server to release the clients at.
 					c.failAll("not started: "+c.pointErr, "")
@@ -141,8 +146,7 @@ func (c *collection) run(ctx context.Context, srv Server, addr string) {
 	if finished && !c.interrupted {
 		for _, r := range c.records() {
 			if r.Outcome != result.OutcomeOK {
-				c.setErr("server died during the point: " + srv.ExitText())
-				c.serverDied = true
+				c.serverExited(srv)
 				break
 			}
 		}
