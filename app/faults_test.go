@@ -164,8 +164,11 @@ func TestFaultServerKilledMidPoint(t *testing.T) {
 }
 
 // A load generator that hangs (stopped) is declared hung after the
-// clients' deadline, its clients recorded as timeouts, and it is reaped.
+// clients' deadline and the slack (1 s here, not 10), its clients
+// recorded as timeouts, and it is reaped.
 func TestFaultGeneratorHangs(t *testing.T) {
+	defer func(s time.Duration) { generatorSlack = s }(generatorSlack)
+	generatorSlack = time.Second
 	root := t.TempDir()
 	cmd := runAsync(t, "ramp", "--backend", "sim", "--clients", "100", "--connect-rate", "100", "--rounds", "1",
 		"--msg-size", "64", "--timeout", "1s", "--calibrate", "0", "--results", root)

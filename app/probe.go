@@ -465,10 +465,14 @@ func probeSpec(c *cli.Context, be *backend) runner.Spec {
 		WallStop: c.Int("wall-stop"), TLSResume: c.Bool("tls-resume"), Detach: c.Bool("detach"), TLSKex: c.String("tls-kex"),
 		GoMaxProcs: c.String("gomaxprocs"), Backlog: c.Int("backlog"), SRQDepth: c.Int("srq-depth"), NoFile: c.Uint64("nofile"), MemLock: c.Uint64("memlock"),
 		SampleInterval: offIfZero(c.Duration("sample-interval")), CalibrationWindow: offIfZero(c.Duration("calibrate")),
-		Profile: c.String("profile") != "", Traffic: trafficConfig(c),
+		Profile: c.String("profile") != "", Traffic: trafficConfig(c), GeneratorSlack: generatorSlack,
 	}
 	return sp
 }
+
+// generatorSlack is runner.Spec.GeneratorSlack (0 = the runner's), a
+// variable only so that a test of a hung generator need not wait 10 s.
+var generatorSlack time.Duration
 
 // offIfZero maps a duration flag's 0 ("off") to the runner's -1.
 func offIfZero(d time.Duration) time.Duration {

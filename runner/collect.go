@@ -99,7 +99,11 @@ func newCollection(spec Spec, n int, gens []*process, progress func(Progress)) *
 	// Every client has its own deadline (Timeout from its launch), and a
 	// generator reports progress as its clients finish: one silent for
 	// longer than a client may take is hung.
-	c.quiet = spec.Timeout + 10*time.Second + spec.Timeout/4
+	slack := spec.GeneratorSlack
+	if slack <= 0 {
+		slack = 10 * time.Second
+	}
+	c.quiet = spec.Timeout + slack + spec.Timeout/4
 	return c
 }
 

@@ -162,6 +162,10 @@ type Spec struct {
 	// StartTimeout bounds waiting for the server and the generators to
 	// be ready.
 	StartTimeout time.Duration `json:"start_timeout,omitempty"`
+	// GeneratorSlack is how much longer than a client's deadline (and a
+	// quarter of it) a released generator may go without finishing a
+	// client before it is hung (0 = 10 s, for a slow guest).
+	GeneratorSlack time.Duration `json:"generator_slack,omitempty"`
 	// Profile has the server and generators write CPU profiles
 	// (LocalOptions.ProfileDir says where).
 	Profile bool `json:"profile,omitempty"`
