@@ -190,6 +190,11 @@ MaxSessions 100
 # and with it the stdin of what it ran.
 ClientAliveInterval 2
 ClientAliveCountMax 3
+# A login here does not read this machine's shell startup files (root's
+# ~/.bashrc belongs to the machine, not to these hosts): Debian's bash
+# reads ~/.bashrc for a command sshd runs unless SHLVL says it is nested,
+# and a bashrc that starts pyenv took 2 s of every login.
+SetEnv SHLVL=1
 EOF
     ip netns exec "$ns" /usr/sbin/sshd -D -f "$dir/h$i/sshd_config" -E "$dir/h$i/sshd.log" </dev/null &
     PIDS+=($!)
