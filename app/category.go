@@ -61,7 +61,7 @@ var helpGroups = []struct {
 		"serve/client-key-out", "serve/tls-kex", "serve/tls-tickets", "serve/handshake-timeout", "serve/exchange-timeout"}},
 	{catSim, []string{"sim-max-qp", "sim-max-cq", "sim-max-mr", "sim-max-pd", "sim-service-delay",
 		"sim-service-delay-from", "sim-ud-loss", "sim-qp-cache", "sim-in-vm"}},
-	{catVM, []string{"vm-cpus", "vm-mem", "vm-cpu-model", "vm-max-map-count", "vm-kernel-args", "vm-peer"}},
+	{catVM, []string{"vm-cpus", "vm-mem", "vm-cpu-model", "vm-max-map-count", "vm-kernel-args", "vm-peer", "vm-no-reference"}},
 }
 
 // flagValue names what a flag takes, for --help and docs/flags.md; a

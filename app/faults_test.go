@@ -225,7 +225,7 @@ func TestFaultGuestDies(t *testing.T) {
 	ownGuest(t)
 	root := t.TempDir()
 	cmd := runAsync(t, "ramp", "--backend", "vm", "--clients", "8,2000", "--rounds", "1", "--traffic", "0", "--calibrate", "0",
-		"--vm-mem", "2048", "--results", root)
+		"--vm-mem", "2048", "--vm-no-reference", "--results", root)
 	// Wait until the first point is saved, then kill QEMU.
 	eventually.True(t, 3*time.Minute, "the first point is saved", func() bool { return savedPoints(root) == 1 })
 	qemu := childPID(t, "-nic")

@@ -54,7 +54,7 @@ func probeFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "stop-on-error", Usage: "stop at the first point that itself fails (server died, load generator crashed or hung) instead of counting it as failed and going on"},
 		&cli.DurationFlag{Name: "calibrate", Value: runner.DefaultCalibration, Usage: "measure this machine's speed (serial TLS handshakes in one process) for this long before and after each point, to tell a slow host from a slow server (0 = off)"},
 		&cli.DurationFlag{Name: "sample-interval", Value: 500 * time.Millisecond, Usage: "how often the collectors sample resources, processes and the host (0 = off)"},
-	}, append(append(append(append(append(append(append(trafficFlags(), liveFlags()...), vmFlags()...), simInVMFlag(), vmPeerFlag()), limitFlags()...), fabricFlags()...), targetFlags()...), remoteFlags()...)...)
+	}, append(append(append(append(append(append(append(trafficFlags(), liveFlags()...), vmFlags()...), simInVMFlag(), vmPeerFlag(), vmNoReferenceFlag()), limitFlags()...), fabricFlags()...), targetFlags()...), remoteFlags()...)...)
 }
 
 func searchCommand(s Streams) *cli.Command {

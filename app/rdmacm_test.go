@@ -72,7 +72,7 @@ func TestVMRDMACMServers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
 			args := append([]string{"ramp", "--backend", "vm", "--clients", "200", "--client-kind", "rdmacm",
-				"--calibrate", "0", "--vm-mem", "2048", "--timeout", "60s", "--results", root}, tc.args...)
+				"--calibrate", "0", "--vm-mem", "2048", "--vm-no-reference", "--timeout", "60s", "--results", root}, tc.args...)
 			out, errOut, code := run(t, args...)
 			if code != 0 {
 				t.Fatalf("exit %d: %s\n%s", code, errOut, out)
@@ -125,7 +125,7 @@ func TestVMRDMACMCap(t *testing.T) {
 	}
 	root := t.TempDir()
 	out, errOut, code := run(t, "search", "--backend", "vm", "--lo", "1", "--hi", "16", "--calibrate", "0",
-		"--vm-mem", "2048", "--results", root, "--timeout", "30s", "--client-kind", "rdmacm", "--cm-private-data", "72647072",
+		"--vm-mem", "2048", "--vm-no-reference", "--results", root, "--timeout", "30s", "--client-kind", "rdmacm", "--cm-private-data", "72647072",
 		"--server-build", "make -s -C "+src+" OUT={build}", "--server-build-cache", t.TempDir(),
 		"--server-cmd", "{build}/cmcapserver -a {addr} -p {port} -c 5")
 	if code != 0 {
@@ -171,7 +171,7 @@ func TestVMRDMACMEcho(t *testing.T) {
 	}
 	root := t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "4", "--client-kind", "rdmacm", "--cm-server-echoes",
-		"--msg-rate", "20", "--traffic", "3s", "--depth", "2", "--msg-size", "256", "--calibrate", "0", "--vm-mem", "2048", "--timeout", "30s",
+		"--msg-rate", "20", "--traffic", "3s", "--depth", "2", "--msg-size", "256", "--calibrate", "0", "--vm-mem", "2048", "--vm-no-reference", "--timeout", "30s",
 		"--results", root, "--server-build", "make -s -C "+src+" OUT={build}", "--server-build-cache", t.TempDir(),
 		"--server-cmd", "{build}/cmcapserver -a {addr} -p {port} -c 8 -e 4096 -d 2")
 	if code != 0 {
@@ -213,7 +213,7 @@ func TestVMRDMACMDropped(t *testing.T) {
 	}
 	root := t.TempDir()
 	out, errOut, _ := run(t, "ramp", "--backend", "vm", "--clients", "2", "--client-kind", "rdmacm", "--cm-server-echoes",
-		"--traffic", "4s", "--msg-size", "64", "--calibrate", "0", "--vm-mem", "2048", "--timeout", "30s",
+		"--traffic", "4s", "--msg-size", "64", "--calibrate", "0", "--vm-mem", "2048", "--vm-no-reference", "--timeout", "30s",
 		"--results", root, "--server-build", "make -s -C "+src+" OUT={build}", "--server-build-cache", t.TempDir(),
 		"--server-cmd", "{build}/cmcapserver -a {addr} -p {port} -c 2 -e 64 -D 1500")
 	run := loadOnlyRun(t, root)

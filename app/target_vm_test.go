@@ -44,7 +44,7 @@ func TestVMTargetRping(t *testing.T) {
 	// waits out its deadline). Two clients launched at once hit it in
 	// one CI run; the test is about probing rping, not about that race.
 	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "2,4", "--connect-rate", "1", "--calibrate", "0", "--timeout", "3m",
-		"--vm-mem", "2048", "--results", root,
+		"--vm-mem", "2048", "--vm-no-reference", "--results", root,
 		"--server-cmd", "rping -s -P -S 4096 -a {addr} -p {port}",
 		"--client-cmd", "rping -c -S 4096 -a {addr} -p {port} -C 1000000 -v", "--client-ok", `^ping data: rdma-ping-0`)
 	if code != 0 {
@@ -92,7 +92,7 @@ func TestVMTargetFirstDevice(t *testing.T) {
 	needVM(t)
 	needTool(t, "ibv_rc_pingpong", "ibverbs-utils")
 	root := t.TempDir()
-	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "1", "--calibrate", "0", "--vm-mem", "2048",
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "1", "--calibrate", "0", "--vm-mem", "2048", "--vm-no-reference",
 		"--timeout", "60s", "--results", root,
 		"--server-cmd", "ibv_rc_pingpong -g 0 -p {port} -n 10", "--client-cmd", "ibv_rc_pingpong -g 0 -p {port} -n 10 {addr}")
 	if code != 0 {
@@ -125,7 +125,7 @@ func TestVMTargetServeAgrees(t *testing.T) {
 		t.Fatal(err)
 	}
 	common := []string{"ramp", "--backend", "vm", "--clients", "4", "--max-clients", "3", "--calibrate", "0", "--traffic", "0",
-		"--rounds", "1", "--msg-size", "64", "--vm-mem", "2048"}
+		"--rounds", "1", "--msg-size", "64", "--vm-mem", "2048", "--vm-no-reference"}
 	builtinRoot, cmdRoot := t.TempDir(), t.TempDir()
 	if _, errOut, code := run(t, append(common, "--results", builtinRoot)...); code != 0 {
 		t.Fatalf("built-in: exit %d: %s", code, errOut)
@@ -172,7 +172,7 @@ func TestVMTargetCompiledCap(t *testing.T) {
 	}
 	root := t.TempDir()
 	out, errOut, code := run(t, "search", "--backend", "vm", "--lo", "4", "--hi", "6", "--trials", "2", "--calibrate", "0",
-		"--vm-mem", "2048", "--results", root, "--timeout", "60s",
+		"--vm-mem", "2048", "--vm-no-reference", "--results", root, "--timeout", "60s",
 		"--server-build", "make -s -C "+src+" OUT={build} MAX_CLIENTS={n}", "--server-build-cache", t.TempDir(),
 		"--server-cmd", "prlimit --nofile=13:13 {build}/capserver -d {device} -p {port}",
 		"--client-cmd", "{build}/capclient -a {addr} -p {port} -d {device}",

@@ -24,7 +24,7 @@ func vmFlags() []cli.Flag {
 func guestOptions(c *cli.Context) vm.GuestOptions {
 	return vm.GuestOptions{CPUs: c.Int("vm-cpus"), MemMiB: c.Int("vm-mem"), CPUModel: c.String("vm-cpu-model"),
 		KernelArgs: strings.Fields(c.String("vm-kernel-args")), MaxMapCount: c.Int("vm-max-map-count"), Out: c.App.Writer,
-		Peer: c.Bool("vm-peer"), Shared: sharedGuest}
+		Peer: c.Bool("vm-peer"), NoReference: c.Bool("vm-no-reference"), Shared: sharedGuest}
 }
 
 // sharedGuest, set by this package's tests, lends one booted guest to
@@ -35,6 +35,13 @@ var sharedGuest *vm.Shared
 // virtual link from the server's (search and ramp).
 func vmPeerFlag() cli.Flag {
 	return &cli.BoolFlag{Name: "vm-peer", Usage: "vm: boot a second guest on a virtual link and run the load generators there, started over SSH: Soft-RoCE across two hosts (rxe2 on each guest's link; each guest gets --vm-cpus and --vm-mem)"}
+}
+
+// vmNoReferenceFlag leaves out the reference tools a vm run takes
+// beside its points: under emulation they cost seconds a run, more
+// than a small point.
+func vmNoReferenceFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "vm-no-reference", Usage: "vm: run no reference tool in the guest (ibv_rc_pingpong, and perftest's data-path tools before and after the points and before each 1-client point): a shorter run, with nothing to set its figures against"}
 }
 
 // simInVMFlag runs the sim backend inside the guest: same simulated

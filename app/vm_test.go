@@ -172,7 +172,7 @@ func TestVMRealLimits(t *testing.T) {
 		// Eight attempts in flight per generator keep a loaded host from
 		// timing clients out while they queue, so every failure below is
 		// the wall's.
-		"--procs", "3", "--inflight", "8", "--vm-mem", "2048", "--vm-max-map-count", "1000", "--traffic", "0", "--calibrate", "0",
+		"--procs", "3", "--inflight", "8", "--vm-mem", "2048", "--vm-no-reference", "--vm-max-map-count", "1000", "--traffic", "0", "--calibrate", "0",
 		"--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
@@ -306,7 +306,7 @@ func TestVMInterruptedPointComesBack(t *testing.T) {
 	needVM(t)
 	root := t.TempDir()
 	cmd := runAsync(t, "ramp", "--backend", "vm", "--clients", "3000", "--connect-rate", "40",
-		"--rounds", "1", "--traffic", "0", "--calibrate", "0", "--vm-mem", "2048", "--results", root, "--events", "-")
+		"--rounds", "1", "--traffic", "0", "--calibrate", "0", "--vm-mem", "2048", "--vm-no-reference", "--results", root, "--events", "-")
 	// The event stream's progress (once a second, where the human
 	// output has a line every 30 s): clients connected in the guest.
 	connected := func() bool { return progressConnected(cmd.out.String()) >= 10 }
@@ -396,16 +396,24 @@ func TestVMReferencesPerTransport(t *testing.T) {
 // An rxe point records the port's own counters before and after, and
 // their per-second rates while it runs: rxe counts the packets its
 // clients and server really sent and received on rxe0 (both sides, one
-// device), which the sim, with no wire, has none of.
+// device), which the sim, with no wire, has none of. With
+// --vm-no-reference the run takes no reference tool: none is recorded
+// or printed (TestVMRealSoftRoCE has them by default).
+//
+// Guest, shared: rxe's own port counters of packets sent and received.
 func TestVMDeviceCounters(t *testing.T) {
 	needVM(t)
 	root := t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "4", "--traffic", "1s",
-		"--msg-size", "64", "--calibrate", "0", "--vm-mem", "2048", "--results", root)
+		"--msg-size", "64", "--calibrate", "0", "--vm-mem", "2048", "--vm-no-reference", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	p := loadOnlyRun(t, root).Points[0]
+	r := loadOnlyRun(t, root)
+	if r.Environment.Reference != nil || len(r.Environment.DataPath) != 0 || strings.Contains(out, "reference") {
+		t.Errorf("--vm-no-reference: reference %+v, data path %+v recorded\n%s", r.Environment.Reference, r.Environment.DataPath, out)
+	}
+	p := r.Points[0]
 	dc := p.DeviceCounters
 	if dc == nil || dc.Device != "rxe0" || dc.Source != "sysfs" || !dc.Shared {
 		t.Fatalf("device counters %+v, sampler errors %v", dc, p.SamplerErrors)
@@ -433,12 +441,14 @@ func TestVMDeviceCounters(t *testing.T) {
 // milliseconds to seconds. So the SLO is a p99, and the verdict names
 // RNR NAKs as what rose from the last count that met it, 2 clients,
 // whose 2 messages the SRQ holds, to the first that did not.
+//
+// Guest, shared: rxe's RNR NAKs and its counters of them.
 func TestVMSRQShortageShowsRNR(t *testing.T) {
 	needVM(t)
 	root := t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "vm", "--mode", "srq", "--srq-depth", "2", "--depth", "1",
 		"--clients", "2,32", "--traffic", "1s", "--slo", "p99<=500ms", "--msg-size", "64", "--calibrate", "0",
-		"--vm-mem", "2048", "--results", root)
+		"--vm-mem", "2048", "--vm-no-reference", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -500,7 +510,7 @@ func TestVMOutOfMemoryIsMemory(t *testing.T) {
 	needVM(t)
 	ownGuest(t)
 	root := t.TempDir()
-	_, errOut, code := run(t, "ramp", "--backend", "vm", "--vm-mem", "384", "--clients", "300", "--msg-size", "262144",
+	_, errOut, code := run(t, "ramp", "--backend", "vm", "--vm-mem", "384", "--vm-no-reference", "--clients", "300", "--msg-size", "262144",
 		"--rounds", "1", "--traffic", "0", "--results", root)
 	runs, _ := filepath.Glob(filepath.Join(root, "*", result.FileName))
 	if code != ExitMeasured || len(runs) != 1 {
@@ -529,11 +539,13 @@ func TestVMOutOfMemoryIsMemory(t *testing.T) {
 // its clients on top of those held (the server's own view counts them
 // all at once), a fresh point confirms the top, and the guest is left
 // as the climb found it (needVM checks).
+//
+// Guest, shared: the agent holds the climb between steps, and the kernel counts the device's QPs at each.
 func TestVMStaircase(t *testing.T) {
 	needVM(t)
 	root, profiles := t.TempDir(), t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "vm", "--staircase", "--clients", "5,10,20", "--traffic", "1s",
-		"--msg-size", "64", "--calibrate", "0", "--vm-mem", "2048", "--results", root, "--profile", profiles)
+		"--msg-size", "64", "--calibrate", "0", "--vm-mem", "2048", "--vm-no-reference", "--results", root, "--profile", profiles)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}

@@ -67,6 +67,9 @@ type GuestOptions struct {
 	// generators there over SSH, Soft-RoCE on the link in both
 	// (peer.go); each guest has CPUs and MemMiB.
 	Peer bool
+	// NoReference runs no reference tool (ibv_rc_pingpong, perftest)
+	// beside the points.
+	NoReference bool
 	// Shared, if set, lends its guest to a run that fits it instead of
 	// booting one (a test binary's many runs).
 	Shared *Shared
@@ -198,7 +201,7 @@ func NewGuest(ctx context.Context, spec runner.Spec, opts GuestOptions) (*Guest,
 		}
 		g.build, g.pushed = runner.NewBuilder(spec.Server.Build, cache), map[string]bool{}
 	}
-	if !simulated { // a simulated fabric has no RDMA device to check
+	if !simulated && !opts.NoReference { // a simulated fabric has no RDMA device to check
 		g.ref = g.reference(ctx)
 		if protocol.RunsTraffic(spec.Traffic, spec.Client, spec.CM) {
 			g.dataRef = g.dataPathReference(ctx, result.ReferenceBefore)
