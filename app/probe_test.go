@@ -360,9 +360,10 @@ func TestInterruptInTrafficCountsNowhere(t *testing.T) {
 	root := t.TempDir()
 	metrics := freePort(t)
 	cmd := runAsync(t, "ramp", "--backend", "sim", "--clients", "100,300",
-		"--traffic", "5s", "--msg-size", "64", "--calibrate", "0", "--results", root, "--metrics-addr", metrics)
+		"--traffic", "3s", "--msg-size", "64", "--calibrate", "0", "--results", root, "--metrics-addr", metrics)
 	// The 300 point's traffic window is open once a scrape shows it
-	// moved messages.
+	// moved messages: a generator counts them once a second, so the 3 s
+	// phase leaves two for the interrupt to land in.
 	line := regexp.MustCompile(`(?m)^rdmaprobe_traffic_messages\{[^}]*point="300"[^}]*\} ([0-9.e+]+)$`)
 	eventually.True(t, 3*time.Minute, "the 300 point's traffic phase runs", func() bool {
 		r, err := http.Get("http://" + metrics + "/metrics")

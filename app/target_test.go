@@ -229,10 +229,11 @@ func TestTargetServeAsCommand(t *testing.T) {
 	noChildren(t)
 
 	// Killed during the point, once some of its clients are connected:
-	// launched one a second, the last ones are still to come then (all
-	// at once, the point could end before the kill).
+	// launched two a second, the last ones are still to come then (all
+	// at once, the point could end before the kill), and the launches
+	// after the kill take 2.5 s, not 5.
 	root := t.TempDir()
-	cmd := runAsync(t, "ramp", "--backend", "sim", "--clients", "6", "--connect-rate", "1", "--calibrate", "0", "--rounds", "1", "--msg-size", "64",
+	cmd := runAsync(t, "ramp", "--backend", "sim", "--clients", "6", "--connect-rate", "2", "--calibrate", "0", "--rounds", "1", "--msg-size", "64",
 		"--timeout", "20s", "--results", root, "--server-cmd", server, "--client-cmd", client, "--client-ok", `^1/1 clients connected`)
 	srv := childPID(t, "serve")
 	serving(t, srv, 3)
