@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"image/color"
+	"image/png"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // Plot is one rendered figure: SVG for the HTML, PNG beside the Markdown.
@@ -286,11 +288,11 @@ func render(p *plot.Plot, out Plot) Plot {
 	p.BackgroundColor = nil // the whole canvas is filled below
 	legend.Top, legend.Left = true, true
 	legend.TextStyle.Font.Size = vg.Points(10)
-	var svg, png bytes.Buffer
+	var svg, pngBuf bytes.Buffer
 	for _, f := range []struct {
 		format string
 		buf    *bytes.Buffer
-	}{{"svg", &svg}, {"png", &png}} {
+	}{{"svg", &svg}, {"png", &pngBuf}} {
 		c, err := draw.NewFormattedCanvas(plotW, plotH, f.format)
 		if err != nil {
 			out.Empty = err.Error()
@@ -308,7 +310,7 @@ func render(p *plot.Plot, out Plot) Plot {
 			title := p.Title.TextStyle.Rectangle(p.Title.Text).Size().Y + p.Title.Padding
 			legend.Draw(draw.Crop(dc, plotW-textMargin-legendW+legendGap, -textMargin, textMargin, -textMargin-title))
 		}
-		if _, err := c.WriteTo(f.buf); err != nil {
+		if err := writeCanvas(c, f.buf); err != nil {
 			out.Empty = err.Error()
 			return out
 		}
@@ -322,8 +324,19 @@ func render(p *plot.Plot, out Plot) Plot {
 	// Where Liberation Serif is missing, its metric twin Times New Roman
 	// (Windows, macOS) keeps gonum's layout; any serif comes last.
 	s = strings.ReplaceAll(s, "font-family:Liberation Serif;", "font-family:'Liberation Serif','Times New Roman',Times,serif;")
-	out.SVG, out.PNG = []byte(s), png.Bytes()
+	out.SVG, out.PNG = []byte(s), pngBuf.Bytes()
 	return out
+}
+
+// writeCanvas writes c in its format. A PNG is deflated at the fastest
+// level: its encoding took half of a report's time at the default level,
+// and a figure's file is 4% larger.
+func writeCanvas(c vg.CanvasWriterTo, w *bytes.Buffer) error {
+	if p, ok := c.(vgimg.PngCanvas); ok {
+		return (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(w, p.Image())
+	}
+	_, err := c.WriteTo(w)
+	return err
 }
 
 // safeLabel keeps every printable character the plots' font has a glyph
