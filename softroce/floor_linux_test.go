@@ -119,7 +119,7 @@ func echoFloorGuest(tb testing.TB, ctx context.Context) (*Guest, string) {
 		tb.Skipf("vm backend unavailable: %s", why)
 	}
 	bin := filepath.Join(tb.TempDir(), "echofloor")
-	cc := exec.CommandContext(ctx, "gcc", "-O2", "-Wall", "-Werror", "-I../payload", "-o", bin,
+	cc := exec.CommandContext(ctx, "gcc", "-O2", "-Wall", "-Werror", "-I../fabric/verbs", "-o", bin,
 		"testdata/echofloor/echofloor.c", "-libverbs", "-lpthread")
 	if out, err := cc.CombinedOutput(); err != nil {
 		tb.Fatalf("building echofloor: %v\n%s", err, out)

@@ -11,8 +11,11 @@
 // compare like for like and no connect pays for three more calls and a
 // CONNECT_RESPONSE round.
 //
-// The one import from outside fabric/ is payload/payload.h: the C fast
-// loops (echo.c, ping.c) check a message's payload without a return to Go.
+// payload.h is package payload's Fill and Check in C: the C fast loops
+// (echo.c, ping.c) check a message's payload without a return to Go. It
+// lives here, beside the only Go package that compiles it, so the build
+// cache sees its changes and no include path names the checkout's
+// directory.
 //
 // The cgo code is built only with the "verbs" build tag (and cgo), since it
 // needs libibverbs-dev's and librdmacm-dev's headers; without the tag the package still builds,

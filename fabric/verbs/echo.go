@@ -3,7 +3,6 @@
 package verbs
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../payload
 #include "echo.h"
 */
 import "C"

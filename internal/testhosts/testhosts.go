@@ -27,13 +27,15 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/internal/parts"
+	"github.com/rdmaprobe/rdmaprobe/runner/verbsbin"
 )
 
-// scriptsDir is the repository's scripts folder, found from this source
-// file so tests in any package can use it.
+// scriptsDir is the repository's scripts folder, found from the test's
+// working directory (its package's) so tests in any package can use it;
+// not from this source file's path, which make's -trimpath shortens to the
+// module path.
 func scriptsDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "scripts")
+	return filepath.Join(verbsbin.ModuleDir(), "scripts")
 }
 
 // need skips t (fails it under make test: internal/parts) unless it runs

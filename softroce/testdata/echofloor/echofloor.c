@@ -11,7 +11,7 @@
 // round trip: the server echoes before it reposts its receive, and the
 // client posts the next message (written beforehand) as soon as the echo
 // lands, then checks the echo. "verified" adds what rdmaprobe does to
-// every message (payload/payload.h: the client writes each message, both
+// every message (fabric/verbs/payload.h: the client writes each message, both
 // ends check every byte); "bare" checks nothing, like perftest.
 //
 // A message's round trip runs from its post to the poll that finds its

@@ -3,7 +3,7 @@
 // and stream, so a message payload.Fill wrote checks here exactly when
 // payload.Check passes it, and one written here is payload.Fill's byte
 // for byte. TestEchoSpin and TestPingSpin (fabric/verbs) hold them
-// together. Header only: package payload stays pure Go.
+// together. It lives here, not in package payload, which stays pure Go.
 
 #ifndef RDMAPROBE_PAYLOAD_H
 #define RDMAPROBE_PAYLOAD_H
