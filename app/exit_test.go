@@ -16,7 +16,7 @@ func TestExitStatuses(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cheap := []string{"--backend", "sim", "--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--sample-interval", "0", "--results", root}
+	cheap := []string{"--backend", "sim", "--rounds", "1", "--msg-size", "64", "--traffic", "0", "--calibrate", "0", "--sample-interval", "0", "--results", root}
 	cases := map[int][][]string{
 		ExitMeasured: {
 			append([]string{"ramp", "--clients", "3"}, cheap...),

@@ -265,7 +265,7 @@ func TestFaultInterruptedPointIsKept(t *testing.T) {
 	root := t.TempDir()
 	events := filepath.Join(t.TempDir(), "events.jsonl")
 	cmd := runAsync(t, "ramp", "--backend", "sim", "--clients", "10,3000", "--connect-rate", "300",
-		"--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--sample-interval", "100ms", "--results", root,
+		"--rounds", "1", "--msg-size", "64", "--traffic", "0", "--calibrate", "0", "--sample-interval", "100ms", "--results", root,
 		"--events", events)
 	// 50 clients of the second point connected, by its progress: a count
 	// of the server's sockets also counts handshakes under way, which

@@ -58,13 +58,13 @@ func TestMuxRamp(t *testing.T) {
 }
 
 // A ramp over per-client and mux designs with the default traffic
-// phase: both designs' 20 clients (mux's logical clients, 10 to a QP)
+// phase, 0.5 s long: both designs' 20 clients (mux's logical clients, 10 to a QP)
 // exchange messages, every one measured, and the capacity-by-design
 // table gives each design its message rate.
 func TestMuxRampTraffic(t *testing.T) {
 	root := t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "sim", "--rounds", "1", "--msg-size", "64", "--results", root,
-		"--clients", "20", "--mode", "per-client,mux", "--mux", "10", "--sample-interval", "0", "--calibrate", "0")
+		"--clients", "20", "--mode", "per-client,mux", "--mux", "10", "--traffic", "500ms", "--sample-interval", "0", "--calibrate", "0")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}

@@ -198,7 +198,7 @@ func TestTargetServeAsCommand(t *testing.T) {
 	}
 	server := exe + " serve --backend sim --listen 127.0.0.1:{port} --max-clients {max} --cert-out {dir}/server.pem --client-cert-out {dir}/client.pem --client-key-out {dir}/client.key"
 	client := exe + " clients --backend sim --addr {addr}:{port} --n 1 --id-base {i} --ca {dir}/server.pem --cert {dir}/client.pem --key {dir}/client.key --rounds 1 --msg-size 64 --hold-stdin"
-	common := []string{"ramp", "--backend", "sim", "--clients", "5", "--max-clients", "4", "--calibrate", "0", "--rounds", "1", "--msg-size", "64"}
+	common := []string{"ramp", "--backend", "sim", "--clients", "5", "--max-clients", "4", "--traffic", "0", "--calibrate", "0", "--rounds", "1", "--msg-size", "64"}
 
 	builtinRoot, cmdRoot := t.TempDir(), t.TempDir()
 	if _, errOut, code := run(t, append(common, "--results", builtinRoot)...); code != 0 {
@@ -267,7 +267,7 @@ func TestTargetBuiltinClients(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	root := t.TempDir()
-	_, errOut, code := run(t, "ramp", "--backend", "sim", "--clients", "3,3", "--calibrate", "0", "--rounds", "1", "--msg-size", "64",
+	_, errOut, code := run(t, "ramp", "--backend", "sim", "--clients", "3,3", "--traffic", "0", "--calibrate", "0", "--rounds", "1", "--msg-size", "64",
 		"--results", root, "--server-port", strconv.Itoa(port),
 		"--server-cmd", exe+" serve --backend sim --listen 127.0.0.1:{port} --max-clients {max} --cert {cert} --key {key} --client-ca {client_ca}")
 	if code != 0 {
