@@ -41,7 +41,7 @@ func TestProgressLinesOffATerminal(t *testing.T) {
 	plainEvery = 200 * time.Millisecond
 	var out lockedBuffer
 	code := Main([]string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "60", "--connect-rate", "50",
-		"--rounds", "1", "--msg-size", "64", "--traffic", "1s", "--results", t.TempDir()},
+		"--rounds", "1", "--msg-size", "64", "--traffic", "1s", "--calibrate", "0", "--results", t.TempDir()},
 		Streams{In: bytes.NewReader(nil), Out: &out, Err: &out})
 	got := out.String()
 	if code != 0 {
