@@ -429,17 +429,82 @@ func testImage(t testing.TB, ctx context.Context, extra []string) Image {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
-	cache := t.TempDir()
-	if d := os.Getenv("SOFTROCE_TEST_CACHE"); d != "" {
-		cache = d
-	}
-	img, err := BuildImage(ctx, ImageConfig{Binary: exe, ExtraBinaries: extra, CacheDir: cache})
+	img, err := BuildImage(ctx, ImageConfig{Binary: exe, ExtraBinaries: extra, CacheDir: testCache(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fi, _ := os.Stat(img.Initrd)
 	t.Logf("image built in %v: %s (%d MiB), kernel %s", time.Since(t0).Round(time.Millisecond), img.Initrd, fi.Size()>>20, img.KernelRelease)
 	return img
+}
+
+// testCache is where this test binary's guest images are kept
+// (SOFTROCE_TEST_CACHE, or a directory TestMain removes).
+func testCache(t testing.TB) string {
+	t.Helper()
+	if d := os.Getenv("SOFTROCE_TEST_CACHE"); d != "" {
+		return d
+	}
+	imageCache.once.Do(func() { imageCache.dir, imageCache.err = os.MkdirTemp("", "softroce-test-images-") })
+	if imageCache.err != nil {
+		t.Fatal(imageCache.err)
+	}
+	return imageCache.dir
+}
+
+// sharedGuest is the guest of the tests whose subject is not a boot
+// (TestGuestCapserver, TestEchoFloor, TestGuestNetdev), which would each
+// boot the same one: it has the netdev device and every tool they run.
+// The first caller boots it, and TestMain closes it. A test leaves it as
+// it found it, its processes ended and their objects freed
+// (TestGuestNetdev asserts that rping leaves none on rxe1).
+func sharedGuest(t *testing.T) *Guest {
+	t.Helper()
+	if ok, why := Available(); !ok {
+		parts.Missing(t, "vm backend unavailable: %s", why)
+	}
+	shared.once.Do(func() {
+		// What the later callers read if this one fails the test here.
+		shared.err = errors.New("the shared guest failed to boot in an earlier test")
+		// Not the test's context: the guest lives as long as the binary.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		img := testImage(t, ctx, append([]string{"prlimit", "rping", "ucmatose"}, DefaultExtraBinaries...))
+		log := filepath.Join(testCache(t), "shared-console.log")
+		shared.g, shared.err = Boot(context.Background(), BootConfig{Image: img, LogPath: log, Netdev: true})
+		if shared.err != nil {
+			b, _ := os.ReadFile(log)
+			shared.err = fmt.Errorf("boot: %v\nconsole:\n%s", shared.err, b)
+			return
+		}
+		shared.err = nil
+		t.Logf("shared guest: boot to ready %v", shared.g.BootTime.Round(time.Millisecond))
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	// What an earlier test left would be blamed on this one: none of its
+	// processes may still hold a QP (the kernel's own have no task).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := shared.g.Exec(ctx, 20*time.Second, "rdma", "-j", "resource", "show", "qp")
+	var qps []struct {
+		IfName string `json:"ifname"`
+		PID    int    `json:"pid"`
+		Comm   string `json:"comm"`
+	}
+	if err == nil && r.ExitCode == 0 {
+		err = json.Unmarshal([]byte(r.Stdout), &qps)
+	}
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("rdma resource show qp in the shared guest: %v, exit %d %s", err, r.ExitCode, r.Stderr)
+	}
+	for _, q := range qps {
+		if q.PID != 0 {
+			t.Fatalf("the shared guest still has a QP of task %d (%s) on %s, left by an earlier test", q.PID, q.Comm, q.IfName)
+		}
+	}
+	return shared.g
 }
 
 func bootGuest(t testing.TB, ctx context.Context, netdev bool, extra []string) *Guest {

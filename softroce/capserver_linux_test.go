@@ -19,7 +19,7 @@ import (
 )
 
 // TestGuestCapserver builds the compiled-cap fixture (testdata/capserver)
-// on the host for MAX_CLIENTS=3, pushes it into a running guest, and runs
+// on the host for MAX_CLIENTS=3, pushes it into the shared guest, and runs
 // it there on both devices: rxe0 at GID index 1 and rxe1 at GID index 0,
 // what most RDMA examples open. Three clients connect and are held; the
 // kernel shows the server's 3 QPs, 6 CQs and 6 MRs; a fourth client is
@@ -45,8 +45,7 @@ func TestGuestCapserver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := bootGuest(t, ctx, true, append([]string{"prlimit"}, DefaultExtraBinaries...))
-	defer g.Close()
+	g := sharedGuest(t)
 	files, err := HostFiles([]string{built.Dir})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package softroce
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -118,23 +119,38 @@ func echoFloorGuest(tb testing.TB, ctx context.Context) (*Guest, string) {
 	if ok, why := Available(); !ok {
 		tb.Skipf("vm backend unavailable: %s", why)
 	}
+	bin := buildEchoFloor(tb, ctx)
+	g := bootGuest(tb, ctx, false, DefaultExtraBinaries)
+	if err := putEchoFloor(ctx, g, bin); err != nil {
+		g.Close()
+		tb.Fatal(err)
+	}
+	return g, bin
+}
+
+// buildEchoFloor builds echofloor on the host.
+func buildEchoFloor(tb testing.TB, ctx context.Context) string {
+	tb.Helper()
 	bin := filepath.Join(tb.TempDir(), "echofloor")
 	cc := exec.CommandContext(ctx, "gcc", "-O2", "-Wall", "-Werror", "-I../fabric/verbs", "-o", bin,
 		"testdata/echofloor/echofloor.c", "-libverbs", "-lpthread")
 	if out, err := cc.CombinedOutput(); err != nil {
 		tb.Fatalf("building echofloor: %v\n%s", err, out)
 	}
-	g := bootGuest(tb, ctx, false, DefaultExtraBinaries)
-	// After boot: the guest's /tmp is its own tmpfs.
+	return bin
+}
+
+// putEchoFloor copies bin into g, at its path there: after boot, since
+// the guest's /tmp is its own tmpfs.
+func putEchoFloor(ctx context.Context, g *Guest, bin string) error {
 	files, err := HostFiles([]string{bin})
 	if err == nil {
 		_, err = g.PutFiles(ctx, files)
 	}
 	if err != nil {
-		g.Close()
-		tb.Fatalf("echofloor into the guest: %v", err)
+		return fmt.Errorf("echofloor into the guest: %w", err)
 	}
-	return g, bin
+	return nil
 }
 
 // TestEchoFloor keeps `make floor`'s C echo working: on rxe0, bare and
@@ -143,8 +159,11 @@ func echoFloorGuest(tb testing.TB, ctx context.Context) (*Guest, string) {
 func TestEchoFloor(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	g, bin := echoFloorGuest(t, ctx)
-	defer g.Close()
+	g := sharedGuest(t)
+	bin := buildEchoFloor(t, ctx)
+	if err := putEchoFloor(ctx, g, bin); err != nil {
+		t.Fatal(err)
+	}
 	for _, size := range []int{4096, 12} {
 		for _, mode := range []string{"bare", "verified"} {
 			p50 := echoFloor(t, ctx, g, bin, mode, size, "2000")
@@ -153,7 +172,7 @@ func TestEchoFloor(t *testing.T) {
 			}
 		}
 	}
-	r, err := g.Exec(ctx, time.Minute, bin, "both", "4096", "10")
+	r, err := floorExec(ctx, g, time.Minute, bin, "both", "4096", "10")
 	if err != nil || r.ExitCode == 0 || !strings.Contains(r.Stderr, "usage") {
 		t.Errorf("echofloor both: %v, exit %d, stderr %q; want a usage error", err, r.ExitCode, r.Stderr)
 	}
@@ -164,7 +183,7 @@ var floorP50 = regexp.MustCompile(`p50_us=([0-9.]+)`)
 // echoFloor runs echofloor mode in the guest and returns its p50 in µs.
 func echoFloor(tb testing.TB, ctx context.Context, g *Guest, bin, mode string, size int, n string) float64 {
 	tb.Helper()
-	r, err := g.Exec(ctx, 5*time.Minute, bin, mode, strconv.Itoa(size), n)
+	r, err := floorExec(ctx, g, 5*time.Minute, bin, mode, strconv.Itoa(size), n)
 	if err != nil || r.ExitCode != 0 {
 		tb.Fatalf("echofloor %s: %v (exit %d %s)\n%s%s", mode, err, r.ExitCode, r.Error, r.Stdout, r.Stderr)
 	}
@@ -177,4 +196,15 @@ func echoFloor(tb testing.TB, ctx context.Context, g *Guest, bin, mode string, s
 		tb.Fatalf("echofloor %s: %v", mode, err)
 	}
 	return v
+}
+
+// floorExec runs echofloor in g seeing rxe0 alone: it opens the first
+// device it is shown, and the shared guest has the netdev one too.
+func floorExec(ctx context.Context, g *Guest, timeout time.Duration, argv ...string) (ExecResult, error) {
+	var r ExecResult
+	raw, err := g.Call(ctx, OpExec, ExecRequest{Argv: argv, TimeoutMS: timeout.Milliseconds(), OnlyDevice: rxeDevice}, nil)
+	if err == nil {
+		err = json.Unmarshal(raw, &r)
+	}
+	return r, err
 }

@@ -192,13 +192,9 @@ func bootLinkedGuests(t *testing.T, ctx context.Context) (*Guest, *Guest) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := t.TempDir()
-	if d := os.Getenv("SOFTROCE_TEST_CACHE"); d != "" {
-		cache = d
-	}
 	// /bin/sh by that path: sshd runs commands with root's login shell.
 	extra := append([]string{"/usr/sbin/sshd", "ssh", "/bin/sh"}, DefaultExtraBinaries...)
-	img, err := BuildImage(ctx, ImageConfig{Binary: exe, ExtraBinaries: extra, CacheDir: cache})
+	img, err := BuildImage(ctx, ImageConfig{Binary: exe, ExtraBinaries: extra, CacheDir: testCache(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/rdmaprobe/rdmaprobe/command"
@@ -13,12 +14,38 @@ import (
 
 // TestMain lets the test binary double as the guest's /init, so the real
 // boot test exercises exactly the code an app binary runs in the guest.
+// What the tests share is removed after them: the guest some of them
+// share and the images their guests boot.
 func TestMain(m *testing.M) {
 	command.EnterViewIfAsked()
 	if IsGuest() {
 		GuestMain(testHandler)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if shared.g != nil {
+		shared.g.Close()
+	}
+	if imageCache.dir != "" {
+		os.RemoveAll(imageCache.dir)
+	}
+	os.Exit(code)
+}
+
+// shared is the guest of the tests whose subject is not a boot
+// (sharedGuest), booted by the first of them.
+var shared struct {
+	once sync.Once
+	g    *Guest
+	err  error
+}
+
+// imageCache is the image cache of this test binary's guests: one
+// image (and one kernel extracted from its bzImage) serves every guest
+// booted with the same contents.
+var imageCache struct {
+	once sync.Once
+	dir  string
+	err  error
 }
 
 // testHandler implements the ops the boot test needs beyond the built-ins.

@@ -13,8 +13,8 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/internal/parts"
 )
 
-// TestGuestNetdev boots a guest with the netdev device and runs
-// third-party tools on it that rxe0 on lo cannot serve: ibv_rc_pingpong
+// TestGuestNetdev runs third-party tools on the shared guest's netdev
+// device that rxe0 on lo cannot serve: ibv_rc_pingpong
 // at GID index 0 (IPv6 link-local), and rping and ucmatose, which resolve
 // their peer through rdma_cm. While rping's client runs, the kernel's
 // resource dump must show the QPs, CQs, MRs and PDs of both processes on
@@ -28,8 +28,7 @@ func TestGuestNetdev(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	g := bootGuest(t, ctx, true, append([]string{"rping", "ucmatose"}, DefaultExtraBinaries...))
-	defer g.Close()
+	g := sharedGuest(t)
 
 	n := g.Ready.Netdev
 	if n == nil || !strings.Contains(n.PortState, "ACTIVE") || !strings.HasPrefix(n.GIDs["0"], "fe80:") || n.GIDs["1"] != ipv4MappedGID(NetdevAddr) {
