@@ -243,13 +243,14 @@ func TestSSHLauncherFaults(t *testing.T) {
 
 	t.Run("generator-hangs", func(t *testing.T) {
 		// Stopped mid-point, the generator says nothing more; the point's
-		// deadline (timeout 2 s: 12.5 s of silence) finds it hung, and
-		// it is killed over SSH, where it runs.
+		// deadline (timeout 2 s and 1 s of slack: 3.5 s of silence)
+		// finds it hung, and it is killed over SSH, where it runs. The
+		// other host's generator reports a client every 100 ms or so.
 		r := rig.runner(t, l, hosts.ServerAddr, 2, onProgress(func() {
 			if p := generator("h2"); p.PID > 0 {
 				syscall.Kill(p.PID, syscall.SIGSTOP)
 			}
-		}), func(s *runner.Spec) { s.Rate, s.Timeout = 20, 2*time.Second })
+		}), func(s *runner.Spec) { s.Rate, s.Timeout, s.GeneratorSlack = 20, 2*time.Second, time.Second })
 		pt, err := r.RunPoint(ctx, 60, 1)
 		if err != nil {
 			t.Fatal(err)
