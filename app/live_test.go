@@ -308,8 +308,8 @@ func TestPrometheusScrapesRun(t *testing.T) {
 }
 
 // The traffic phase's messages reach /metrics while its window is open,
-// not only when the point ends: a scrape during a 4 s phase of a sim
-// ramp sees them rise.
+// not only when the point ends: a scrape during a 2.5 s phase of a sim
+// ramp sees them rise (a generator counts them once a second).
 func TestMetricsTrafficDuringPhase(t *testing.T) {
 	metrics := freePort(t)
 	var out, errb bytes.Buffer
@@ -318,7 +318,7 @@ func TestMetricsTrafficDuringPhase(t *testing.T) {
 	go func() {
 		defer close(done)
 		code = MainContext(context.Background(), []string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "4",
-			"--traffic", "4s", "--traffic-max", "4s", "--msg-size", "64", "--calibrate", "0", "--results", t.TempDir(),
+			"--traffic", "2500ms", "--traffic-max", "2500ms", "--msg-size", "64", "--calibrate", "0", "--results", t.TempDir(),
 			"--metrics-addr", metrics}, Streams{In: bytes.NewReader(nil), Out: &out, Err: &errb})
 	}()
 	line := regexp.MustCompile(`(?m)^rdmaprobe_traffic_messages\{[^}]*point="4"[^}]*\} ([0-9.e+]+)$`)

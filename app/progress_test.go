@@ -16,20 +16,21 @@ import (
 	"github.com/rdmaprobe/rdmaprobe/report"
 )
 
-// On a terminal of 80 columns, a 200-client ramp launched at 50 a second
+// On a terminal of 80 columns, a 100-client ramp launched at 50 a second
 // shows its connect phase as a bar with its counts, rate and ETA while
-// it runs, and its point line once it is done.
+// it runs (redrawn every 150 ms: a dozen times in its 2 s), and its
+// point line once it is done.
 func TestProgressBarOnATerminal(t *testing.T) {
-	out, code := onTerminal(t, 80, "ramp", "--backend", "sim", "--clients", "200", "--connect-rate", "50",
+	out, code := onTerminal(t, 80, "ramp", "--backend", "sim", "--clients", "100", "--connect-rate", "50",
 		"--rounds", "1", "--msg-size", "64", "--traffic", "0", "--calibrate", "0", "--results", t.TempDir())
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
-	bar := regexp.MustCompile(`connect +\[=+>?-+\] \d+/200  \d+ ok  \d+\.\d/s  \d+s  ETA \d+s`)
+	bar := regexp.MustCompile(`connect +\[=+>?-+\] \d+/100  \d+ ok  \d+\.\d/s  \d+s  ETA \d+s`)
 	if !bar.MatchString(out) {
 		t.Errorf("no connect bar with a rate and an ETA in:\n%q", out)
 	}
-	if !regexp.MustCompile(`(?m)^ *200 clients: 200/200 connected`).MatchString(escape.ReplaceAllString(out, "")) {
+	if !regexp.MustCompile(`(?m)^ *100 clients: 100/100 connected`).MatchString(escape.ReplaceAllString(out, "")) {
 		t.Errorf("no point line in:\n%q", out)
 	}
 }

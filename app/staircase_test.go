@@ -112,8 +112,9 @@ func TestParseCountsRanges(t *testing.T) {
 func TestStaircaseInterrupted(t *testing.T) {
 	root := t.TempDir()
 	cmd := runAsync(t, "ramp", "--backend", "sim", "--staircase", "--clients", "20,40,60",
-		"--traffic", "2s", "--msg-size", "64", "--calibrate", "0", "--results", root)
-	// Interrupt once the first step is on disk: the second is climbing.
+		"--traffic", "1s", "--msg-size", "64", "--calibrate", "0", "--results", root)
+	// Interrupt once the first step is on disk: the second is climbing,
+	// its 1 s phase still to come.
 	eventually.True(t, time.Minute, "the first step is saved", func() bool { return savedPoints(root) > 0 })
 	cmd.interrupt()
 	if r := <-cmd.done; r.code != ExitInterrupted {
