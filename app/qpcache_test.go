@@ -10,11 +10,12 @@ import (
 // --sim-qp-cache: the server's simulated device misses its QP context
 // cache once per QP while the clients fit in it, and on nearly every
 // message once they do not; the misses reach run.json as the device's
-// own (simulated) counter, and the report says they are simulated.
+// own (simulated) counter, and the report says they are simulated. The
+// counts are per QP and per message, so a 0.3 s phase shows them.
 func TestSimQPCacheCounted(t *testing.T) {
 	root := t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "sim", "--clients", "4,16", "--sim-qp-cache", "8",
-		"--duration", "1s", "--msg-size", "64", "--calibrate", "0", "--results", root)
+		"--duration", "300ms", "--msg-size", "64", "--calibrate", "0", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
