@@ -12,7 +12,6 @@ import (
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
-	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/rdmaprobe/rdmaprobe/report/templates"
 	"github.com/rdmaprobe/rdmaprobe/result"
@@ -122,21 +121,19 @@ func mdTable(header []string, rows [][]string) string {
 	if len(rows) == 0 {
 		return ""
 	}
-	var b bytes.Buffer
-	t := tablewriter.NewTable(&b, tablewriter.WithRenderer(renderer.NewMarkdown()),
-		tablewriter.WithHeaderAutoFormat(tw.Off), tablewriter.WithRowAutoWrap(tw.WrapNone))
-	t.Header(header)
+	var escaped [][]string
 	for _, r := range rows {
 		esc := make([]string, len(r))
 		for i, c := range r {
 			esc[i] = strings.ReplaceAll(c, "|", `\|`)
 		}
-		t.Append(esc)
+		escaped = append(escaped, esc)
 	}
-	if err := t.Render(); err != nil {
+	s, err := markdownTables.render(header, escaped, tablewriter.WithRenderer(renderer.NewMarkdown()))
+	if err != nil {
 		return ""
 	}
-	return b.String()
+	return s
 }
 
 var (
