@@ -3,10 +3,12 @@ package testhosts
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -37,12 +39,36 @@ type SSH struct {
 // StartSSH makes n client hosts for the test; its clean-up removes them.
 func StartSSH(t testing.TB, n int) *SSH {
 	t.Helper()
-	need(t, "SSH test hosts", "ip", "ssh", "ssh-keygen", "/usr/sbin/sshd", "flock", "realpath")
-	dir := t.TempDir()
-	envFile := startScript(t, 2*time.Minute, "testhosts.sh", dir, strconv.Itoa(n))
-	env, err := readEnv(envFile)
+	needSSH(t)
+	s, sc, err := startSSH(t.TempDir(), n)
+	if sc != nil {
+		t.Cleanup(func() {
+			if err := sc.stop("testhosts.sh"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	return s
+}
+
+func needSSH(t testing.TB) {
+	t.Helper()
+	need(t, "SSH test hosts", "ip", "ssh", "ssh-keygen", "/usr/sbin/sshd", "flock", "realpath")
+}
+
+// startSSH makes n hosts with their state in dir; the script holds them
+// until stopped (and is returned to be stopped with an error too).
+func startSSH(dir string, n int) (*SSH, *script, error) {
+	envFile, sc, err := runScript(2*time.Minute, "testhosts.sh", dir, strconv.Itoa(n))
+	if err != nil {
+		return nil, sc, err
+	}
+	env, err := readEnv(envFile)
+	if err != nil {
+		return nil, sc, err
 	}
 	s := &SSH{
 		Dir:        dir,
@@ -59,9 +85,56 @@ func StartSSH(t testing.TB, n int) *SSH {
 		s.sshd[pid] = true
 	}
 	if len(s.Hosts) != n || len(s.Addrs) != n || s.ServerAddr == "" {
-		t.Fatalf("testhosts.sh wrote %v", env)
+		return nil, sc, fmt.Errorf("testhosts.sh wrote %v", env)
 	}
-	return s
+	return s, sc, nil
+}
+
+// SharedSSH lends one set of N hosts to the tests of a package, which run
+// one at a time: the first Get makes it, and Close (in TestMain, after
+// m.Run) removes it. Making a set costs seconds (keys, namespaces, sshd
+// answering), and a test needs the hosts, not their making, which
+// TestSSHHosts tests. Each test must leave nothing running on them: Get
+// fails the test that finds anything.
+type SharedSSH struct {
+	N    int
+	once sync.Once
+	dir  string
+	s    *SSH
+	sc   *script
+	err  error
+}
+
+// Get returns the set, made at the first call.
+func (p *SharedSSH) Get(t testing.TB) *SSH {
+	t.Helper()
+	needSSH(t)
+	p.once.Do(func() {
+		if p.dir, p.err = os.MkdirTemp("", "testhosts-"); p.err == nil {
+			p.s, p.sc, p.err = startSSH(p.dir, p.N)
+		}
+	})
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	for _, h := range p.s.Hosts {
+		if left, err := WaitNoProcs(20*time.Second, func() ([]Proc, error) { return p.s.Programs(h) }); err != nil || len(left) > 0 {
+			t.Fatalf("left running on the shared host %s by an earlier test: %v %v", h, left, err)
+		}
+	}
+	return p.s
+}
+
+// Close removes the set, if one was made.
+func (p *SharedSSH) Close() error {
+	var err error
+	if p.sc != nil {
+		err = p.sc.stop("testhosts.sh")
+	}
+	if p.dir != "" {
+		os.RemoveAll(p.dir)
+	}
+	return err
 }
 
 // SSHCommand is the ssh client command line that reaches the hosts:

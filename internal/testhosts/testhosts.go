@@ -86,6 +86,25 @@ func (s *syncBuffer) String() string {
 // that it exited cleanly.
 func startScript(t testing.TB, timeout time.Duration, name string, args ...string) string {
 	t.Helper()
+	env, s, err := runScript(timeout, name, args...)
+	if s != nil {
+		t.Cleanup(func() {
+			if err := s.stop(name); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// runScript starts scripts/<name> run args... and returns, once it printed
+// "ready <env file>", that file's path and the script, which holds what
+// it made until stop. A script that started and then failed is returned
+// with the error, to be stopped all the same.
+func runScript(timeout time.Duration, name string, args ...string) (string, *script, error) {
 	path := filepath.Join(scriptsDir(), name)
 	cmd := exec.Command(path, append([]string{"run"}, args...)...)
 	// If the test binary dies, the script still tears everything down:
@@ -93,16 +112,16 @@ func startScript(t testing.TB, timeout time.Duration, name string, args ...strin
 	cmd.SysProcAttr = termOnParentDeath()
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
 	s := &script{cmd: cmd, stdin: stdin, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("%s: %v", name, err)
+		return "", nil, fmt.Errorf("%s: %v", name, err)
 	}
 	ready := make(chan string, 1)
 	go func() {
@@ -116,35 +135,33 @@ func startScript(t testing.TB, timeout time.Duration, name string, args ...strin
 		cmd.Wait()
 		close(s.done)
 	}()
-	t.Cleanup(func() { s.stop(t, name) })
 	select {
 	case env, ok := <-ready:
 		if !ok {
 			<-s.done
-			t.Fatalf("%s failed: %v\n%s", name, cmd.ProcessState, s.stderr)
+			return "", s, fmt.Errorf("%s failed: %v\n%s", name, cmd.ProcessState, s.stderr)
 		}
-		return env
+		return env, s, nil
 	case <-time.After(timeout):
-		t.Fatalf("%s not ready after %v\n%s", name, timeout, s.stderr)
+		return "", s, fmt.Errorf("%s not ready after %v\n%s", name, timeout, s.stderr)
 	}
-	return ""
 }
 
 // stop closes the script's stdin, which ends it; a script that does not
 // finish its teardown in a minute is killed and reported.
-func (s *script) stop(t testing.TB, name string) {
+func (s *script) stop(name string) error {
 	s.stdin.Close()
 	select {
 	case <-s.done:
 	case <-time.After(time.Minute):
 		s.cmd.Process.Kill()
 		<-s.done
-		t.Errorf("%s did not tear down within a minute; killed\n%s", name, s.stderr)
-		return
+		return fmt.Errorf("%s did not tear down within a minute; killed\n%s", name, s.stderr)
 	}
 	if !s.cmd.ProcessState.Success() {
-		t.Errorf("%s teardown: %v\n%s", name, s.cmd.ProcessState, s.stderr)
+		return fmt.Errorf("%s teardown: %v\n%s", name, s.cmd.ProcessState, s.stderr)
 	}
+	return nil
 }
 
 // readEnv parses the scripts' KEY=VALUE files (values optionally quoted).

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/command"
-	"github.com/rdmaprobe/rdmaprobe/internal/testhosts"
 	"github.com/rdmaprobe/rdmaprobe/result"
 	"github.com/rdmaprobe/rdmaprobe/runner/protocol"
 )
@@ -48,7 +47,7 @@ func TestPerftestOverSSH(t *testing.T) {
 	if _, err := exec.LookPath("ib_send_bw"); err != nil {
 		t.Fatal("ib_send_bw not on PATH: install perftest (scripts/setup.sh)")
 	}
-	hosts := testhosts.StartSSH(t, 1)
+	hosts := sshHosts.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s := &SSH{cmd: hosts.SSHCommand(), hosts: []*sshHost{{Host: Host{Name: "h1", Slots: 1}}}}

@@ -81,7 +81,7 @@ func noneLeft(t *testing.T, hosts *testhosts.SSH) {
 // copied there, each host describes itself, every client connects across
 // the hosts' link, and the point has each host's share, GID and usage.
 func TestSSHLauncher(t *testing.T) {
-	hosts := testhosts.StartSSH(t, 2)
+	hosts := sshHosts.Get(t)
 	rig := newRemoteRig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -140,7 +140,7 @@ func TestSSHLauncher(t *testing.T) {
 // that hangs are each recorded against their host and classified, the
 // other host's clients connect, and nothing is left running anywhere.
 func TestSSHLauncherFaults(t *testing.T) {
-	hosts := testhosts.StartSSH(t, 2)
+	hosts := sshHosts.Get(t)
 	rig := newRemoteRig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -266,7 +266,7 @@ func TestSSHLauncherFaults(t *testing.T) {
 // busy-polled traffic phase is its own reading, asked over the launcher
 // (this machine cannot see its process), polling included.
 func TestSSHServerHost(t *testing.T) {
-	hosts := testhosts.StartSSH(t, 2)
+	hosts := sshHosts.Get(t)
 	rig := newRemoteRig(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -336,7 +336,7 @@ func equalInts(a, b []int) bool {
 // remoteInUse. (The hosts share this machine's file system, so the test
 // sets the cache's place and ages its files here.)
 func TestSSHBinaryCache(t *testing.T) {
-	hosts := testhosts.StartSSH(t, 1)
+	hosts := sshHosts.Get(t)
 	dir := t.TempDir()
 	defer func(d string) { remoteCacheDir = d }(remoteCacheDir)
 	remoteCacheDir = dir
@@ -416,7 +416,7 @@ func TestSSHBinaryCache(t *testing.T) {
 // in one, hostinfo in the other), and three when it has none (the copy
 // between them). A counting wrapper stands in for the ssh command.
 func TestSSHPrepareLogins(t *testing.T) {
-	hosts := testhosts.StartSSH(t, 1)
+	hosts := sshHosts.Get(t)
 	exe := testhosts.Binary(t)
 	defer func(d string) { remoteCacheDir = d }(remoteCacheDir)
 	remoteCacheDir = t.TempDir()
