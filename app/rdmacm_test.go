@@ -172,7 +172,7 @@ func TestVMRDMACMEcho(t *testing.T) {
 	}
 	root := t.TempDir()
 	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "4", "--client-kind", "rdmacm", "--cm-server-echoes",
-		"--msg-rate", "20", "--traffic", "3s", "--depth", "2", "--msg-size", "256", "--calibrate", "0", "--vm-mem", "2048", "--vm-no-reference", "--timeout", "30s",
+		"--msg-rate", "20", "--traffic", "1s", "--depth", "2", "--msg-size", "256", "--calibrate", "0", "--vm-mem", "2048", "--vm-no-reference", "--timeout", "30s",
 		"--results", root, "--server-build", "make -s -C "+src+" OUT={build}", "--server-build-cache", t.TempDir(),
 		"--server-cmd", "{build}/cmcapserver -a {addr} -p {port} -c 8 -e 4096 -d 2")
 	if code != 0 {
