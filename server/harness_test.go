@@ -148,6 +148,7 @@ func newHarnessOpts(t *testing.T, maxClients int, o harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	stls.SessionTicketsDisabled = !o.tickets
+	setKex(t, stls)
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	h.started = time.Now()
@@ -209,7 +210,19 @@ func (h *harness) clientTLS(withCert bool) *tls.Config {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	setKex(h.t, conf)
 	return conf
+}
+
+// setKex gives conf the tool's default key exchange (app.DefaultTLSKex,
+// X25519), as its server and generators have: Go's own default, the
+// hybrid with ML-KEM768, cost a third of the CPU of the tests of many
+// clients, and what the server keeps of a client does not depend on it.
+func setKex(t *testing.T, conf *tls.Config) {
+	t.Helper()
+	if err := certs.SetKeyExchange(conf, certs.KexX25519); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // stop ends the server and waits until Serve has released everything.
