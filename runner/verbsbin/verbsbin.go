@@ -10,15 +10,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 
 	"github.com/rdmaprobe/rdmaprobe/fabric/verbs"
 )
 
 // Path returns a binary with the verbs fabric: this one when it
 // was built with it, otherwise one built (and cached) from the source
-// tree this binary or the working directory belongs to.
+// tree this binary or the working directory belongs to. A test binary
+// (go test -tags verbs) is never this one: started by name on another
+// host, as a --vm-peer guest's launcher starts it, it would run its tests
+// instead of the command.
 func Path(ctx context.Context) (string, error) {
-	if verbs.Supported() {
+	if verbs.Supported() && !testing.Testing() {
 		return os.Executable()
 	}
 	dir := ModuleDir()
