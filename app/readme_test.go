@@ -281,8 +281,19 @@ func shrink(s string) string {
 
 // trafficCap bounds an example's traffic phase: its window still
 // stretches until every client has completed a message (--traffic-max),
-// so each client is measured, in a twentieth of the default phase.
-const trafficCap = 100 * time.Millisecond
+// so each client is measured, in an eightieth of the default phase.
+const trafficCap = 25 * time.Millisecond
+
+// sloWindow is a search by traffic's phase instead: in 25 ms one
+// client's p99 is the phase's first messages (2.95 ms against the
+// README's p99<=2ms, where 100 ms read 0.16 ms), and --lo fails.
+const sloWindow = 100 * time.Millisecond
+
+// slowDelay is the simulated service delay a search by traffic gets
+// from --lo + 1 clients on: a round trip then takes at least
+// 2·N·slowDelay (fabric/sim's delay line), 4 ms at 2 clients, past the
+// README's p99<=2ms.
+const slowDelay = time.Millisecond
 
 // needsMore are the flags of examples that need more than this host's
 // sim backend: the Soft-RoCE guest with the commands they name
@@ -298,11 +309,15 @@ var needsMore = []string{"server-cmd", "server-build", "client-cmd", "hosts", "h
 //     backend), with every client count divided by 10 (--lo, --hi,
 //     --max-n, --clients, --max-clients, --sim-max-qp, and the count of
 //     --require), 1 round trip of 64 bytes, a traffic phase of at most
-//     trafficCap, no calibration or sampling, and --results in a temporary
-//     directory. An unbounded search (no --hi) gets a simulated max_qp of
+//     trafficCap (sloWindow for a search by traffic), no calibration or
+//     sampling, and --results in a temporary directory. An unbounded search (no --hi) gets a simulated max_qp of
 //     3 x --lo so that its doubling meets a wall, as the README says it
 //     does; a documented --sim-max-qp inside [--lo, --hi] must come out
-//     as the capacity, as the README says.
+//     as the capacity, as the README says. A search by traffic
+//     (--criterion traffic) gets a simulated service delay from --lo + 1
+//     clients on (slowDelay), so that its SLO fails where it is planted,
+//     not where this host's load happens to push the sim's latency:
+//     its first failure must be there or below.
 //   - serve runs on sim with its shrunk --max-clients, listening on a
 //     free port, its files in a temporary directory, and is stopped
 //     (as Ctrl-C does) once ready.
@@ -369,9 +384,14 @@ func TestDocExamples(t *testing.T) {
 					e.set("require", shrink(n)+criterion)
 				}
 				sample, hasSample := samples[strings.Join(argv, " ")]
+				criterion, _ := e.get("criterion")
+				window := trafficCap
+				if criterion == "traffic" {
+					window = sloWindow
+				}
 				if v, ok := e.get("traffic"); !ok || v != "0" {
-					if d, err := time.ParseDuration(v); !ok || err != nil || d > trafficCap {
-						e.set("traffic", trafficCap.String())
+					if d, err := time.ParseDuration(v); !ok || err != nil || d > window {
+						e.set("traffic", window.String())
 					}
 				}
 				lo, _ := e.get("lo")
@@ -381,6 +401,14 @@ func TestDocExamples(t *testing.T) {
 					n, _ := strconv.Atoi(lo)
 					capQP, hasCap = strconv.Itoa(3*n), true
 					e.set("sim-max-qp", capQP)
+				}
+				_, hasDelay := e.get("sim-service-delay")
+				slowFrom := 0
+				if e.cmd == "search" && criterion == "traffic" && !hasDelay {
+					n, _ := strconv.Atoi(lo)
+					slowFrom = n + 1
+					e.set("sim-service-delay", slowDelay.String())
+					e.set("sim-service-delay-from", strconv.Itoa(slowFrom))
 				}
 				// A fixed metrics port could be taken; lingering only waits.
 				if _, ok := e.get("metrics-addr"); ok {
@@ -419,6 +447,9 @@ func TestDocExamples(t *testing.T) {
 					if r.Search == nil || r.Search.Capacity != want || r.Search.FirstFail == 0 {
 						t.Errorf("%q: search %+v, want the simulated max_qp %d as the capacity", e.argv(), r.Search, want)
 					}
+				}
+				if slowFrom > 0 && (r.Search == nil || r.Search.Capacity >= slowFrom || r.Search.FirstFail == 0 || r.Search.FirstFail > slowFrom) {
+					t.Errorf("%q: search %+v, want the first failure at or below %d, where the simulated service delay starts", e.argv(), r.Search, slowFrom)
 				}
 			case "serve":
 				serveExample(t, e, tmp)
