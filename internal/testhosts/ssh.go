@@ -41,16 +41,7 @@ func StartSSH(t testing.TB, n int) *SSH {
 	t.Helper()
 	needSSH(t)
 	s, sc, err := startSSH(t.TempDir(), n)
-	if sc != nil {
-		t.Cleanup(func() {
-			if err := sc.stop("testhosts.sh"); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	held(t, "testhosts.sh", sc, err)
 	return s
 }
 

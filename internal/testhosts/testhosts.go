@@ -87,6 +87,14 @@ func (s *syncBuffer) String() string {
 func startScript(t testing.TB, timeout time.Duration, name string, args ...string) string {
 	t.Helper()
 	env, s, err := runScript(timeout, name, args...)
+	held(t, name, s, err)
+	return env
+}
+
+// held has t's clean-up stop the script s (if it started) and fails t
+// with err.
+func held(t testing.TB, name string, s *script, err error) {
+	t.Helper()
 	if s != nil {
 		t.Cleanup(func() {
 			if err := s.stop(name); err != nil {
@@ -97,7 +105,6 @@ func startScript(t testing.TB, timeout time.Duration, name string, args ...strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	return env
 }
 
 // runScript starts scripts/<name> run args... and returns, once it printed
