@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"slices"
 )
 
 // Records are a point's client attempts, one ClientRecord each. A run
@@ -50,17 +49,22 @@ type RecordColumns struct {
 	Command []*CommandRecord `json:"command,omitempty"`
 }
 
-// column is field f of every record, or nil when it is zero in all.
+// column is field f of every record, or nil when it is zero in all. It
+// reads the records in place: a copy of each, given to f, would be a
+// heap allocation per record and column.
 func column[T comparable](rs Records, f func(*ClientRecord) T) []T {
 	var zero T
-	if !slices.ContainsFunc(rs, func(r ClientRecord) bool { return f(&r) != zero }) {
-		return nil
-	}
-	out := make([]T, len(rs))
 	for i := range rs {
-		out[i] = f(&rs[i])
+		if f(&rs[i]) == zero {
+			continue
+		}
+		out := make([]T, len(rs))
+		for j := range rs {
+			out[j] = f(&rs[j])
+		}
+		return out
 	}
-	return out
+	return nil
 }
 
 // Columns turns rs into its saved form.
