@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	texttemplate "text/template"
 
 	"github.com/olekukonko/tablewriter"
@@ -83,7 +84,9 @@ func Write(dir string, formats []string, doc Document) ([]string, error) {
 
 // execMarkdown runs templates/name.md.tmpl (text/template) on data.
 func execMarkdown(name string, data any) ([]byte, error) {
-	t, err := texttemplate.ParseFS(templates.FS, name+".md.tmpl")
+	t, err := parsed(name+".md.tmpl", func(file string) (*texttemplate.Template, error) {
+		return texttemplate.ParseFS(templates.FS, file)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +100,9 @@ func execMarkdown(name string, data any) ([]byte, error) {
 // execHTML runs templates/name.html.tmpl (html/template, so run text is
 // escaped) on data.
 func execHTML(name string, data any) ([]byte, error) {
-	t, err := htmltemplate.New(name+".html.tmpl").Funcs(htmlFuncs).ParseFS(templates.FS, name+".html.tmpl")
+	t, err := parsed(name+".html.tmpl", func(file string) (*htmltemplate.Template, error) {
+		return htmltemplate.New(file).Funcs(htmlFuncs).ParseFS(templates.FS, file)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +111,24 @@ func execHTML(name string, data any) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// templatesParsed holds each template file parsed, by name.
+var templatesParsed sync.Map
+
+// parsed is template file, parsed at its first use: the files are
+// embedded, and parsing one took longer than rendering a run with it.
+// Both template packages execute a parsed template safely in parallel.
+func parsed[T any](file string, parse func(string) (T, error)) (T, error) {
+	if t, ok := templatesParsed.Load(file); ok {
+		return t.(T), nil
+	}
+	t, err := parse(file)
+	if err != nil {
+		return t, err
+	}
+	t2, _ := templatesParsed.LoadOrStore(file, t)
+	return t2.(T), nil
 }
 
 // Table is a header and rows, rendered by mdTable for Markdown and by the
