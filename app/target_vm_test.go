@@ -157,9 +157,9 @@ func TestVMTargetServeAgrees(t *testing.T) {
 
 // The compiled-cap fixture, built per N on the host with MAX_CLIENTS={n}
 // and run in the guest under a file limit planted on purpose (8 + 5
-// descriptors): search between 4 and 6 (4, 6, then 5, which 6 held at
-// once) finds exactly 5 and names RLIMIT_NOFILE. The second trial of
-// each N reuses its build.
+// descriptors): search between 5 and 6 finds exactly 5 (5 passes, 6
+// fails) and names RLIMIT_NOFILE. The second trial of each N reuses its
+// build.
 //
 // Guest, shared netdev: the fixture's verbs server on rxe under a planted file limit; its builds go in per count.
 func TestVMTargetCompiledCap(t *testing.T) {
@@ -171,7 +171,7 @@ func TestVMTargetCompiledCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := t.TempDir()
-	out, errOut, code := run(t, "search", "--backend", "vm", "--lo", "4", "--hi", "6", "--trials", "2", "--calibrate", "0",
+	out, errOut, code := run(t, "search", "--backend", "vm", "--lo", "5", "--hi", "6", "--trials", "2", "--calibrate", "0",
 		"--vm-mem", "2048", "--vm-no-reference", "--results", root, "--timeout", "60s",
 		"--server-build", "make -s -C "+src+" OUT={build} MAX_CLIENTS={n}", "--server-build-cache", t.TempDir(),
 		"--server-cmd", "prlimit --nofile=13:13 {build}/capserver -d {device} -p {port}",
