@@ -50,6 +50,9 @@ type LocalOptions struct {
 	WorkDir string
 	// Out, if set, is told the data-path references' figures.
 	Out io.Writer
+	// NoReference takes no data-path reference (Referencer): the guest
+	// agent's, whose host takes and records it (vm.Guest).
+	NoReference bool
 }
 
 // Local runs points with a Target and load generators placed by a
@@ -441,7 +444,7 @@ func (l *Local) launch(i int, gs protocol.GeneratorSpec, env []string) (*process
 func (l *Local) dataPathReference(ctx context.Context) []result.Reference {
 	r, ok := l.launcher.(Referencer)
 	spec := l.spec
-	if !ok || spec.Fabric.Backend != "verbs" || spec.Traffic.Duration <= 0 || l.opts.ServerHost != nil {
+	if !ok || l.opts.NoReference || spec.Fabric.Backend != "verbs" || spec.Traffic.Duration <= 0 || l.opts.ServerHost != nil {
 		return nil
 	}
 	size := spec.MsgSize

@@ -169,7 +169,9 @@ func (a *agent) options(ctx context.Context, spec runner.Spec, peer *vm.PeerPlac
 				return opts, fmt.Errorf("the peer guest: %w", err)
 			}
 		}
-		opts.Launcher = a.ssh
+		// The host runs perftest across the link and records it; a
+		// reference taken here would go nowhere.
+		opts.Launcher, opts.NoReference = a.ssh, true
 	}
 	return opts, nil
 }
