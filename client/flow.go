@@ -567,5 +567,7 @@ func (f *flow) finishLocked() {
 	if f.pl != nil {
 		f.c.group.pinging.CompareAndSwap(f, nil)
 	}
-	f.e.active.Add(-1)
+	if f.e.active.Add(-1) == 0 && f.e.idle != nil {
+		close(f.e.idle)
+	}
 }

@@ -180,7 +180,10 @@ type engine struct {
 	measured sync.Once
 	stopped  atomic.Bool // interrupted: post nothing more
 	active   atomic.Int64
-	flows    []*flow
+	// idle is closed when active reaches 0, so that tick returns then,
+	// not at its next period (up to 50 ms later, every phase).
+	idle  chan struct{}
+	flows []*flow
 	// ping: the one flow's traffic runs in the provider (flow.ping).
 	ping bool
 }
@@ -209,7 +212,7 @@ func (d *Dialer) Traffic(ctx context.Context, conns []*Conn, cfg TrafficConfig) 
 	if len(conns) == 0 || cfg.Duration <= 0 {
 		return rep
 	}
-	e := &engine{cfg: cfg, size: d.cfg.MsgSize}
+	e := &engine{cfg: cfg, size: d.cfg.MsgSize, idle: make(chan struct{})}
 	if cfg.Rate > 0 {
 		e.interval = time.Duration(float64(time.Second) / cfg.Rate)
 		rep.Schedule = &result.Schedule{}
@@ -409,6 +412,8 @@ func (e *engine) tick(ctx context.Context) {
 			end = nil
 			e.settle(time.Now())
 			continue
+		case <-e.idle:
+			return
 		case <-ctx.Done():
 			e.stopped.Store(true)
 			for _, f := range e.flows {
