@@ -11,7 +11,7 @@ import (
 
 // TestVMPeer is Soft-RoCE across two hosts: two guests on a virtual link,
 // the server in one and the load generators in the other, started over
-// SSH (sshd in the second guest). 200 clients connect at 100% with
+// SSH (sshd in the second guest). 50 clients connect at 100% with
 // verified round trips and then exchange messages, each guest's kernel
 // counts the QPs of its side on the link's device, the perftest
 // references ran across the link, and both QEMUs are gone after.
@@ -30,8 +30,9 @@ func TestVMPeer(t *testing.T) {
 	// second (measured 14-20/s here; one run with other tests beside it
 	// had clients wait past the default 60 s, and the server, whose
 	// deadline is the clients', closed them): what is tested is the
-	// link, not the speed, so each client may take 3 minutes.
-	out, errOut, code := run(t, "ramp", "--backend", "vm", "--vm-peer", "--clients", "200", "--rounds", "2",
+	// link, not the speed, so each client may take 3 minutes (and a few
+	// dozen clients show it).
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--vm-peer", "--clients", "50", "--rounds", "2",
 		"--timeout", "3m", "--vm-mem", "2048", "--calibrate", "0", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
@@ -66,13 +67,13 @@ func TestVMPeer(t *testing.T) {
 		t.Errorf("no cross-link ib_send_bw figure: %+v", r.Environment.DataPath)
 	}
 	p := r.Points[0]
-	if p.Connected != 200 || p.SuccessRate != 1 || p.RTT.N < 400 {
-		t.Fatalf("200 clients: %d connected, %d verified round trips, outcomes %v, errors %v, point error %q", p.Connected, p.RTT.N, p.Outcomes, p.Errors, p.Error)
+	if p.Connected != 50 || p.SuccessRate != 1 || p.RTT.N < 100 {
+		t.Fatalf("50 clients: %d connected, %d verified round trips, outcomes %v, errors %v, point error %q", p.Connected, p.RTT.N, p.Outcomes, p.Errors, p.Error)
 	}
 	// The server's guest counts its side (above the baseline before the
-	// point), the generators' guest its own: each has 200 QPs on rxe2.
-	if pk := p.Peak; pk == nil || pk.RDMA["qp"] != 200 || pk.ByRole["server"]["qp"] != 200 {
-		t.Errorf("the server guest's kernel: %+v, want 200 QPs on rxe2, all the server's", p.Peak)
+	// point), the generators' guest its own: each has 50 QPs on rxe2.
+	if pk := p.Peak; pk == nil || pk.RDMA["qp"] != 50 || pk.ByRole["server"]["qp"] != 50 {
+		t.Errorf("the server guest's kernel: %+v, want 50 QPs on rxe2, all the server's", p.Peak)
 	}
 	// The default traffic phase ran across the link, and the server
 	// said its CPU in it (serve's usage request).
@@ -83,7 +84,7 @@ func TestVMPeer(t *testing.T) {
 		t.Fatalf("point hosts %+v", p.Hosts)
 	}
 	h := p.Hosts[0]
-	if h.Connected != 200 || h.GID != "::ffff:169.254.77.2" || len(h.Usage) != 1 || h.Usage[0].RDMA["qp"] < 200 {
+	if h.Connected != 50 || h.GID != "::ffff:169.254.77.2" || len(h.Usage) != 1 || h.Usage[0].RDMA["qp"] < 50 {
 		t.Errorf("the generators' guest: %+v", h)
 	}
 	if kids := children(t); len(kids) != 0 {
