@@ -2,9 +2,12 @@ package softroce
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -14,7 +17,8 @@ import (
 
 // OpPutFiles writes files into the running guest: what exists only after
 // boot, such as a server binary built on the host for one client count.
-// It answers with the paths it created, for OpRemoveFiles.
+// It answers with the paths it created, for OpRemoveFiles, and the
+// files sent by their sum alone that it did not have (PutAnswer).
 const OpPutFiles = "put-files"
 
 // OpRemoveFiles removes paths from the guest, the last first: what an
@@ -27,6 +31,18 @@ type File struct {
 	Path string      `json:"path"`
 	Mode fs.FileMode `json:"mode"`
 	Data []byte      `json:"data,omitempty"` // file content, or a symlink's target
+	// Sum (SHA-256, hex) and Size stand for a regular file's Data: the
+	// guest keeps the file at Path, or copies its own program, if that
+	// has this content, and otherwise answers that it needs the data.
+	Sum  string `json:"sum,omitempty"`
+	Size int64  `json:"size,omitempty"`
+}
+
+// PutAnswer is OpPutFiles' answer: the paths it created, and the
+// indexes of the files sent by Sum that it needs the data of.
+type PutAnswer struct {
+	Created []string `json:"created"`
+	Need    []int    `json:"need,omitempty"`
 }
 
 // HostFiles lists what the guest needs to run or read the host paths
@@ -90,17 +106,51 @@ func HostFiles(paths []string) ([]File, error) {
 }
 
 // PutFiles writes files into the guest (see OpPutFiles) and returns the
-// paths it created: those that were not there before.
+// paths it created: those that were not there before. Regular files go
+// by their sum first, and their data only where the guest lacks them:
+// the host's libraries that a program needs are mostly in the image
+// already, and rdmaprobe's own binary is the guest's program, while the
+// data crosses at a few MB/s.
 func (g *Guest) PutFiles(ctx context.Context, files []File) ([]string, error) {
+	return putBySum(files, func(files []File) (PutAnswer, error) { return g.putFiles(ctx, files) })
+}
+
+// putBySum puts files with put twice: each regular file by its sum,
+// then the data of those the first put answers it needs.
+func putBySum(files []File, put func([]File) (PutAnswer, error)) ([]string, error) {
+	bySum := make([]File, len(files))
+	for i, f := range files {
+		bySum[i] = f
+		if f.Mode.IsRegular() {
+			sum := sha256.Sum256(f.Data)
+			bySum[i].Data, bySum[i].Sum, bySum[i].Size = nil, hex.EncodeToString(sum[:]), int64(len(f.Data))
+		}
+	}
+	first, err := put(bySum)
+	if err != nil || len(first.Need) == 0 {
+		return first.Created, err
+	}
+	need := make([]File, 0, len(first.Need))
+	for _, i := range first.Need {
+		if i < 0 || i >= len(files) {
+			return first.Created, fmt.Errorf("%s: the guest needs file %d of %d", OpPutFiles, i, len(files))
+		}
+		need = append(need, files[i])
+	}
+	then, err := put(need)
+	return append(first.Created, then.Created...), err
+}
+
+func (g *Guest) putFiles(ctx context.Context, files []File) (PutAnswer, error) {
+	var a PutAnswer
 	raw, err := g.Call(ctx, OpPutFiles, files, nil)
 	if err != nil {
-		return nil, err
+		return a, err
 	}
-	var created []string
-	if err := json.Unmarshal(raw, &created); err != nil {
-		return nil, fmt.Errorf("%s: the guest's answer: %w", OpPutFiles, err)
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return a, fmt.Errorf("%s: the guest's answer: %w", OpPutFiles, err)
 	}
-	return created, nil
+	return a, nil
 }
 
 // RemoveFiles removes paths from the guest, the last first (see
@@ -115,12 +165,14 @@ func (g *Guest) RemoveFiles(ctx context.Context, paths []string) error {
 // before. What already exists as a directory, or as a symlink (the
 // image's /lib → usr/lib), is kept; a regular file is replaced whole
 // through a rename, so a program running from the old one keeps its
-// copy.
-func applyFiles(root string, files []File) ([]string, error) {
-	created := []string{}
-	for _, f := range files {
+// copy. A regular file sent by its Sum is kept if the one at its path
+// has that content and mode, copied from this program if that has the
+// content, and otherwise left for a second put with its data (Need).
+func applyFiles(root string, files []File) (PutAnswer, error) {
+	a := PutAnswer{Created: []string{}}
+	for i, f := range files {
 		if !cleanAbs(f.Path) {
-			return created, fmt.Errorf("put %q: not a clean absolute path", f.Path)
+			return a, fmt.Errorf("put %q: not a clean absolute path", f.Path)
 		}
 		dst := filepath.Join(root, f.Path)
 		_, err := os.Lstat(dst)
@@ -131,7 +183,7 @@ func applyFiles(root string, files []File) ([]string, error) {
 				continue
 			}
 			if err := os.MkdirAll(dst, f.Mode.Perm()); err != nil {
-				return created, fmt.Errorf("put %s: %w", f.Path, err)
+				return a, fmt.Errorf("put %s: %w", f.Path, err)
 			}
 		case f.Mode&fs.ModeSymlink != 0:
 			if cur, err := os.Readlink(dst); err == nil && cur == string(f.Data) {
@@ -139,28 +191,60 @@ func applyFiles(root string, files []File) ([]string, error) {
 			}
 			os.Remove(dst)
 			if err := os.Symlink(string(f.Data), dst); err != nil {
-				return created, fmt.Errorf("put %s: %w", f.Path, err)
+				return a, fmt.Errorf("put %s: %w", f.Path, err)
 			}
 		case f.Mode.IsRegular():
+			if f.Sum != "" {
+				if existed && sameFile(dst, f, true) {
+					continue
+				}
+				self, err := os.Executable()
+				if err != nil || !sameFile(self, f, false) {
+					a.Need = append(a.Need, i)
+					continue
+				}
+				if f.Data, err = os.ReadFile(self); err != nil {
+					return a, fmt.Errorf("put %s: %w", f.Path, err)
+				}
+			}
 			tmp := dst + ".rdmaprobe-put"
 			if err := os.WriteFile(tmp, f.Data, f.Mode.Perm()); err != nil {
-				return created, fmt.Errorf("put %s: %w", f.Path, err)
+				return a, fmt.Errorf("put %s: %w", f.Path, err)
 			}
 			// WriteFile's mode is filtered by the umask; the guest must
 			// see the host's bits (an executable stays executable).
 			os.Chmod(tmp, f.Mode.Perm())
 			if err := os.Rename(tmp, dst); err != nil {
 				os.Remove(tmp)
-				return created, fmt.Errorf("put %s: %w", f.Path, err)
+				return a, fmt.Errorf("put %s: %w", f.Path, err)
 			}
 		default:
-			return created, fmt.Errorf("put %s: unsupported mode %v", f.Path, f.Mode)
+			return a, fmt.Errorf("put %s: unsupported mode %v", f.Path, f.Mode)
 		}
 		if !existed {
-			created = append(created, f.Path)
+			a.Created = append(a.Created, f.Path)
 		}
 	}
-	return created, nil
+	return a, nil
+}
+
+// sameFile says whether the regular file at p has f's Size and Sum,
+// and with perm f's permission bits.
+func sameFile(p string, f File, perm bool) bool {
+	fi, err := os.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != f.Size || (perm && fi.Mode().Perm() != f.Mode.Perm()) {
+		return false
+	}
+	r, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return false
+	}
+	return hex.EncodeToString(h.Sum(nil)) == f.Sum
 }
 
 // removeFiles removes paths under root, the last first, so a directory

@@ -2,11 +2,13 @@ package softroce
 
 import (
 	"bytes"
+	"encoding/json"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -58,10 +60,11 @@ func TestHostFilesApply(t *testing.T) {
 	}
 
 	root := t.TempDir()
-	created, err := applyFiles(root, files)
+	put, err := applyFiles(root, files)
 	if err != nil {
 		t.Fatal(err)
 	}
+	created := put.Created
 	if len(created) != len(files) {
 		t.Errorf("into an empty root: %d paths created of %d", len(created), len(files))
 	}
@@ -95,8 +98,8 @@ func TestHostFilesApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(again) != 0 {
-		t.Errorf("again: created %v, want nothing new", again)
+	if len(again.Created) != 0 || len(again.Need) != 0 {
+		t.Errorf("again: %+v, want nothing new", again)
 	}
 	check("rotated")
 	if m, _ := filepath.Glob(filepath.Join(root, dir, "*.rdmaprobe-put")); len(m) > 0 {
@@ -131,6 +134,84 @@ func TestHostFilesApply(t *testing.T) {
 	if _, err := HostFiles([]string{filepath.Join(dir, "missing")}); err == nil {
 		t.Error("missing path: no error")
 	}
+}
+
+// Regular files go by their sum first and their data only where the
+// guest lacks them (as JSON, as the guest gets them): into a fresh root
+// every file's data crosses; into the same root again none; then only
+// that of a file whose content or mode changed; and a file with this
+// program's content is copied from it, its data never sent.
+func TestPutFilesBySum(t *testing.T) {
+	root := t.TempDir()
+	files := []File{
+		{Path: "/put", Mode: fs.ModeDir | 0o755},
+		{Path: "/put/a", Mode: 0o644, Data: []byte("alpha")},
+		{Path: "/put/empty", Mode: 0o600},
+		{Path: "/put/link", Mode: fs.ModeSymlink | 0o777, Data: []byte("a")},
+	}
+	var sent []string // the paths whose data crossed
+	put := func(files []File) (PutAnswer, error) {
+		b, err := json.Marshal(files)
+		if err != nil {
+			return PutAnswer{}, err
+		}
+		var got []File
+		if err := json.Unmarshal(b, &got); err != nil {
+			return PutAnswer{}, err
+		}
+		for _, f := range got {
+			if f.Mode.IsRegular() && f.Sum == "" {
+				sent = append(sent, f.Path)
+			}
+		}
+		a, err := applyFiles(root, got)
+		if err != nil {
+			return a, err
+		}
+		b, err = json.Marshal(a)
+		if err != nil {
+			return a, err
+		}
+		var back PutAnswer
+		return back, json.Unmarshal(b, &back)
+	}
+	step := func(name string, wantCreated, wantSent []string) {
+		t.Helper()
+		sent = nil
+		created, err := putBySum(files, put)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !slices.Equal(created, wantCreated) || !slices.Equal(sent, wantSent) {
+			t.Errorf("%s: created %q, data sent for %q; want %q and %q", name, created, sent, wantCreated, wantSent)
+		}
+		for _, f := range files {
+			if !f.Mode.IsRegular() {
+				continue
+			}
+			fi, err := os.Stat(filepath.Join(root, f.Path))
+			if b, _ := os.ReadFile(filepath.Join(root, f.Path)); err != nil || !bytes.Equal(b, f.Data) || fi.Mode().Perm() != f.Mode.Perm() {
+				t.Errorf("%s: %s in the guest: %v, %d bytes, %v", name, f.Path, err, len(b), fi)
+			}
+		}
+	}
+	step("fresh", []string{"/put", "/put/link", "/put/a", "/put/empty"}, []string{"/put/a", "/put/empty"})
+	step("again", nil, nil)
+	files[1].Data = []byte("changed")
+	step("changed", nil, []string{"/put/a"})
+	files[2].Mode = 0o644
+	step("mode", nil, []string{"/put/empty"})
+
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, File{Path: "/put/prog", Mode: 0o755, Data: prog})
+	step("this program", []string{"/put/prog"}, nil)
 }
 
 // TestImageExtraDirs builds an image with a target directory and checks
