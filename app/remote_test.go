@@ -108,9 +108,10 @@ func TestRemoteBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		// h2's link is down, so its login waits out ssh's ConnectTimeout:
-		// the 5 s the hosts' own ssh_config gives, not the launcher's 10 s
-		// (options given in --ssh come first and win).
-		cmd := exec.Command(exe, "ramp", "--backend", "sim", "--hosts", "h1,h2", "--ssh", "ssh -F "+hosts.Config+" -o ConnectTimeout=5",
+		// the 2 s given in --ssh, not the 5 s of the hosts' own ssh_config
+		// or the launcher's 10 s (options given in --ssh come first and
+		// win).
+		cmd := exec.Command(exe, "ramp", "--backend", "sim", "--hosts", "h1,h2", "--ssh", "ssh -F "+hosts.Config+" -o ConnectTimeout=2",
 			"--clients", "10", "--calibrate", "0", "--results", t.TempDir())
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
