@@ -186,6 +186,12 @@ func startPrometheus(t *testing.T, target string) string {
 		r.Body.Close()
 		return r.StatusCode == http.StatusOK
 	})
+	// Its scrapes begin only when its discovery hands the target over,
+	// up to 5 s after the start (the discovery manager's update period):
+	// a run started before then is not watched from its start.
+	eventually.True(t, 60*time.Second, "prometheus scrapes "+target, func() bool {
+		return len(promQuery(t, addr, `up{job="rdmaprobe"}`)) > 0
+	})
 	return addr
 }
 
@@ -245,10 +251,11 @@ func TestPrometheusScrapesRun(t *testing.T) {
 	defer cancel()
 	go func() {
 		defer close(done)
-		// --connect-rate spreads the last point's connects over 3 s, which
-		// Prometheus scrapes 15 times.
-		code = MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "10," + itoa(last), "--connect-rate", "20",
-			"--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--results", root,
+		// --connect-rate spreads the last point's connects over 1.5 s, which
+		// Prometheus scrapes 7 times. No traffic phase: the connected
+		// counts are the subject.
+		code = MainContext(ctx, []string{"rdmaprobe", "ramp", "--backend", "sim", "--clients", "10," + itoa(last), "--connect-rate", "40",
+			"--rounds", "1", "--msg-size", "64", "--traffic", "0", "--calibrate", "0", "--results", root,
 			"--metrics-addr", metrics, "--metrics-linger", "10m", "--events", "-"},
 			Streams{In: bytes.NewReader(nil), Out: &out, Err: &errb})
 	}()
