@@ -27,13 +27,14 @@ import (
 // deschedules the sim's goroutines for longer. The planted delay is 20
 // ms, twice the bound. When a count below the planted
 // one misses the SLO on such a host, the test says so and skips rather
-// than blame the search. The search starts either side of the planted
-// count (3 and 6), so that its points are the bisection to 4 and 5 and
-// the re-tests at the bend. The phase stays 1 s: at 5 clients the
-// generator does so little that a shorter one can read no system time.
+// than blame the search. The search's bounds are the planted count's
+// sides (4 and 5), so that its points are those two and the re-tests at
+// the bend; TestDocExamples' search by traffic bisects down to a planted
+// delay. The phase stays 1 s: at 5 clients the generator does so little
+// that a shorter one can read no system time.
 func TestSearchFindsPlantedSustainableCapacity(t *testing.T) {
 	root := t.TempDir()
-	out, errOut, code := run(t, "search", "--backend", "sim", "--lo", "3", "--hi", "6",
+	out, errOut, code := run(t, "search", "--backend", "sim", "--lo", "4", "--hi", "5",
 		"--criterion", "traffic", "--slo", "p99<=10ms", "--traffic", "1s",
 		"--sim-service-delay", "20ms", "--sim-service-delay-from", "5",
 		"--rounds", "1", "--msg-size", "64", "--calibrate", "0", "--results", root, "--require", "5")
