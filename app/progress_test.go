@@ -81,7 +81,7 @@ func TestProgressBarPerHost(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, "ramp", "--backend", "sim", "--hosts", "h1,h2", "--ssh", "ssh -F "+hosts.Config,
-		"--clients", "40", "--connect-rate", "20", "--rounds", "1", "--msg-size", "64", "--traffic", "0", "--calibrate", "0",
+		"--clients", "40", "--connect-rate", "40", "--rounds", "1", "--msg-size", "64", "--traffic", "0", "--calibrate", "0",
 		"--results", t.TempDir())
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
 	if err != nil {
