@@ -130,7 +130,7 @@ func TestFaultServerKilledMidPoint(t *testing.T) {
 	for _, stop := range []bool{false, true} {
 		t.Run("stop-on-error="+strconv.FormatBool(stop), func(t *testing.T) {
 			root := t.TempDir()
-			args := []string{"ramp", "--backend", "sim", "--clients", "200,20", "--connect-rate", "100",
+			args := []string{"ramp", "--backend", "sim", "--clients", "100,20", "--connect-rate", "100",
 				"--rounds", "1", "--msg-size", "64", "--timeout", "10s", "--traffic", "0", "--calibrate", "0", "--results", root}
 			if stop {
 				args = append(args, "--stop-on-error")
@@ -147,7 +147,7 @@ func TestFaultServerKilledMidPoint(t *testing.T) {
 				t.Fatalf("first point %+v", run.Points)
 			}
 			if stop {
-				if r.code != 1 || !strings.Contains(r.errOut, "point failed at 200 clients") || strings.Count(strings.TrimSpace(r.errOut), "\n") != 0 {
+				if r.code != 1 || !strings.Contains(r.errOut, "point failed at 100 clients") || strings.Count(strings.TrimSpace(r.errOut), "\n") != 0 {
 					t.Errorf("exit %d, stderr %q", r.code, r.errOut)
 				}
 				if len(run.Points) != 1 || run.Complete || !strings.Contains(run.Error, "point failed") {
