@@ -12,9 +12,10 @@ import (
 
 // bench soak on sim: serve runs as a child, waves of clients come and
 // go, and every interval's figures are real readings of that process;
-// nothing of it is left running.
+// nothing of it is left running. Three intervals of 1 s give the two
+// samples checkSoak needs.
 func TestSoakSim(t *testing.T) {
-	checkSoak(t, "sim", "--backend", "sim")
+	checkSoak(t, "sim", "--backend", "sim", "--soak-duration", "3s")
 	if kids := children(t); len(kids) != 0 {
 		t.Errorf("child processes left: %v", kids)
 	}
