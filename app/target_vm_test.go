@@ -36,14 +36,15 @@ func TestVMTargetRping(t *testing.T) {
 	// the runner only after ~50 pings, late on a loaded host (two of
 	// two clients timed out at 90 s in one CI run). 4 KiB pings make
 	// every line fill the buffer, so each is seen as it is printed.
-	// Clients are launched one a second: Debian 12's rping (rdma-core
-	// 44) has a race in its persistent server (-P), fixed upstream in
-	// v57 by 6f8e0056e: connect requests that arrive before its main
-	// thread takes the previous one overwrite it, so one request is
-	// accepted twice ("rdma_accept: Invalid argument", the other client
-	// waits out its deadline). Two clients launched at once hit it in
-	// one CI run; the test is about probing rping, not about that race.
-	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "4", "--connect-rate", "1", "--calibrate", "0", "--timeout", "3m",
+	// One client is launched at a time, the next once the last printed
+	// its ping (--inflight 1): Debian 12's rping (rdma-core 44) has a
+	// race in its persistent server (-P), fixed upstream in v57 by
+	// 6f8e0056e: connect requests that arrive before its main thread
+	// takes the previous one overwrite it, so one request is accepted
+	// twice ("rdma_accept: Invalid argument", the other client waits out
+	// its deadline). Two clients launched at once hit it in one CI run;
+	// the test is about probing rping, not about that race.
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "4", "--inflight", "1", "--calibrate", "0", "--timeout", "3m",
 		"--vm-mem", "2048", "--vm-no-reference", "--results", root,
 		"--server-cmd", "rping -s -P -S 4096 -a {addr} -p {port}",
 		"--client-cmd", "rping -c -S 4096 -a {addr} -p {port} -C 1000000 -v", "--client-ok", `^ping data: rdma-ping-0`)
