@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmaprobe/rdmaprobe/internal/testhosts"
 	"github.com/rdmaprobe/rdmaprobe/runner/verbsbin"
 	"github.com/rdmaprobe/rdmaprobe/runner/vm"
 	"github.com/rdmaprobe/rdmaprobe/softroce"
@@ -41,6 +42,10 @@ func TestMain(m *testing.M) {
 		bootedGuests = sharedGuest
 	}
 	code := m.Run()
+	if err := sshHosts.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
 	if sharedGuest != nil {
 		sharedGuest.Close()
 		if err := sharedGuest.Check(); err != nil {
@@ -50,6 +55,12 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// sshHosts are the SSH hosts of the generator-host tests, made by the
+// first of them and removed by TestMain (testhosts.SharedSSH): a set
+// costs a second or more to make and remove, which these tests do not
+// test. A test that changes a host (its link, a sysctl) puts it back.
+var sshHosts = &testhosts.SharedSSH{N: 3}
 
 // bootedGuests is the shared guest TestMain made, kept while a test
 // that boots its own guest (ownGuest) has sharedGuest unset: its QEMU

@@ -76,7 +76,7 @@ func TestQuietPrintsTheVerdict(t *testing.T) {
 // With load generators on two SSH hosts, each host has a bar of its
 // share under the connect bar, on the rdmaprobe binary's terminal.
 func TestProgressBarPerHost(t *testing.T) {
-	hosts := testhosts.StartSSH(t, 2)
+	hosts := sshHosts.Get(t)
 	exe := testhosts.Binary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -93,7 +93,7 @@ func TestProgressBarPerHost(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("ramp: %v\n%s", err, got.String())
 	}
-	for _, h := range hosts.Hosts {
+	for _, h := range hosts.Hosts[:2] {
 		bar := regexp.MustCompile(`host ` + h + ` +\[[=>-]+\] \d+/20  \d+ ok  \d+\.\d/s`)
 		if !bar.MatchString(got.String()) {
 			t.Errorf("no bar of host %s in:\n%q", h, got.String())

@@ -19,7 +19,7 @@ import (
 // with its generators on two SSH hosts, copies itself there, and the run
 // and its report have each host's figures; nothing is left on the hosts.
 func TestSearchOnSSHHosts(t *testing.T) {
-	hosts := testhosts.StartSSH(t, 2)
+	hosts := sshHosts.Get(t)
 	exe := testhosts.Binary(t)
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -32,7 +32,7 @@ func TestSearchOnSSHHosts(t *testing.T) {
 		t.Fatalf("search: %v\n%s\n%s", err, stdout.String(), stderr.String())
 	}
 	out := stdout.String()
-	for _, h := range hosts.Hosts {
+	for _, h := range hosts.Hosts[:2] {
 		if !strings.Contains(out, "host "+h+" (") || !strings.Contains(out, "        "+h+": ") {
 			t.Errorf("output does not show host %s:\n%s", h, out)
 		}
@@ -102,11 +102,16 @@ func TestRemoteBadInput(t *testing.T) {
 	t.Run("unreachable", func(t *testing.T) {
 		// The rdmaprobe binary, not this test's: the launcher copies
 		// itself to the hosts.
-		hosts := testhosts.StartSSH(t, 2)
+		hosts := sshHosts.Get(t)
 		exe := testhosts.Binary(t)
 		if err := hosts.SetLink("h2", false); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() {
+			if err := hosts.SetLink("h2", true); err != nil {
+				t.Error(err)
+			}
+		})
 		// h2's link is down, so its login waits out ssh's ConnectTimeout:
 		// the 2 s given in --ssh, not the 5 s of the hosts' own ssh_config
 		// or the launcher's 10 s (options given in --ssh come first and
@@ -133,12 +138,22 @@ func TestRemoteBadInput(t *testing.T) {
 // from one host hit that wall, and the run says the generators, not the
 // server, limited it; from three hosts (40 each) all connect.
 func TestScalePastOneHost(t *testing.T) {
-	hosts := testhosts.StartSSH(t, 3)
+	hosts := sshHosts.Get(t)
 	exe := testhosts.Binary(t)
+	const ports = "net.ipv4.ip_local_port_range"
 	for _, h := range hosts.Hosts {
-		if err := hosts.Sysctl(h, "net.ipv4.ip_local_port_range", "40000 40049"); err != nil {
+		was, err := exec.Command("ip", "netns", "exec", hosts.NetNS(h), "sysctl", "-n", ports).Output()
+		if err != nil {
 			t.Fatal(err)
 		}
+		if err := hosts.Sysctl(h, ports, "40000 40049"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := hosts.Sysctl(h, ports, strings.Join(strings.Fields(string(was)), " ")); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 	ramp := func(hostList string) *result.Run {
 		t.Helper()
