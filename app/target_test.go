@@ -140,7 +140,7 @@ func TestTargetStubbornServerAndClients(t *testing.T) {
 	root, mark := t.TempDir(), "mark-stubborn-"+strconv.Itoa(os.Getpid())
 	client := `sh -c 'case $0 in 0) exec tail -f /dev/null;; 1) exec yes flood;; *) echo "connected $0";; esac' {i} ` + mark
 	_, errOut, code := run(t, "ramp", "--backend", "sim", "--clients", "5", "--calibrate", "0", "--results", root,
-		"--timeout", "3s", "--server-stop-grace", "200ms",
+		"--timeout", "1500ms", "--server-stop-grace", "200ms",
 		"--server-cmd", `sh -c 'trap "" TERM; echo ready; exec tail -f /dev/null' `+mark, "--server-ready", "^ready$",
 		"--client-cmd", client, "--client-ok", "^connected", "--client-count", "launched")
 	if code != 0 {
@@ -229,11 +229,11 @@ func TestTargetServeAsCommand(t *testing.T) {
 	noChildren(t)
 
 	// Killed during the point, once some of its clients are connected:
-	// launched two a second, the last ones are still to come then (all
+	// launched four a second, the last ones are still to come then (all
 	// at once, the point could end before the kill), and the launches
-	// after the kill take 2.5 s, not 5.
+	// after the kill take about 1 s.
 	root := t.TempDir()
-	cmd := runAsync(t, "ramp", "--backend", "sim", "--clients", "6", "--connect-rate", "2", "--calibrate", "0", "--rounds", "1", "--msg-size", "64",
+	cmd := runAsync(t, "ramp", "--backend", "sim", "--clients", "6", "--connect-rate", "4", "--calibrate", "0", "--rounds", "1", "--msg-size", "64",
 		"--timeout", "20s", "--results", root, "--server-cmd", server, "--client-cmd", client, "--client-ok", `^1/1 clients connected`)
 	srv := childPID(t, "serve")
 	serving(t, srv, 3)
