@@ -113,7 +113,7 @@ func TestTargetNotReady(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			root, mark := t.TempDir(), "mark-ready-"+tc.name+strconv.Itoa(os.Getpid())
 			_, errOut, code := run(t, "ramp", "--backend", "sim", "--clients", "2", "--calibrate", "0", "--results", root,
-				"--server-cmd", strings.ReplaceAll(tc.server, "MARK", mark), "--server-start-timeout", "2s",
+				"--server-cmd", strings.ReplaceAll(tc.server, "MARK", mark), "--server-start-timeout", "1s",
 				"--client-cmd", "sh -c 'echo never run' "+mark)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, errOut)
