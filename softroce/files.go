@@ -108,9 +108,9 @@ func HostFiles(paths []string) ([]File, error) {
 // PutFiles writes files into the guest (see OpPutFiles) and returns the
 // paths it created: those that were not there before. Regular files go
 // by their sum first, and their data only where the guest lacks them:
-// the host's libraries that a program needs are mostly in the image
-// already, and rdmaprobe's own binary is the guest's program, while the
-// data crosses at a few MB/s.
+// data crosses the agent's channel slowly, and the libraries a program
+// needs are mostly in the image already, as rdmaprobe's own binary is
+// the guest's program.
 func (g *Guest) PutFiles(ctx context.Context, files []File) ([]string, error) {
 	return putBySum(files, func(files []File) (PutAnswer, error) { return g.putFiles(ctx, files) })
 }
