@@ -305,8 +305,12 @@ func TestMain_NoStrayProcesses(t *testing.T) {
 func children(t *testing.T) []string {
 	t.Helper()
 	self := os.Getpid()
-	// The shared guest's QEMU outlives the runs; it is not left by one.
-	shared := bootedGuests.PIDs()
+	// The shared guest's QEMU and the shared SSH hosts' script outlive
+	// the runs; they are not left by one.
+	shared := map[int]bool{sshHosts.PID(): true}
+	for pid := range bootedGuests.PIDs() {
+		shared[pid] = true
+	}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Skip("no /proc")

@@ -116,6 +116,16 @@ func (p *SharedSSH) Get(t testing.TB) *SSH {
 	return p.s
 }
 
+// PID is the set's script (testhosts.sh run), a child of the test
+// binary for as long as the set lives, which a test that looks for the
+// processes it left must pass over; 0 before the set is made.
+func (p *SharedSSH) PID() int {
+	if p.sc == nil {
+		return 0
+	}
+	return p.sc.cmd.Process.Pid
+}
+
 // Close removes the set, if one was made.
 func (p *SharedSSH) Close() error {
 	var err error
