@@ -26,9 +26,10 @@ func TestSoakSim(t *testing.T) {
 // Guest, shared: the verbs server's memory per client served on rxe, which sim does not allocate.
 func TestVMSoak(t *testing.T) {
 	needVM(t)
-	// Two intervals of 4 s (about 100 clients served in each on the
-	// guest) are the two samples checkSoak needs.
-	checkSoak(t, "vm", "--backend", "vm", "--vm-mem", "2048", "--soak-duration", "10s", "--interval", "4s")
+	// Two intervals of 2 s (about 50 clients served in each on the
+	// guest) are the two samples checkSoak needs: a sample is taken as
+	// a wave ends, so 6 s leave a wave 2 s to end the second interval.
+	checkSoak(t, "vm", "--backend", "vm", "--vm-mem", "2048", "--soak-duration", "6s", "--interval", "2s")
 }
 
 func checkSoak(t *testing.T, backend string, args ...string) {

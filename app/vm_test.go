@@ -53,7 +53,7 @@ func ownGuest(t *testing.T) {
 func TestVMRealSoftRoCE(t *testing.T) {
 	needVM(t)
 	root := t.TempDir()
-	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "1,64", "--rounds", "2",
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "1,64", "--rounds", "2", "--traffic", "1s",
 		"--vm-mem", "2048", "--vm-kernel-args", "mitigations=off  nosmt", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
@@ -128,8 +128,8 @@ func TestVMRealSoftRoCE(t *testing.T) {
 	if !qemu || len(p.SamplerErrors) != 0 {
 		t.Errorf("QEMU seen from the host: %v; sampler errors %v", qemu, p.SamplerErrors)
 	}
-	// The default traffic phase ran on rxe with every client, verified,
-	// and nothing failed; perftest gave its yardsticks at the same size.
+	// The traffic phase ran on rxe with every client, verified, and
+	// nothing failed; perftest gave its yardsticks at the same size.
 	if tr := p.Traffic; tr == nil || tr.Error != "" || tr.ErrorCount() != 0 || tr.Clients != 64 || tr.Messages < 64 ||
 		tr.PerClient.Min <= 0 || tr.Latency.P50 <= 0 || !tr.SLOPassed {
 		t.Errorf("traffic phase %+v", p.Traffic)
@@ -165,21 +165,21 @@ func TestVMRealSoftRoCE(t *testing.T) {
 func TestVMRealLimits(t *testing.T) {
 	needVM(t)
 	root := t.TempDir()
-	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "400", "--rounds", "1",
-		// Three load generators of 134 clients at most stay below the
-		// limit, so the server (400 clients) meets it first; one generator would
-		// race the server to it and the Go runtime could die instead.
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--clients", "200", "--rounds", "1",
+		// Three load generators of 67 clients at most stay below the
+		// limit, so the server (200 clients) meets it first; one generator
+		// would race the server to it and the Go runtime could die instead.
 		// Eight attempts in flight per generator keep a loaded host from
 		// timing clients out while they queue, so every failure below is
 		// the wall's.
-		"--procs", "3", "--inflight", "8", "--vm-mem", "2048", "--vm-no-reference", "--vm-max-map-count", "1000", "--traffic", "0", "--calibrate", "0",
+		"--procs", "3", "--inflight", "8", "--vm-mem", "2048", "--vm-no-reference", "--vm-max-map-count", "600", "--traffic", "0", "--calibrate", "0",
 		"--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 	p := loadOnlyRun(t, root).Points[0]
 	if p.Outcomes[result.OutcomeQPCreate] == 0 {
-		t.Fatalf("max_map_count 1000: no qp-create failures; outcomes %v errors %v", p.Outcomes, p.Errors)
+		t.Fatalf("max_map_count 600: no qp-create failures; outcomes %v errors %v", p.Outcomes, p.Errors)
 	}
 	var withErrno int
 	for _, rec := range p.Records {
@@ -199,7 +199,7 @@ func TestVMRealLimits(t *testing.T) {
 	if p.Server.MapCounts == 0 || p.Server.MapCounts >= withErrno {
 		t.Errorf("the server counted its mappings %d times for %d refusals at the wall; want fewer than one per refusal", p.Server.MapCounts, withErrno)
 	}
-	if d := p.Diagnosis; d == nil || d.Limit != "vm.max_map_count" || !strings.Contains(d.Summary, "of vm.max_map_count 1,000") {
+	if d := p.Diagnosis; d == nil || d.Limit != "vm.max_map_count" || !strings.Contains(d.Summary, "of vm.max_map_count 600") {
 		t.Errorf("diagnosis %+v, want vm.max_map_count with the mappings as evidence", p.Diagnosis)
 	}
 }
@@ -350,7 +350,7 @@ func TestVMInterruptedPointComesBack(t *testing.T) {
 func TestVMReferencesPerTransport(t *testing.T) {
 	needVM(t)
 	root := t.TempDir()
-	out, errOut, code := run(t, "ramp", "--backend", "vm", "--mode", "srq,ud", "--clients", "1", "--traffic", "1s",
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--mode", "srq,ud", "--clients", "1", "--traffic", "250ms",
 		"--msg-size", "64", "--calibrate", "0", "--vm-mem", "2048", "--results", root)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
@@ -544,7 +544,7 @@ func TestVMOutOfMemoryIsMemory(t *testing.T) {
 func TestVMStaircase(t *testing.T) {
 	needVM(t)
 	root, profiles := t.TempDir(), t.TempDir()
-	out, errOut, code := run(t, "ramp", "--backend", "vm", "--staircase", "--clients", "5,10,20", "--traffic", "1s",
+	out, errOut, code := run(t, "ramp", "--backend", "vm", "--staircase", "--clients", "5,10,20", "--traffic", "250ms",
 		"--msg-size", "64", "--calibrate", "0", "--vm-mem", "2048", "--vm-no-reference", "--results", root, "--profile", profiles)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
