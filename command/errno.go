@@ -5,37 +5,43 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-var (
-	errnoNameRE = regexp.MustCompile(`\bE[A-Z0-9]{2,15}\b`)
-	// errnoTexts maps strerror texts ("Cannot allocate memory") to
-	// names, for programs that print perror(3) lines without the name.
-	errnoNames = map[string]bool{}
-	errnoTexts = func() map[string]string {
-		m := map[string]string{}
-		for e := syscall.Errno(1); e < 134; e++ {
-			if name := unix.ErrnoName(e); name != "" {
-				m[strings.ToLower(e.Error())] = name
-				errnoNames[name] = true
-			}
+var errnoNameRE = regexp.MustCompile(`\bE[A-Z0-9]{2,15}\b`)
+
+// errnoSet is the errno names, and their strerror texts ("Cannot
+// allocate memory"), for programs that print perror(3) lines without
+// the name, with a pattern matching the texts.
+type errnoSet struct {
+	names  map[string]bool
+	texts  map[string]string // lower case, to names
+	textRE *regexp.Regexp
+}
+
+// errnoTable is made at its first use: compiling its pattern took 1-2
+// ms of every start of the binary, servers and load generators included.
+var errnoTable = sync.OnceValue(func() errnoSet {
+	t := errnoSet{names: map[string]bool{}, texts: map[string]string{}}
+	for e := syscall.Errno(1); e < 134; e++ {
+		if name := unix.ErrnoName(e); name != "" {
+			t.texts[strings.ToLower(e.Error())] = name
+			t.names[name] = true
 		}
-		return m
-	}()
-	errnoTextRE = func() *regexp.Regexp {
-		texts := make([]string, 0, len(errnoTexts))
-		for t := range errnoTexts {
-			texts = append(texts, regexp.QuoteMeta(t))
-		}
-		// Longest first, so "no such file or directory" is not read as
-		// a shorter text inside it.
-		sort.Slice(texts, func(i, j int) bool { return len(texts[i]) > len(texts[j]) })
-		return regexp.MustCompile(`(?i)` + strings.Join(texts, "|"))
-	}()
-)
+	}
+	texts := make([]string, 0, len(t.texts))
+	for text := range t.texts {
+		texts = append(texts, regexp.QuoteMeta(text))
+	}
+	// Longest first, so "no such file or directory" is not read as a
+	// shorter text inside it.
+	sort.Slice(texts, func(i, j int) bool { return len(texts[i]) > len(texts[j]) })
+	t.textRE = regexp.MustCompile(`(?i)` + strings.Join(texts, "|"))
+	return t
+})
 
 // Errnos returns the errno names a program's output mentions, by name
 // (ENOMEM) or by strerror text (Cannot allocate memory), in order of
@@ -46,13 +52,14 @@ func Errnos(out string) []string {
 		name string
 	}
 	var hits []hit
+	t := errnoTable()
 	for _, m := range errnoNameRE.FindAllStringIndex(out, -1) {
-		if name := out[m[0]:m[1]]; errnoNames[name] {
+		if name := out[m[0]:m[1]]; t.names[name] {
 			hits = append(hits, hit{m[0], name})
 		}
 	}
-	for _, m := range errnoTextRE.FindAllStringIndex(out, -1) {
-		hits = append(hits, hit{m[0], errnoTexts[strings.ToLower(out[m[0]:m[1]])]})
+	for _, m := range t.textRE.FindAllStringIndex(out, -1) {
+		hits = append(hits, hit{m[0], t.texts[strings.ToLower(out[m[0]:m[1]])]})
 	}
 	sort.SliceStable(hits, func(i, j int) bool { return hits[i].at < hits[j].at })
 	var names []string
