@@ -241,11 +241,12 @@ func TestSimInVM(t *testing.T) {
 
 // The bench suite runs inside the guest on rxe0 and leaves a bench file
 // with all three measurements at both concurrencies, and its report.
+// One pass of each: TestBenchSim pools two.
 //
 // Guest, shared: the bench suite's figures on rxe0 under the guest's CPU emulation.
 func TestVMBench(t *testing.T) {
 	needVM(t)
-	checkBench(t, "vm", "--backend", "vm", "--vm-mem", "2048")
+	checkBench(t, "vm", "--backend", "vm", "--vm-mem", "2048", "--passes", "1")
 }
 
 // A guest that cannot boot (a CPU model QEMU does not know): the run
