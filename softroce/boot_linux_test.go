@@ -292,7 +292,7 @@ func TestGuestContextCancel(t *testing.T) {
 
 // TestGuestStall checks that a boot whose console stays silent is ended
 // after StallTimeout and started again, and that stalling on every one
-// of bootAttempts fails with a clear error; no QEMU is left behind either
+// of BootAttempts fails with a clear error; no QEMU is left behind either
 // way. QEMU started
 // with -S never runs its vCPUs (nothing here sends "cont"): a guest as
 // silent as the TCG hang CI once saw.
@@ -370,7 +370,7 @@ exec %[3]s "$@"
 	})
 
 	t.Run("every-attempt", func(t *testing.T) {
-		q, pids := wrapper(bootAttempts)
+		q, pids := wrapper(BootAttempts)
 		t0 := time.Now()
 		g, err := Boot(ctx, BootConfig{Image: img, QEMU: q, StallTimeout: 2 * time.Second})
 		if err == nil {
@@ -378,14 +378,14 @@ exec %[3]s "$@"
 			t.Fatalf("every boot stalled but Boot returned a guest")
 		}
 		t.Logf("Boot: %v", err)
-		if !errors.Is(err, errStalled) || strings.Count(err.Error(), "console silent for 2s") != bootAttempts {
-			t.Errorf("err = %v, want all %d stalls named", err, bootAttempts)
+		if !errors.Is(err, ErrStalled) || strings.Count(err.Error(), "console silent for 2s") != BootAttempts {
+			t.Errorf("err = %v, want all %d stalls named", err, BootAttempts)
 		}
 		if d := time.Since(t0); d > time.Minute {
-			t.Errorf("%d stalls of 2 s took %v to report", bootAttempts, d)
+			t.Errorf("%d stalls of 2 s took %v to report", BootAttempts, d)
 		}
-		if n := len(reaped(t, pids)); n != bootAttempts {
-			t.Errorf("%d QEMUs started, want %d", n, bootAttempts)
+		if n := len(reaped(t, pids)); n != BootAttempts {
+			t.Errorf("%d QEMUs started, want %d", n, BootAttempts)
 		}
 	})
 }

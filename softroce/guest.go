@@ -1,8 +1,11 @@
 package softroce
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +21,25 @@ import (
 // guest's CPU model").
 const DefaultCPUModel = "qemu64"
 
+// ErrStalled marks a boot that hung before ready (BootConfig.StallTimeout);
+// the caller of a linked guest, which Boot does not start again, can
+// boot the pair again on a new link when errors.Is says a boot stalled.
+var ErrStalled = errors.New("guest stalled before ready")
+
+// BootAttempts is how many times a guest whose boots stall is started
+// (by Boot, or for a linked pair by its caller). The hang is rare, but
+// one retry was not enough: a CI run saw the boot that followed a
+// stalled one hang too.
+const BootAttempts = 3
+
+// WrapStalls adds the earlier attempts' stalls to the last attempt's error.
+func WrapStalls(err error, stalls []string) error {
+	if len(stalls) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (and before that: %s)", err, strings.Join(stalls, "; "))
+}
+
 // BootConfig says how to run the guest.
 type BootConfig struct {
 	Image Image
@@ -28,6 +50,12 @@ type BootConfig struct {
 	// LogPath receives the serial console (kernel messages, guest logs);
 	// empty discards it, though panic lines are still reported.
 	LogPath string
+	// Retry, if set, makes this boot the retry of one that failed as it
+	// says: the console is appended to LogPath after a line saying so,
+	// not started afresh, so the failed boot's console stays readable.
+	// Boot sets it on its own retries; the caller of a linked guest,
+	// which Boot does not retry, sets it when it boots the pair again.
+	Retry string
 	// Accel is "tcg" (default) or "kvm". A stock Debian kernel hangs in
 	// early boot under KVM on the machines we measured, so kvm is opt-in.
 	Accel string
@@ -40,9 +68,10 @@ type BootConfig struct {
 	// very rarely hangs a guest in early kernel init (seen in CI: silent
 	// after "futex hash table entries" at 2 s of uptime, or after
 	// "sched_clock: Marking stable" at 5 s, until the ready timeout).
-	// Boot then starts the guest again, up to three boots in all, unless
-	// it has a Link (the link is used up by the first QEMU), and says so
-	// in Guest.Stalls and the console log.
+	// Boot then starts the guest again, up to BootAttempts boots in all,
+	// unless it has a Link (the link is used up by the first QEMU: the
+	// caller boots the pair again on a new one), and says so in
+	// Guest.Stalls and the console log.
 	StallTimeout time.Duration
 	// QEMU overrides the qemu-system-x86_64 path.
 	QEMU string

@@ -16,50 +16,28 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// errStalled marks a boot that hung before ready (BootConfig.StallTimeout).
-var errStalled = errors.New("guest stalled before ready")
-
-// bootAttempts is how many times Boot starts a guest whose boots stall.
-// The hang is rare, but one retry was not enough: a CI run saw the boot
-// that followed a stalled one hang too.
-const bootAttempts = 3
-
 // Boot starts QEMU and returns once the guest has set up rxe0 and said so.
 // On any failure QEMU is killed and reaped before Boot returns. A boot
-// that stalls is started again, up to bootAttempts in all
+// that stalls is started again, up to BootAttempts in all
 // (BootConfig.StallTimeout).
 func Boot(ctx context.Context, cfg BootConfig) (*Guest, error) {
 	var stalls []string
 	for attempt := 1; ; attempt++ {
-		g, err := boot(ctx, cfg, attempt > 1)
+		g, err := boot(ctx, cfg)
 		if err == nil {
 			g.Stalls = attempt - 1
 			return g, nil
 		}
-		if !errors.Is(err, errStalled) || cfg.Link != nil || ctx.Err() != nil || attempt == bootAttempts {
-			return nil, wrapStalls(err, stalls)
+		if !errors.Is(err, ErrStalled) || cfg.Link != nil || ctx.Err() != nil || attempt == BootAttempts {
+			return nil, WrapStalls(err, stalls)
 		}
 		stalls = append(stalls, err.Error())
-		if cfg.LogPath != "" {
-			if f, ferr := os.OpenFile(cfg.LogPath, os.O_WRONLY|os.O_APPEND, 0); ferr == nil {
-				fmt.Fprintf(f, "\nrdmaprobe: %v; starting the guest once more\n\n", err)
-				f.Close()
-			}
-		}
+		cfg.Retry = err.Error() + "; starting the guest once more"
 	}
 }
 
-// wrapStalls adds the earlier attempts' stalls to the last attempt's error.
-func wrapStalls(err error, stalls []string) error {
-	if len(stalls) == 0 {
-		return err
-	}
-	return fmt.Errorf("%w (and before that: %s)", err, strings.Join(stalls, "; "))
-}
-
-// boot is one attempt of Boot; retry appends to the console log instead
-// of starting it afresh, so the stalled attempt's console stays readable.
-func boot(ctx context.Context, cfg BootConfig, retry bool) (*Guest, error) {
+// boot is one attempt of Boot.
+func boot(ctx context.Context, cfg BootConfig) (*Guest, error) {
 	qemu, err := qemuBinary(cfg.QEMU)
 	if err != nil {
 		return nil, err
@@ -109,7 +87,7 @@ func boot(ctx context.Context, cfg BootConfig, retry bool) (*Guest, error) {
 	var logF *os.File
 	if cfg.LogPath != "" {
 		flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
-		if retry {
+		if cfg.Retry != "" {
 			flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND
 		}
 		if logF, err = os.OpenFile(cfg.LogPath, flags, 0o644); err != nil {
@@ -118,6 +96,9 @@ func boot(ctx context.Context, cfg BootConfig, retry bool) (*Guest, error) {
 			conPR.Close()
 			conPW.Close()
 			return nil, fmt.Errorf("guest log: %w", err)
+		}
+		if cfg.Retry != "" {
+			fmt.Fprintf(logF, "\nrdmaprobe: %s\n\n", cfg.Retry)
 		}
 	}
 	g := &Guest{
@@ -278,7 +259,7 @@ func (g *Guest) awaitReady(ctx context.Context, cfg BootConfig, start time.Time)
 			err = fmt.Errorf("guest not ready after %v%s", cfg.ReadyTimeout, g.console.lastLines(5))
 		case <-stallC:
 			if g.console.silentFor(start) >= cfg.StallTimeout {
-				err = fmt.Errorf("%w: console silent for %v%s", errStalled, cfg.StallTimeout, g.console.lastLines(3))
+				err = fmt.Errorf("%w: console silent for %v%s", ErrStalled, cfg.StallTimeout, g.console.lastLines(3))
 			}
 		case <-ctx.Done():
 			err = fmt.Errorf("boot: %w", ctx.Err())

@@ -386,7 +386,7 @@ func TestBootRefusesUsedLink(t *testing.T) {
 	}
 	before := fds()
 	for range 3 {
-		if _, err := boot(context.Background(), BootConfig{Image: Image{Kernel: "/nonexistent", Initrd: "/nonexistent"}, Link: a}, false); err == nil || !strings.Contains(err.Error(), "already used or closed") {
+		if _, err := boot(context.Background(), BootConfig{Image: Image{Kernel: "/nonexistent", Initrd: "/nonexistent"}, Link: a}); err == nil || !strings.Contains(err.Error(), "already used or closed") {
 			t.Fatalf("boot with a closed link end: %v", err)
 		}
 	}

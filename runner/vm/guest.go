@@ -356,6 +356,8 @@ func bootGuestWith(ctx context.Context, opts GuestOptions, simulated bool, cmds 
 	g.desc = describe(opts, sg.Ready, simulated, cmds != nil, peer != nil)
 	retried := ""
 	switch {
+	case peer != nil && sg.Stalls+peer.g.Stalls > 0:
+		retried = fmt.Sprintf(" (%d of its boots and %d of the peer's hung in the kernel, and the two were started again)", sg.Stalls, peer.g.Stalls)
 	case sg.Stalls == 1:
 		retried = " (its first boot hung in the kernel and was started again)"
 	case sg.Stalls > 1:

@@ -66,14 +66,52 @@ type guestPeer struct {
 
 // bootPair boots the first guest and its peer on one link, in parallel,
 // and starts the peer's sshd. On error nothing is left running.
+//
+// softroce.Boot starts again a guest whose boot stalls, but not a guest
+// on a link, since a link end belongs to one QEMU: so when an attempt
+// failed only because a boot stalled, bootPair closes both guests and
+// boots the pair again on a new link, up to softroce.BootAttempts in
+// all, as Boot does for one guest. The retries append to both console
+// logs (BootConfig.Retry), after a line saying why, rather than start
+// them afresh as a new Boot would: the stalled boot's console is what
+// tells a kernel hang from a slow host, and the run's directory would
+// otherwise keep only the last boot's.
 func bootPair(ctx context.Context, img softroce.Image, cfg softroce.BootConfig, peerLog string) (*softroce.Guest, *guestPeer, error) {
+	var stalls []string
+	stalled := make([]int, 2)
+	for attempt := 1; ; attempt++ {
+		guests, onlyStalls, err := bootLinked(ctx, img, cfg, peerLog, stalled)
+		if err == nil {
+			a, b := guests[0], guests[1]
+			a.Stalls, b.Stalls = stalled[0], stalled[1]
+			p, err := startPeerSSH(ctx, a, b)
+			if err != nil {
+				a.Close()
+				b.Close()
+				return nil, nil, err
+			}
+			return a, p, nil
+		}
+		if !onlyStalls || ctx.Err() != nil || attempt == softroce.BootAttempts {
+			return nil, nil, fmt.Errorf("boot two guests: %w", softroce.WrapStalls(err, stalls))
+		}
+		stalls = append(stalls, err.Error())
+		cfg.Retry = err.Error() + "; starting both guests once more"
+	}
+}
+
+// bootLinked is one attempt of bootPair: it boots the two guests on a
+// new link and counts in stalled the boots of each that stalled. On
+// error both guests are closed and reaped, and onlyStalls says whether
+// every boot that failed stalled (softroce.ErrStalled).
+func bootLinked(ctx context.Context, img softroce.Image, cfg softroce.BootConfig, peerLog string, stalled []int) (guests []*softroce.Guest, onlyStalls bool, err error) {
 	ea, eb, err := softroce.NewLink()
 	if err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
 	defer ea.Close()
 	defer eb.Close()
-	guests := make([]*softroce.Guest, 2)
+	guests = make([]*softroce.Guest, 2)
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i, end := range []*softroce.LinkEnd{ea, eb} {
@@ -89,24 +127,30 @@ func bootPair(ctx context.Context, img softroce.Image, cfg softroce.BootConfig, 
 		}()
 	}
 	wg.Wait()
-	closeAll := func() {
-		for _, g := range guests {
-			if g != nil {
-				g.Close()
-			}
+	onlyStalls = true
+	for i, err := range errs {
+		if errors.Is(err, softroce.ErrStalled) {
+			stalled[i]++
+		} else if err != nil {
+			onlyStalls = false
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		closeAll()
-		return nil, nil, fmt.Errorf("boot two guests: %w", err)
+	switch {
+	case errs[0] == nil && errs[1] == nil:
+		return guests, false, nil
+	case errs[1] == nil:
+		err = fmt.Errorf("first guest: %w", errs[0])
+	case errs[0] == nil:
+		err = fmt.Errorf("peer guest: %w", errs[1])
+	default:
+		err = fmt.Errorf("first guest: %w; peer guest: %w", errs[0], errs[1])
 	}
-	a, b := guests[0], guests[1]
-	p, err := startPeerSSH(ctx, a, b)
-	if err != nil {
-		closeAll()
-		return nil, nil, err
+	for _, g := range guests {
+		if g != nil {
+			g.Close()
+		}
 	}
-	return a, p, nil
+	return nil, onlyStalls, err
 }
 
 // startPeerSSH makes a host key for the peer and a client key for the
