@@ -224,10 +224,17 @@ func TestFaultGuestDies(t *testing.T) {
 	needVM(t)
 	ownGuest(t)
 	root := t.TempDir()
+	events := filepath.Join(t.TempDir(), "events.jsonl")
 	cmd := runAsync(t, "ramp", "--backend", "vm", "--clients", "8,2000", "--rounds", "1", "--traffic", "0", "--calibrate", "0",
-		"--vm-mem", "2048", "--vm-no-reference", "--results", root)
-	// Wait until the first point is saved, then kill QEMU.
-	eventually.True(t, 3*time.Minute, "the first point is saved", func() bool { return savedPoints(root) == 1 })
+		"--vm-mem", "2048", "--vm-no-reference", "--results", root, "--events", events)
+	// Wait until the first point is saved and the guest has reported the
+	// second under way (more clients connected than the first point had),
+	// then kill QEMU: killed any sooner, the guest dies between the points,
+	// before the second was sent to it, and no point is cut short.
+	eventually.True(t, 3*time.Minute, "the first point is saved and the 2000 point is under way", func() bool {
+		b, _ := os.ReadFile(events)
+		return savedPoints(root) == 1 && progressConnected(string(b)) > 8
+	})
 	qemu := childPID(t, "-nic")
 	if err := syscall.Kill(qemu, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
