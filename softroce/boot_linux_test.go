@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/internal/parts"
+	"github.com/rdmaprobe/rdmaprobe/internal/qemuwrap"
 )
 
 // TestGuest boots one real guest and runs every built-in op against it.
@@ -293,9 +293,7 @@ func TestGuestContextCancel(t *testing.T) {
 // TestGuestStall checks that a boot whose console stays silent is ended
 // after StallTimeout and started again, and that stalling on every one
 // of BootAttempts fails with a clear error; no QEMU is left behind either
-// way. QEMU started
-// with -S never runs its vCPUs (nothing here sends "cont"): a guest as
-// silent as the TCG hang CI once saw.
+// way (qemuwrap pauses the stalled boots).
 func TestGuestStall(t *testing.T) {
 	if ok, why := Available(); !ok {
 		parts.Missing(t, "vm backend unavailable: %s", why)
@@ -307,43 +305,13 @@ func TestGuestStall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	img := testImage(t, ctx, DefaultExtraBinaries)
-	// The wrapper records each QEMU's PID (exec keeps it) and pauses the
-	// first `paused` of them.
-	wrapper := func(paused int) (path, pids string) {
-		dir := t.TempDir()
-		path, pids = filepath.Join(dir, "qemu"), filepath.Join(dir, "pids")
-		script := fmt.Sprintf(`#!/bin/sh
-echo $$ >> %[1]s
-if [ "$(wc -l < %[1]s)" -le %[2]d ]; then exec %[3]s "$@" -S; fi
-exec %[3]s "$@"
-`, pids, paused, qemu)
-		if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return path, pids
-	}
-	reaped := func(t *testing.T, pids string) []string {
-		b, err := os.ReadFile(pids)
-		if err != nil {
-			t.Fatal(err)
-		}
-		list := strings.Fields(string(b))
-		for _, p := range list {
-			pid, _ := strconv.Atoi(p)
-			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-				t.Errorf("QEMU pid %d still exists (kill 0: %v)", pid, err)
-			}
-		}
-		return list
-	}
-
 	t.Run("retried", func(t *testing.T) {
-		q, pids := wrapper(1)
+		w := qemuwrap.New(t, qemu, 1)
 		logPath := filepath.Join(t.TempDir(), "console.log")
 		t0 := time.Now()
 		// The second boot must run through: 10 s, since a boot's longest
 		// silence (0.3 s on a quiet host) passed 3 s on a loaded one.
-		g, err := Boot(ctx, BootConfig{Image: img, QEMU: q, LogPath: logPath, StallTimeout: 10 * time.Second})
+		g, err := Boot(ctx, BootConfig{Image: img, QEMU: w.Path, LogPath: logPath, StallTimeout: 10 * time.Second})
 		if err != nil {
 			t.Fatalf("boot after a stall: %v", err)
 		}
@@ -359,7 +327,7 @@ exec %[3]s "$@"
 		if err := g.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
-		if n := len(reaped(t, pids)); n != g.Stalls+1 {
+		if n := len(w.Reaped(t)); n != g.Stalls+1 {
 			t.Errorf("%d QEMUs started, want %d (one per stall, and the one that came up)", n, g.Stalls+1)
 		}
 		b, _ := os.ReadFile(logPath)
@@ -370,9 +338,9 @@ exec %[3]s "$@"
 	})
 
 	t.Run("every-attempt", func(t *testing.T) {
-		q, pids := wrapper(BootAttempts)
+		w := qemuwrap.New(t, qemu, BootAttempts)
 		t0 := time.Now()
-		g, err := Boot(ctx, BootConfig{Image: img, QEMU: q, StallTimeout: 2 * time.Second})
+		g, err := Boot(ctx, BootConfig{Image: img, QEMU: w.Path, StallTimeout: 2 * time.Second})
 		if err == nil {
 			g.Close()
 			t.Fatalf("every boot stalled but Boot returned a guest")
@@ -384,7 +352,7 @@ exec %[3]s "$@"
 		if d := time.Since(t0); d > time.Minute {
 			t.Errorf("%d stalls of 2 s took %v to report", BootAttempts, d)
 		}
-		if n := len(reaped(t, pids)); n != BootAttempts {
+		if n := len(w.Reaped(t)); n != BootAttempts {
 			t.Errorf("%d QEMUs started, want %d", n, BootAttempts)
 		}
 	})

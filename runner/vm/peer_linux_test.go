@@ -3,17 +3,15 @@ package vm
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rdmaprobe/rdmaprobe/internal/parts"
+	"github.com/rdmaprobe/rdmaprobe/internal/qemuwrap"
 	"github.com/rdmaprobe/rdmaprobe/runner/verbsbin"
 	"github.com/rdmaprobe/rdmaprobe/softroce"
 )
@@ -23,9 +21,7 @@ import (
 // after one stalled boot, with the stall in both console logs; a pair
 // whose every boot stalls fails after softroce.BootAttempts attempts,
 // naming each stall; a boot that fails otherwise is not retried. Every
-// QEMU started is reaped each time. A QEMU started with -S never runs
-// its vCPUs (nothing here sends "cont"): a guest as silent as the TCG
-// hang CI saw.
+// QEMU started is reaped each time (qemuwrap pauses the stalled ones).
 func TestBootPairStalls(t *testing.T) {
 	if ok, why := softroce.Available(); !ok {
 		parts.Missing(t, "vm backend unavailable: %s", why)
@@ -48,52 +44,16 @@ func TestBootPairStalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The wrapper records each QEMU's PID (exec keeps it) and runs the
-	// first `paused` of them paused, or, with paused < 0, fails every
-	// one. The two guests of a pair start at once: the lock makes the
-	// count of those before exact.
-	wrapper := func(paused int) (path, pids string) {
-		dir := t.TempDir()
-		path, pids = filepath.Join(dir, "qemu"), filepath.Join(dir, "pids")
-		script := fmt.Sprintf(`#!/bin/sh
-if [ %[2]d -lt 0 ]; then echo $$ >> %[1]s; echo "wrapper: no QEMU" >&2; exit 1; fi
-exec 9>>%[1]s.lock
-flock 9
-echo $$ >> %[1]s
-n=$(wc -l < %[1]s)
-exec 9>&-
-if [ "$n" -le %[2]d ]; then exec %[3]s "$@" -S; fi
-exec %[3]s "$@"
-`, pids, paused, qemu)
-		if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return path, pids
-	}
-	reaped := func(t *testing.T, pids string) int {
-		b, err := os.ReadFile(pids)
-		if err != nil {
-			t.Fatal(err)
-		}
-		list := strings.Fields(string(b))
-		for _, p := range list {
-			pid, _ := strconv.Atoi(p)
-			if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-				t.Errorf("QEMU pid %d still exists (kill 0: %v)", pid, err)
-			}
-		}
-		return len(list)
-	}
 	cfg := softroce.BootConfig{CPUs: 1, MemMiB: 1024}
 
 	t.Run("retried", func(t *testing.T) {
-		q, pids := wrapper(1)
+		w := qemuwrap.New(t, qemu, 1)
 		dir := t.TempDir()
 		c := cfg
 		// The second attempt's boots must not stall: 5 s, since a boot's
 		// longest silence (0.3 s on a quiet host) passed 3 s on a loaded
 		// one; a further stall would only add an attempt.
-		c.QEMU, c.StallTimeout, c.LogPath = q, 5*time.Second, filepath.Join(dir, "first.log")
+		c.QEMU, c.StallTimeout, c.LogPath = w.Path, 5*time.Second, filepath.Join(dir, "first.log")
 		peerLog := filepath.Join(dir, "peer.log")
 		t0 := time.Now()
 		a, p, err := bootPair(ctx, img, c, peerLog)
@@ -132,15 +92,15 @@ exec %[3]s "$@"
 				t.Errorf("console log %s does not tell the stall and the next boot:\n%s", filepath.Base(log), s)
 			}
 		}
-		if n := reaped(t, pids); n != 2*attempts {
+		if n := len(w.Reaped(t)); n != 2*attempts {
 			t.Errorf("%d QEMUs started, want %d (two for each of %d attempts)", n, 2*attempts, attempts)
 		}
 	})
 
 	t.Run("every-attempt", func(t *testing.T) {
-		q, pids := wrapper(2 * softroce.BootAttempts)
+		w := qemuwrap.New(t, qemu, 2*softroce.BootAttempts)
 		c := cfg
-		c.QEMU, c.StallTimeout = q, 2*time.Second
+		c.QEMU, c.StallTimeout = w.Path, 2*time.Second
 		a, p, err := bootPair(ctx, img, c, "")
 		if err == nil {
 			p.close()
@@ -152,15 +112,15 @@ exec %[3]s "$@"
 		if !errors.Is(err, softroce.ErrStalled) || strings.Count(err.Error(), "console silent for 2s") != 2*softroce.BootAttempts {
 			t.Errorf("err = %v, want both guests' stalls of all %d attempts named", err, softroce.BootAttempts)
 		}
-		if n := reaped(t, pids); n != 2*softroce.BootAttempts {
+		if n := len(w.Reaped(t)); n != 2*softroce.BootAttempts {
 			t.Errorf("%d QEMUs started, want %d", n, 2*softroce.BootAttempts)
 		}
 	})
 
 	t.Run("other-error", func(t *testing.T) {
-		q, pids := wrapper(-1)
+		w := qemuwrap.New(t, qemu, -1)
 		c := cfg
-		c.QEMU = q
+		c.QEMU = w.Path
 		a, p, err := bootPair(ctx, img, c, "")
 		if err == nil {
 			p.close()
@@ -170,7 +130,7 @@ exec %[3]s "$@"
 		if errors.Is(err, softroce.ErrStalled) || !strings.Contains(err.Error(), "wrapper: no QEMU") {
 			t.Errorf("err = %v, want QEMU's failure", err)
 		}
-		if n := reaped(t, pids); n != 2 {
+		if n := len(w.Reaped(t)); n != 2 {
 			t.Errorf("%d QEMUs started, want 2: a failure that is no stall is not retried", n)
 		}
 	})
