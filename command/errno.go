@@ -22,8 +22,9 @@ type errnoSet struct {
 	textRE *regexp.Regexp
 }
 
-// errnoTable is made at its first use: compiling its pattern took 1-2
-// ms of every start of the binary, servers and load generators included.
+// errnoTable is made at its first use: compiling its pattern at init
+// cost every start of the binary, servers and load generators included,
+// though most never read an errno.
 var errnoTable = sync.OnceValue(func() errnoSet {
 	t := errnoSet{names: map[string]bool{}, texts: map[string]string{}}
 	for e := syscall.Errno(1); e < 134; e++ {

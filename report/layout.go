@@ -92,9 +92,8 @@ func (t table) draw(w io.Writer, width int, keep []bool) error {
 
 // tablePool keeps tablewriter tables made with the same options, reset
 // between uses: a new one allocates a stringer cache of 10,240 entries
-// (0.65 ms and 440 KB) that string cells never use, and a run's output
-// and reports draw dozens of tables (rendering the generated runs of
-// TestViewsStateOneVerdict spent a quarter of its time there).
+// that string cells never use, and a run's output and reports draw
+// dozens of tables.
 type tablePool struct {
 	opts []tablewriter.Option
 	pool sync.Pool
